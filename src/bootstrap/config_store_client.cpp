@@ -1,0 +1,400 @@
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "bootstrap/config_store.hpp"
+#include "bootstrap/wire.hpp"
+#include "common/error.hpp"
+
+namespace shmoe::bootstrap {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using wire::Op;
+using wire::Status;
+
+// Replies carry whole allgather results, so they may be far larger than a request.
+constexpr std::size_t kMaxReply = std::size_t{1} << 31;
+// How much longer than the server's own deadline a GET may wait for its answer before the
+// connection is presumed dead.
+constexpr milliseconds kReplySlack{10'000};
+// Longer timeouts mean "forever": adding a start time or slack to them could overflow.
+constexpr milliseconds kForever = std::chrono::hours(24 * 365);
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kHello:
+      return "HELLO";
+    case Op::kSet:
+      return "SET";
+    case Op::kGet:
+      return "GET";
+    case Op::kAdd:
+      return "ADD";
+    case Op::kAppend:
+      return "APPEND";
+    case Op::kCas:
+      return "CAS";
+    case Op::kRemove:
+      return "REMOVE";
+    case Op::kStatus:
+      return "STATUS";
+    case Op::kBye:
+      return "BYE";
+  }
+  return "?";
+}
+
+// One connection attempt to every address of `address`, each bounded by `budget`. Returns the
+// connected, blocking socket, or -1 with the reason in `error`.
+int try_connect(const StoreAddress& address, milliseconds budget, std::string& error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(address.port);
+  int rc = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0) {
+    error = fmt::format("cannot resolve '{}': {}", address.host, ::gai_strerror(rc));
+    return -1;
+  }
+  int result = -1;
+  for (addrinfo* ai = res; ai != nullptr && result < 0; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      error = errno_text(errno);
+      continue;
+    }
+    // Non-blocking so that a black-holed address cannot hold us past the caller's timeout.
+    int c = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    int err = c == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int n;
+      do {
+        n = ::poll(&p, 1, static_cast<int>(budget.count()));
+      } while (n < 0 && errno == EINTR);
+      if (n == 0) {
+        err = ETIMEDOUT;
+      } else {
+        socklen_t len = sizeof(err);
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      }
+    }
+    if (err != 0) {
+      error = errno_text(err);
+      ::close(fd);
+      continue;
+    }
+    int flags = ::fcntl(fd, F_GETFL);
+    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    result = fd;
+  }
+  ::freeaddrinfo(res);
+  return result;
+}
+
+struct Reply {
+  Status status = Status::kOk;
+  std::string payload;
+};
+
+}  // namespace
+
+struct ConfigStoreClient::Impl {
+  std::string where;
+  int fd = -1;
+  std::atomic<bool> shut{false};
+
+  std::mutex mu;
+  // Set once the byte stream can no longer be trusted (a reply that never came may still
+  // arrive); every later request fails with this text. Guarded by mu.
+  std::string broken;
+  milliseconds rcvtimeo{0};  // guarded by mu
+
+  // Here rather than in ~ConfigStoreClient so that a constructor that throws (refused hello)
+  // does not leak the socket.
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+  }
+
+  Error closed_error() const {
+    if (shut.load())
+      return make_error("the connection to the config store at {} was shut down", where);
+    return make_error("config store at {} closed the connection", where);
+  }
+
+  [[noreturn]] void fail(Error e) {
+    broken = e.what();
+    throw e;
+  }
+
+  void set_rcvtimeo(milliseconds t) {
+    if (t == rcvtimeo) return;
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    rcvtimeo = t;
+  }
+
+  void send_all(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n >= 0) {
+        data.remove_prefix(static_cast<std::size_t>(n));
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EPIPE || errno == ECONNRESET || shut.load()) fail(closed_error());
+      fail(make_error("lost the connection to the config store at {}: {}", where,
+                      errno_text(errno)));
+    }
+  }
+
+  void recv_all(char* buf, std::size_t len) {
+    while (len > 0) {
+      ssize_t n = ::recv(fd, buf, len, 0);
+      if (n > 0) {
+        buf += n;
+        len -= static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n == 0) fail(closed_error());
+      if (errno == EINTR) continue;
+      if (shut.load() || errno == ECONNRESET) fail(closed_error());
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        fail(make_error("config store at {} did not answer within {:.1f} s", where,
+                        std::chrono::duration<double>(rcvtimeo).count()));
+      }
+      fail(make_error("lost the connection to the config store at {}: {}", where,
+                      errno_text(errno)));
+    }
+  }
+
+  // recv_timeout 0: wait as long as it takes.
+  Reply request(wire::Writer& w, milliseconds recv_timeout = milliseconds{0}) {
+    std::lock_guard lock(mu);
+    if (shut.load()) throw closed_error();
+    if (!broken.empty()) throw Error(broken);
+    set_rcvtimeo(recv_timeout);
+    send_all(w.frame());
+    std::uint8_t header[wire::kHeaderSize];
+    recv_all(reinterpret_cast<char*>(header), sizeof(header));
+    wire::FrameHeader h;
+    try {
+      h = wire::parse_header(header, kMaxReply);
+    } catch (const wire::WireError& e) {
+      fail(
+          make_error("config store at {} sent an invalid reply ({}); is something else listening "
+                     "on that port?",
+                     where, e.what()));
+    }
+    if (h.code > static_cast<std::uint8_t>(Status::kBadRequest)) {
+      fail(make_error("config store at {} sent an unknown reply status {}", where, h.code));
+    }
+    Reply r;
+    r.status = static_cast<Status>(h.code);
+    r.payload.resize(h.length);
+    recv_all(r.payload.data(), r.payload.size());
+    return r;
+  }
+
+  // A reply the operation does not expect: the server's reason when it gave one.
+  [[noreturn]] void unexpected(Op op, const Reply& r) {
+    if (r.status == Status::kRefused || r.status == Status::kBadRequest) {
+      std::string reason = "(no reason given)";
+      try {
+        wire::Reader rd(r.payload);
+        reason = std::string(rd.str());
+      } catch (const wire::WireError&) {
+      }
+      throw make_error("config store at {} {} {}: {}", where,
+                       r.status == Status::kRefused ? "refused" : "rejected as malformed",
+                       op_name(op), reason);
+    }
+    throw make_error("config store at {} answered {} with unexpected status {}", where, op_name(op),
+                     static_cast<int>(r.status));
+  }
+
+  // Runs `parse` over a reply payload, turning a malformed payload into a protocol error.
+  template <typename F>
+  auto parse(Op op, const Reply& r, F&& f) {
+    try {
+      wire::Reader rd(r.payload);
+      auto v = f(rd);
+      rd.expect_end();
+      return v;
+    } catch (const wire::WireError& e) {
+      std::lock_guard lock(mu);
+      fail(make_error("config store at {} sent a malformed {} reply: {}", where, op_name(op),
+                      e.what()));
+    }
+  }
+
+  void expect_ok(Op op, const Reply& r) {
+    if (r.status != Status::kOk) unexpected(op, r);
+    parse(op, r, [](wire::Reader&) { return 0; });
+  }
+};
+
+ConfigStoreClient::ConfigStoreClient(const StoreAddress& address, const Hello& hello,
+                                     milliseconds connect_timeout)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->where = address.str();
+  connect_timeout = std::clamp(connect_timeout, milliseconds{0}, kForever);
+  auto start = Clock::now();
+  auto deadline = start + connect_timeout;
+  milliseconds pause{20};
+  std::string error;
+  while (true) {
+    auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+    // Even a zero timeout gets one real attempt.
+    impl_->fd = try_connect(address, std::max(left, milliseconds{10}), error);
+    if (impl_->fd >= 0) break;
+    auto now = Clock::now();
+    if (now >= deadline) {
+      throw make_error("cannot reach the config store at {} after {:.1f} s: {}", impl_->where,
+                       seconds(now - start), error);
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, milliseconds{100});
+  }
+
+  wire::Writer w(static_cast<std::uint8_t>(Op::kHello));
+  w.u16(wire::kProtocolVersion)
+      .u8(static_cast<std::uint8_t>(hello.role))
+      .i32(hello.rank)
+      .i32(hello.size)
+      .i32(hello.pid)
+      .str(hello.host);
+  Reply r = impl_->request(w, connect_timeout + kReplySlack);
+  if (r.status == Status::kRefused) {
+    std::string reason = "(no reason given)";
+    try {
+      wire::Reader rd(r.payload);
+      reason = std::string(rd.str());
+    } catch (const wire::WireError&) {
+    }
+    throw make_error("the config store at {} refused this process: {}", impl_->where, reason);
+  }
+  impl_->expect_ok(Op::kHello, r);
+}
+
+ConfigStoreClient::~ConfigStoreClient() = default;
+
+void ConfigStoreClient::set(std::string_view key, std::string_view value) {
+  wire::Writer w(static_cast<std::uint8_t>(Op::kSet));
+  w.str(key).str(value);
+  impl_->expect_ok(Op::kSet, impl_->request(w));
+}
+
+std::optional<std::string> ConfigStoreClient::get(std::string_view key, milliseconds timeout) {
+  bool forever = timeout.count() < 0 || timeout >= kForever;
+  wire::Writer w(static_cast<std::uint8_t>(Op::kGet));
+  w.str(key).i64(forever ? -1 : timeout.count());
+  Reply r = impl_->request(w, forever ? milliseconds{0} : timeout + kReplySlack);
+  if (r.status == Status::kTimeout) {
+    impl_->parse(Op::kGet, r, [](wire::Reader&) { return 0; });
+    return std::nullopt;
+  }
+  if (r.status != Status::kOk) impl_->unexpected(Op::kGet, r);
+  return impl_->parse(Op::kGet, r, [](wire::Reader& rd) { return std::string(rd.str()); });
+}
+
+std::int64_t ConfigStoreClient::add(std::string_view key, std::int64_t delta) {
+  wire::Writer w(static_cast<std::uint8_t>(Op::kAdd));
+  w.str(key).i64(delta);
+  Reply r = impl_->request(w);
+  if (r.status != Status::kOk) impl_->unexpected(Op::kAdd, r);
+  return impl_->parse(Op::kAdd, r, [](wire::Reader& rd) { return rd.i64(); });
+}
+
+void ConfigStoreClient::append(std::string_view key, std::string_view value) {
+  wire::Writer w(static_cast<std::uint8_t>(Op::kAppend));
+  w.str(key).str(value);
+  impl_->expect_ok(Op::kAppend, impl_->request(w));
+}
+
+bool ConfigStoreClient::compare_and_swap(std::string_view key,
+                                         std::optional<std::string_view> expected,
+                                         std::string_view desired,
+                                         std::optional<std::string>* current) {
+  wire::Writer w(static_cast<std::uint8_t>(Op::kCas));
+  w.str(key).u8(expected ? 1 : 0).str(expected.value_or("")).str(desired);
+  Reply r = impl_->request(w);
+  if (r.status != Status::kOk && r.status != Status::kCasFailed) impl_->unexpected(Op::kCas, r);
+  auto found = impl_->parse(Op::kCas, r, [](wire::Reader& rd) {
+    bool present = rd.u8() != 0;
+    std::string value(rd.str());
+    return present ? std::optional<std::string>(std::move(value)) : std::nullopt;
+  });
+  if (current != nullptr) *current = std::move(found);
+  return r.status == Status::kOk;
+}
+
+bool ConfigStoreClient::remove(std::string_view key) {
+  wire::Writer w(static_cast<std::uint8_t>(Op::kRemove));
+  w.str(key);
+  Reply r = impl_->request(w);
+  if (r.status == Status::kNotFound) {
+    impl_->parse(Op::kRemove, r, [](wire::Reader&) { return 0; });
+    return false;
+  }
+  impl_->expect_ok(Op::kRemove, r);
+  return true;
+}
+
+JobStatus ConfigStoreClient::job_status() {
+  wire::Writer w(static_cast<std::uint8_t>(Op::kStatus));
+  Reply r = impl_->request(w);
+  if (r.status != Status::kOk) impl_->unexpected(Op::kStatus, r);
+  return impl_->parse(Op::kStatus, r, [](wire::Reader& rd) {
+    JobStatus s;
+    s.size = rd.i32();
+    // No reserve(n): n comes from the peer, and the Reader bounds the loop by the payload.
+    auto read_ranks = [&rd](std::vector<std::int32_t>& out) {
+      std::uint32_t n = rd.u32();
+      for (std::uint32_t i = 0; i < n; ++i) out.push_back(rd.i32());
+    };
+    read_ranks(s.arrived);
+    read_ranks(s.departed);
+    return s;
+  });
+}
+
+void ConfigStoreClient::bye() {
+  wire::Writer w(static_cast<std::uint8_t>(Op::kBye));
+  impl_->expect_ok(Op::kBye, impl_->request(w));
+}
+
+void ConfigStoreClient::shutdown() {
+  impl_->shut.store(true);
+  ::shutdown(impl_->fd, SHUT_RDWR);
+}
+
+}  // namespace shmoe::bootstrap

@@ -1,0 +1,98 @@
+#include "common/env.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "common/error.hpp"
+
+namespace shmoe::env {
+
+std::optional<std::string> get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::size_t parse_size(std::string_view text, std::string_view what) {
+  std::string s(text);
+  s.erase(std::remove_if(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); }),
+          s.end());
+  char* end = nullptr;
+  errno = 0;
+  double number = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || errno != 0 || !(number >= 0) || !std::isfinite(number)) {
+    throw make_error("{}='{}' is not a size (expected e.g. 4096, 512M, 2G)", what, text);
+  }
+  std::string suffix(end);
+  std::transform(suffix.begin(), suffix.end(), suffix.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  double scale = 1;
+  if (suffix.empty() || suffix == "B") {
+    scale = 1;
+  } else if (suffix == "K" || suffix == "KB" || suffix == "KIB") {
+    scale = 1024.0;
+  } else if (suffix == "M" || suffix == "MB" || suffix == "MIB") {
+    scale = 1024.0 * 1024;
+  } else if (suffix == "G" || suffix == "GB" || suffix == "GIB") {
+    scale = 1024.0 * 1024 * 1024;
+  } else if (suffix == "T" || suffix == "TB" || suffix == "TIB") {
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    throw make_error("{}='{}' has an unknown unit '{}' (allowed: K, M, G, T)", what, text, end);
+  }
+  double bytes = number * scale;
+  if (bytes > static_cast<double>(std::numeric_limits<std::size_t>::max() / 2)) {
+    throw make_error("{}='{}' is too large", what, text);
+  }
+  return static_cast<std::size_t>(bytes);
+}
+
+std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_t min,
+                       std::int64_t max) {
+  std::int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    throw make_error("{}='{}' is not an integer (allowed range {}..{})", what, text, min, max);
+  }
+  if (value < min || value > max) {
+    throw make_error("{}={} is out of range (allowed {}..{})", what, value, min, max);
+  }
+  return value;
+}
+
+std::size_t size_or(const char* name, std::size_t fallback) {
+  auto v = get(name);
+  return v ? parse_size(*v, name) : fallback;
+}
+
+std::int64_t int_or(const char* name, std::int64_t fallback, std::int64_t min, std::int64_t max) {
+  auto v = get(name);
+  return v ? parse_int(*v, name, min, max) : fallback;
+}
+
+bool flag(const char* name) {
+  auto v = get(name);
+  if (!v) return false;
+  std::string s = *v;
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s == "1" || s == "true" || s == "yes" || s == "on";
+}
+
+std::chrono::milliseconds seconds_or(const char* name, double fallback_seconds) {
+  double seconds = fallback_seconds;
+  if (auto v = get(name)) {
+    char* end = nullptr;
+    seconds = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(seconds >= 0) || seconds > 1e9) {
+      throw make_error("{}='{}' is not a duration in seconds (allowed 0..1e9, 0 = never)", name,
+                       *v);
+    }
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+}  // namespace shmoe::env

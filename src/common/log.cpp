@@ -1,0 +1,30 @@
+#include "common/log.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+namespace shmoe::log {
+namespace {
+std::atomic<int> g_rank{-1};
+}
+
+void set_rank(int r) { g_rank.store(r, std::memory_order_relaxed); }
+int rank() { return g_rank.load(std::memory_order_relaxed); }
+
+void write(std::string_view level, std::string_view message) {
+  int r = rank();
+  std::string line = r >= 0 ? fmt::format("shmoe: PE {}: {}: {}\n", r, level, message)
+                            : fmt::format("shmoe: {}: {}\n", level, message);
+  // One write() per line so that lines of concurrent PEs and threads never interleave.
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+void fatal(std::string_view message, int exit_code) {
+  write("error", message);
+  ::_exit(exit_code);
+}
+
+}  // namespace shmoe::log

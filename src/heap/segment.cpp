@@ -1,0 +1,112 @@
+#include "heap/segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "common/error.hpp"
+
+namespace shmoe::heap {
+namespace {
+
+std::byte* map_fd(int fd, std::size_t size, const std::string& name) {
+  // MAP_NORESERVE: a large heap costs nothing until its pages are touched.
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (p == MAP_FAILED) {
+    throw make_error("cannot map symmetric heap segment {} ({} bytes): {}", name, size,
+                     std::strerror(errno));
+  }
+  return static_cast<std::byte*>(p);
+}
+
+}  // namespace
+
+std::string Segment::name_for(int pid, int rank) { return fmt::format("/shmoe-{}-{}", pid, rank); }
+
+Segment Segment::create(const std::string& name, std::size_t size) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    throw make_error("cannot create symmetric heap segment {}: {}", name, std::strerror(errno));
+  }
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    throw make_error("cannot size symmetric heap segment {} to {} bytes: {} (is /dev/shm large "
+                     "enough? lower SHMEM_SYMMETRIC_SIZE)",
+                     name, size, std::strerror(err));
+  }
+  Segment s;
+  try {
+    s.base_ = map_fd(fd, size, name);
+  } catch (...) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    throw;
+  }
+  ::close(fd);
+  s.size_ = size;
+  s.name_ = name;
+  s.owner_ = true;
+  s.linked_ = true;
+  return s;
+}
+
+Segment Segment::attach(const std::string& name, std::size_t size) {
+  int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    throw make_error("cannot open peer segment {}: {} (is the peer on another host?)", name,
+                     std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < size) {
+    ::close(fd);
+    throw make_error("peer segment {} is smaller ({} bytes) than announced ({} bytes)", name,
+                     static_cast<long long>(st.st_size), size);
+  }
+  Segment s;
+  try {
+    s.base_ = map_fd(fd, size, name);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  s.size_ = size;
+  s.name_ = name;
+  return s;
+}
+
+Segment::~Segment() {
+  if (owner_ && linked_) ::shm_unlink(name_.c_str());
+  if (base_ != nullptr) ::munmap(base_, size_);
+}
+
+Segment::Segment(Segment&& o) noexcept
+    : base_(std::exchange(o.base_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      name_(std::move(o.name_)),
+      owner_(std::exchange(o.owner_, false)),
+      linked_(std::exchange(o.linked_, false)) {}
+
+Segment& Segment::operator=(Segment&& o) noexcept {
+  if (this != &o) {
+    this->~Segment();
+    new (this) Segment(std::move(o));
+  }
+  return *this;
+}
+
+void Segment::unlink() {
+  if (owner_ && linked_) {
+    ::shm_unlink(name_.c_str());
+    linked_ = false;
+  }
+}
+
+}  // namespace shmoe::heap

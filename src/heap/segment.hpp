@@ -1,0 +1,41 @@
+// A PE's symmetric heap segment: a POSIX shared-memory object that every PE on the host maps.
+// The name exists only during start-up: once every peer has mapped it, the owner unlinks it, so
+// a PE that dies later leaves nothing behind in /dev/shm (the kernel frees the memory with the
+// last mapping). The launcher sweeps names of PEs that died during start-up.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace shmoe::heap {
+
+class Segment {
+ public:
+  Segment() = default;
+  // Creates and maps a new object of `size` bytes (pages are allocated lazily).
+  static Segment create(const std::string& name, std::size_t size);
+  // Maps a peer's object; throws naming the peer's segment if it is missing or smaller.
+  static Segment attach(const std::string& name, std::size_t size);
+  // The name of PE `rank` of the process `pid`: what the launcher sweeps.
+  static std::string name_for(int pid, int rank);
+
+  ~Segment();
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  void unlink();  // removes the name; the mapping stays valid
+  std::byte* base() const { return base_; }
+  std::size_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t size_ = 0;
+  std::string name_;
+  bool owner_ = false;
+  bool linked_ = false;
+};
+
+}  // namespace shmoe::heap

@@ -1,0 +1,121 @@
+// Library setup, exit and query routines (OpenSHMEM 1.5 section 9.1), and contexts.
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "shmem/runtime.hpp"
+
+struct shmoe_ctx shmoe_ctx_default;
+
+namespace {
+
+using shmoe::Runtime;
+
+void finalize_at_exit() {
+  if (shmoe::runtime_or_null() != nullptr) shmem_finalize();
+}
+
+int start(int requested) {
+  if (shmoe::runtime_or_null() != nullptr) return shmoe::runtime_or_null()->thread_level();
+  int provided = requested < SHMEM_THREAD_SINGLE     ? SHMEM_THREAD_SINGLE
+                 : requested > SHMEM_THREAD_MULTIPLE ? SHMEM_THREAD_MULTIPLE
+                                                     : requested;
+  try {
+    auto launch = shmoe::bootstrap::detect_launch();
+    shmoe::log::set_rank(launch.rank);
+    auto config = shmoe::read_runtime_config();
+    shmoe::set_runtime(std::make_unique<Runtime>(launch, config, provided));
+  } catch (const std::exception& e) {
+    shmoe::log::fatal(fmt::format("shmem_init failed: {}", e.what()));
+  }
+  static bool registered = false;
+  if (!registered) {
+    std::atexit(finalize_at_exit);
+    registered = true;
+  }
+  return provided;
+}
+
+}  // namespace
+
+extern "C" {
+
+void shmem_init(void) { start(SHMEM_THREAD_SINGLE); }
+
+int shmem_init_thread(int requested, int* provided) {
+  int level = start(requested);
+  if (provided != nullptr) *provided = level;
+  return 0;
+}
+
+void shmem_query_thread(int* provided) {
+  if (provided != nullptr) *provided = shmoe::runtime("shmem_query_thread").thread_level();
+}
+
+void shmem_finalize(void) {
+  auto rt = shmoe::take_runtime();
+  if (!rt) return;  // finalize after finalize is allowed and does nothing
+  try {
+    rt->finalize();
+  } catch (const std::exception& e) {
+    shmoe::log::fatal(fmt::format("shmem_finalize failed: {}", e.what()));
+  }
+}
+
+void shmem_global_exit(int status) {
+  if (auto* rt = shmoe::runtime_or_null()) rt->global_exit(status);
+  std::exit(status);
+}
+
+int shmem_my_pe(void) { return shmoe::runtime("shmem_my_pe").rank(); }
+int shmem_n_pes(void) { return shmoe::runtime("shmem_n_pes").size(); }
+
+int shmem_pe_accessible(int pe) {
+  auto& rt = shmoe::runtime("shmem_pe_accessible");
+  return pe >= 0 && pe < rt.size() ? 1 : 0;
+}
+
+int shmem_addr_accessible(const void* addr, int pe) {
+  auto& rt = shmoe::runtime("shmem_addr_accessible");
+  return shmem_pe_accessible(pe) && rt.is_symmetric(addr, 1) ? 1 : 0;
+}
+
+void* shmem_ptr(const void* dest, int pe) {
+  auto& rt = shmoe::runtime("shmem_ptr");
+  if (pe < 0 || pe >= rt.size() || !rt.is_symmetric(dest, 1)) return nullptr;
+  std::byte* base = rt.transport().direct_base(pe);
+  return base == nullptr ? nullptr : base + rt.offset_of(dest);
+}
+
+void shmem_info_get_version(int* major, int* minor) {
+  if (major != nullptr) *major = SHMEM_MAJOR_VERSION;
+  if (minor != nullptr) *minor = SHMEM_MINOR_VERSION;
+}
+
+void shmem_info_get_name(char* name) {
+  if (name == nullptr) return;
+  std::strncpy(name, SHMEM_VENDOR_STRING " " SHMOE_VERSION_STRING, SHMEM_MAX_NAME_LEN - 1);
+  name[SHMEM_MAX_NAME_LEN - 1] = '\0';
+}
+
+int shmem_ctx_create(long options, shmem_ctx_t* ctx) {
+  shmoe::runtime("shmem_ctx_create");
+  if (ctx == nullptr) return -1;
+  constexpr long kKnown = SHMEM_CTX_SERIALIZED | SHMEM_CTX_PRIVATE | SHMEM_CTX_NOSTORE;
+  if ((options & ~kKnown) != 0) {
+    *ctx = SHMEM_CTX_INVALID;
+    return -1;
+  }
+  *ctx = new shmoe_ctx{options, true};
+  return 0;
+}
+
+void shmem_ctx_destroy(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_DEFAULT || ctx == SHMEM_CTX_INVALID) return;
+  shmoe::check_ctx(ctx, "shmem_ctx_destroy");
+  shmem_ctx_quiet(ctx);
+  ctx->live = false;
+  delete ctx;
+}
+
+}  // extern "C"

@@ -1,0 +1,61 @@
+// Signaling operations (OpenSHMEM 1.5 section 9.8): data, then the signal, never the reverse.
+// The store fence between them orders even the non-temporal stores of a large copy, and the
+// signal itself is a release store or add, which the waiter's acquire load pairs with.
+#include "shmem/api_stamp.hpp"
+
+namespace {
+
+using shmoe::transport::AmoOp;
+
+void put_signal(shmem_ctx_t ctx, void* dest, const void* source, std::size_t bytes,
+                std::uint64_t* sig_addr, std::uint64_t signal, int sig_op, int pe,
+                const char* fn) {
+  auto& rt = shmoe::runtime(fn);
+  std::size_t data_off = shmoe::api::check_remote(ctx, rt, dest, bytes, pe, fn, "dest");
+  std::size_t sig_off = shmoe::symmetric_offset(rt, sig_addr, sizeof(std::uint64_t), fn, "sig_addr");
+  if (sig_op != SHMEM_SIGNAL_SET && sig_op != SHMEM_SIGNAL_ADD) {
+    shmoe::api_error(fn, "sig_op={} is neither SHMEM_SIGNAL_SET ({}) nor SHMEM_SIGNAL_ADD ({})",
+                     sig_op, SHMEM_SIGNAL_SET, SHMEM_SIGNAL_ADD);
+  }
+  auto& t = rt.transport();
+  t.put(pe, data_off, source, bytes);
+  t.fence();
+  t.atomic(pe, sig_off, {sig_op == SHMEM_SIGNAL_SET ? AmoOp::kStore : AmoOp::kAdd, 8, signal});
+}
+
+}  // namespace
+
+extern "C" {
+
+#define SHMOE_SIGNAL_PARAMS(T) \
+  (T * dest, const T* source, size_t nelems, uint64_t* sig_addr, uint64_t signal, int sig_op, int pe)
+#define SHMOE_SIGNAL_ARGS (dest, source, nelems, sig_addr, signal, sig_op, pe)
+
+#define SHMOE_DEF_PUT_SIGNAL(NAME, T, ELEM_BYTES, FN)                                             \
+  SHMOE_DEFINE_BOTH(void, NAME, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                        \
+                    put_signal(ctx, dest, source, nelems * (ELEM_BYTES), sig_addr, signal, sig_op, \
+                               pe, FN))                                                           \
+  SHMOE_DEFINE_BOTH(void, NAME##_nbi, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                  \
+                    put_signal(ctx, dest, source, nelems * (ELEM_BYTES), sig_addr, signal, sig_op, \
+                               pe, FN "_nbi"))
+
+#define SHMOE_DEF_PUT_SIGNAL_TYPED(T, N) \
+  SHMOE_DEF_PUT_SIGNAL(N##_put_signal, T, sizeof(T), "shmem_" #N "_put_signal")
+SHMOE_RMA_TYPES(SHMOE_DEF_PUT_SIGNAL_TYPED)
+
+#define SHMOE_DEF_PUT_SIGNAL_SIZED(BITS, T) \
+  SHMOE_DEF_PUT_SIGNAL(put##BITS##_signal, void, sizeof(T), "shmem_put" #BITS "_signal")
+SHMOE_RMA_SIZES(SHMOE_DEF_PUT_SIGNAL_SIZED)
+
+SHMOE_DEF_PUT_SIGNAL(putmem_signal, void, 1, "shmem_putmem_signal")
+
+uint64_t shmem_signal_fetch(const uint64_t* sig_addr) {
+  return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(sig_addr))
+      .load(std::memory_order_acquire);
+}
+
+uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value) {
+  return shmoe::api::wait_until_u64("shmem_signal_wait_until", sig_addr, cmp, cmp_value);
+}
+
+}  // extern "C"

@@ -1,0 +1,227 @@
+// Point-to-point synchronization (OpenSHMEM 1.5 section 9.10) and the whole-job barriers.
+// Every wait reads its words with acquire loads (the writer's data-then-flag order is then seen
+// by this PE) and waits through shmoe::wait_until, which backs off and reports hangs.
+#include <atomic>
+#include <climits>
+#include <cstdint>
+
+#include "common/backoff.hpp"
+#include "shmem/api_stamp.hpp"
+
+namespace {
+
+const char* cmp_name(int cmp) {
+  switch (cmp) {
+    case SHMEM_CMP_EQ: return "EQ";
+    case SHMEM_CMP_NE: return "NE";
+    case SHMEM_CMP_GT: return "GT";
+    case SHMEM_CMP_GE: return "GE";
+    case SHMEM_CMP_LT: return "LT";
+    case SHMEM_CMP_LE: return "LE";
+  }
+  return nullptr;
+}
+
+void check_cmp(int cmp, const char* fn) {
+  if (cmp_name(cmp) == nullptr) {
+    shmoe::api_error(fn, "cmp={} is not a comparison (SHMEM_CMP_EQ={} .. SHMEM_CMP_LE={})", cmp,
+                     SHMEM_CMP_EQ, SHMEM_CMP_LE);
+  }
+}
+
+template <typename T>
+bool compare(T a, int cmp, T b) {
+  switch (cmp) {
+    case SHMEM_CMP_EQ: return a == b;
+    case SHMEM_CMP_NE: return a != b;
+    case SHMEM_CMP_GT: return a > b;
+    case SHMEM_CMP_GE: return a >= b;
+    case SHMEM_CMP_LT: return a < b;
+    case SHMEM_CMP_LE: return a <= b;
+  }
+  return false;
+}
+
+template <typename T>
+T load(T* ivar) {
+  return std::atomic_ref<T>(*ivar).load(std::memory_order_acquire);
+}
+
+// The comparison value of element i: one for all (scalar forms) or one each (vector forms).
+template <typename T>
+struct Scalar {
+  T value;
+  T operator[](std::size_t) const { return value; }
+};
+
+inline bool included(const int* status, std::size_t i) { return status == nullptr || status[i] == 0; }
+
+template <typename T, typename Values>
+bool test_all(T* ivars, std::size_t n, const int* status, int cmp, const Values& v) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (included(status, i) && !compare(load(ivars + i), cmp, v[i])) return false;
+  }
+  return true;
+}
+
+template <typename T, typename Values>
+std::size_t test_any(T* ivars, std::size_t n, const int* status, int cmp, const Values& v) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (included(status, i) && compare(load(ivars + i), cmp, v[i])) return i;
+  }
+  return SIZE_MAX;
+}
+
+template <typename T, typename Values>
+std::size_t test_some(T* ivars, std::size_t n, std::size_t* indices, const int* status, int cmp,
+                      const Values& v) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (included(status, i) && compare(load(ivars + i), cmp, v[i])) indices[count++] = i;
+  }
+  return count;
+}
+
+bool any_included(std::size_t n, const int* status) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (included(status, i)) return true;
+  }
+  return false;
+}
+
+// What a hung wait reports: the call, where the word lives and what it holds.
+template <typename T, typename Values>
+std::string describe(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
+                     const Values& v) {
+  auto* rt = shmoe::runtime_or_null();
+  std::string where = rt != nullptr && rt->is_symmetric(ivars, sizeof(T))
+                          ? fmt::format("symmetric offset {:#x}", rt->offset_of(ivars))
+                          : fmt::format("address {}", static_cast<const void*>(ivars));
+  std::string seen;
+  std::size_t shown = 0;
+  for (std::size_t i = 0; i < n && shown < 8; ++i) {
+    if (!included(status, i)) continue;
+    seen += fmt::format("{}[{}]={} (want {} {}) ", shown ? "" : "", i, load(ivars + i),
+                        cmp_name(cmp), v[i]);
+    ++shown;
+  }
+  return fmt::format("{} on {} ({} elements): {}; the value is written by whichever PE puts to "
+                     "it",
+                     fn, where, n, seen);
+}
+
+template <typename T, typename Values>
+void wait_all(const char* fn, T* ivars, std::size_t n, const int* status, int cmp, const Values& v) {
+  check_cmp(cmp, fn);
+  shmoe::wait_until([&] { return test_all(ivars, n, status, cmp, v); },
+                    [&] { return describe(fn, ivars, n, status, cmp, v); });
+}
+
+template <typename T, typename Values>
+std::size_t wait_any(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
+                     const Values& v) {
+  check_cmp(cmp, fn);
+  if (!any_included(n, status)) return SIZE_MAX;
+  std::size_t found = SIZE_MAX;
+  shmoe::wait_until([&] { return (found = test_any(ivars, n, status, cmp, v)) != SIZE_MAX; },
+                    [&] { return describe(fn, ivars, n, status, cmp, v); });
+  return found;
+}
+
+template <typename T, typename Values>
+std::size_t wait_some(const char* fn, T* ivars, std::size_t n, std::size_t* indices,
+                      const int* status, int cmp, const Values& v) {
+  check_cmp(cmp, fn);
+  if (!any_included(n, status)) return 0;
+  std::size_t count = 0;
+  shmoe::wait_until([&] { return (count = test_some(ivars, n, indices, status, cmp, v)) > 0; },
+                    [&] { return describe(fn, ivars, n, status, cmp, v); });
+  return count;
+}
+
+template <typename T>
+int test_one(const char* fn, T* ivar, int cmp, T value) {
+  check_cmp(cmp, fn);
+  return compare(load(ivar), cmp, value) ? 1 : 0;
+}
+
+}  // namespace
+
+namespace shmoe::api {
+// Shared with the signal routines, which wait on uint64_t words the same way.
+std::uint64_t wait_until_u64(const char* fn, std::uint64_t* ivar, int cmp, std::uint64_t value) {
+  wait_all(fn, ivar, 1, nullptr, cmp, Scalar<std::uint64_t>{value});
+  return load(ivar);
+}
+}  // namespace shmoe::api
+
+extern "C" {
+
+#define SHMOE_DEF_P2P_SYNC(T, N)                                                                  \
+  void shmem_##N##_wait_until(T* ivar, int cmp, T cmp_value) {                                    \
+    wait_all("shmem_" #N "_wait_until", ivar, 1, nullptr, cmp, Scalar<T>{cmp_value});             \
+  }                                                                                               \
+  void shmem_##N##_wait_until_all(T* ivars, size_t nelems, const int* status, int cmp,            \
+                                  T cmp_value) {                                                  \
+    wait_all("shmem_" #N "_wait_until_all", ivars, nelems, status, cmp, Scalar<T>{cmp_value});    \
+  }                                                                                               \
+  size_t shmem_##N##_wait_until_any(T* ivars, size_t nelems, const int* status, int cmp,          \
+                                    T cmp_value) {                                                \
+    return wait_any("shmem_" #N "_wait_until_any", ivars, nelems, status, cmp,                    \
+                    Scalar<T>{cmp_value});                                                        \
+  }                                                                                               \
+  size_t shmem_##N##_wait_until_some(T* ivars, size_t nelems, size_t* indices, const int* status, \
+                                     int cmp, T cmp_value) {                                      \
+    return wait_some("shmem_" #N "_wait_until_some", ivars, nelems, indices, status, cmp,         \
+                     Scalar<T>{cmp_value});                                                       \
+  }                                                                                               \
+  void shmem_##N##_wait_until_all_vector(T* ivars, size_t nelems, const int* status, int cmp,     \
+                                         T* cmp_values) {                                         \
+    wait_all("shmem_" #N "_wait_until_all_vector", ivars, nelems, status, cmp, cmp_values);       \
+  }                                                                                               \
+  size_t shmem_##N##_wait_until_any_vector(T* ivars, size_t nelems, const int* status, int cmp,   \
+                                           T* cmp_values) {                                       \
+    return wait_any("shmem_" #N "_wait_until_any_vector", ivars, nelems, status, cmp, cmp_values); \
+  }                                                                                               \
+  size_t shmem_##N##_wait_until_some_vector(T* ivars, size_t nelems, size_t* indices,             \
+                                            const int* status, int cmp, T* cmp_values) {          \
+    return wait_some("shmem_" #N "_wait_until_some_vector", ivars, nelems, indices, status, cmp,  \
+                     cmp_values);                                                                 \
+  }                                                                                               \
+  int shmem_##N##_test(T* ivar, int cmp, T cmp_value) {                                           \
+    return test_one("shmem_" #N "_test", ivar, cmp, cmp_value);                                   \
+  }                                                                                               \
+  int shmem_##N##_test_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) {    \
+    check_cmp(cmp, "shmem_" #N "_test_all");                                                      \
+    return test_all(ivars, nelems, status, cmp, Scalar<T>{cmp_value}) ? 1 : 0;                    \
+  }                                                                                               \
+  size_t shmem_##N##_test_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) { \
+    check_cmp(cmp, "shmem_" #N "_test_any");                                                      \
+    return test_any(ivars, nelems, status, cmp, Scalar<T>{cmp_value});                            \
+  }                                                                                               \
+  size_t shmem_##N##_test_some(T* ivars, size_t nelems, size_t* indices, const int* status,       \
+                               int cmp, T cmp_value) {                                            \
+    check_cmp(cmp, "shmem_" #N "_test_some");                                                     \
+    return test_some(ivars, nelems, indices, status, cmp, Scalar<T>{cmp_value});                  \
+  }                                                                                               \
+  int shmem_##N##_test_all_vector(T* ivars, size_t nelems, const int* status, int cmp,            \
+                                  T* cmp_values) {                                                \
+    check_cmp(cmp, "shmem_" #N "_test_all_vector");                                               \
+    return test_all(ivars, nelems, status, cmp, cmp_values) ? 1 : 0;                              \
+  }                                                                                               \
+  size_t shmem_##N##_test_any_vector(T* ivars, size_t nelems, const int* status, int cmp,         \
+                                     T* cmp_values) {                                             \
+    check_cmp(cmp, "shmem_" #N "_test_any_vector");                                               \
+    return test_any(ivars, nelems, status, cmp, cmp_values);                                      \
+  }                                                                                               \
+  size_t shmem_##N##_test_some_vector(T* ivars, size_t nelems, size_t* indices,                   \
+                                      const int* status, int cmp, T* cmp_values) {                \
+    check_cmp(cmp, "shmem_" #N "_test_some_vector");                                              \
+    return test_some(ivars, nelems, indices, status, cmp, cmp_values);                            \
+  }
+SHMOE_P2P_SYNC_TYPES(SHMOE_DEF_P2P_SYNC)
+
+void shmem_barrier_all(void) { shmoe::runtime("shmem_barrier_all").barrier_all(); }
+void shmem_sync_all(void) { shmoe::runtime("shmem_sync_all").sync_all(); }
+
+}  // extern "C"

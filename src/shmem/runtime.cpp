@@ -1,0 +1,205 @@
+#include "shmem/runtime.hpp"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+
+#include "common/backoff.hpp"
+#include "common/env.hpp"
+#include "common/error.hpp"
+
+namespace shmoe {
+namespace {
+
+constexpr std::size_t kDefaultHeapSize = 512u << 20;
+constexpr std::size_t kPageSize = 4096;
+
+std::unique_ptr<Runtime>& runtime_slot() {
+  static std::unique_ptr<Runtime> rt;
+  return rt;
+}
+
+std::string local_host_id() {
+  if (auto id = env::get("SHMOE_HOST_ID")) return *id;
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+// A value stored under kAbortKey by shmem_global_exit: "exit=<status>;<message>".
+int abort_status(std::string& message) {
+  if (message.rfind("exit=", 0) == 0) {
+    auto semi = message.find(';');
+    if (semi != std::string::npos) {
+      int status = std::atoi(message.c_str() + 5);
+      message.erase(0, semi + 1);
+      return status == 0 ? 1 : status;
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+RuntimeConfig read_runtime_config() {
+  RuntimeConfig c;
+  std::size_t heap = kDefaultHeapSize;
+  if (env::get("SHMEM_SYMMETRIC_SIZE")) {
+    heap = env::size_or("SHMEM_SYMMETRIC_SIZE", heap);
+  } else if (env::get("SMA_SYMMETRIC_SIZE")) {  // the variable OpenSHMEM 1.0-1.3 programs set
+    heap = env::size_or("SMA_SYMMETRIC_SIZE", heap);
+  }
+  // Room for the runtime's own symmetric state comes on top of what the user asked for.
+  c.heap_size = (heap + DisseminationBarrier::kFlagBytes + kPageSize - 1) / kPageSize * kPageSize;
+  c.init_timeout = env::seconds_or("SHMOE_INIT_TIMEOUT", 60);
+  if (c.init_timeout.count() == 0) c.init_timeout = std::chrono::milliseconds(INT_MAX);
+  c.debug_allocations = env::flag("SHMOE_DEBUG");
+  c.host = local_host_id();
+  WaitPolicy& w = wait_policy();
+  w.hang_timeout = env::seconds_or("SHMOE_HANG_TIMEOUT", 60);
+  return c;
+}
+
+Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& config,
+                 int thread_level)
+    : rank_(launch.rank),
+      size_(launch.size),
+      thread_level_(thread_level),
+      config_(config),
+      launch_(launch),
+      allocator_(config.heap_size) {
+  bootstrap::StoreAddress store = launch.store;
+  if (launch.hosts_store) {
+    bootstrap::ConfigStoreServer::Options o;
+    o.bind_host = store.host;
+    o.port = store.port;
+    o.job_size = size_;
+    server_ = std::make_unique<bootstrap::ConfigStoreServer>(o);
+    server_->start();
+    store.port = server_->port();
+  }
+  bootstrap::Hello hello{bootstrap::PeerRole::kPe, rank_, size_, static_cast<int>(::getpid()),
+                         config_.host};
+  client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
+  hello.role = bootstrap::PeerRole::kMonitor;
+  monitor_client_ =
+      std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
+  start_monitor();
+  try {
+    connect_transport();
+  } catch (const std::exception& e) {
+    // Every PE should learn why start-up failed, not only that this PE went away.
+    publish_abort(fmt::format("PE {}: shmem_init failed: {}", rank_, e.what()));
+    // A constructor that throws runs no destructor: the monitor must be stopped here.
+    leaving_ = true;
+    stop_monitor();
+    linger_if_hosting_store();
+    throw;
+  }
+}
+
+void Runtime::publish_abort(const std::string& message) {
+  try {
+    // Only the first explanation counts; later ones are mostly its consequences.
+    client_->compare_and_swap(bootstrap::kAbortKey, std::nullopt, message);
+  } catch (const std::exception&) {
+    // The store is already gone; the caller's own message still reaches stderr.
+  }
+}
+
+// When this PE runs the store, its exit takes the store down: wait a moment so that the other
+// PEs receive the abort message first.
+void Runtime::linger_if_hosting_store() {
+  if (server_) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+}
+
+void Runtime::connect_transport() {
+  collectives_ = std::make_unique<bootstrap::StoreCollectives>(*client_, rank_, size_);
+  transport_ = std::make_unique<transport::ShmTransport>(*collectives_, rank_, size_,
+                                                          config_.heap_size, config_.host,
+                                                          config_.init_timeout);
+  heap_base_ = transport_->local_base();
+  // The runtime's own symmetric state comes first, so it has the same offset on every PE.
+  auto flags = allocator_.allocate(DisseminationBarrier::kFlagBytes, 64);
+  world_barrier_ = std::make_unique<DisseminationBarrier>(
+      *transport_, *flags, heap_base_ + *flags, PeSet{0, 1, size_}, rank_);
+}
+
+Runtime::~Runtime() {
+  leaving_ = true;
+  stop_monitor();
+  if (server_) server_->stop();
+}
+
+void Runtime::start_monitor() {
+  monitor_ = std::thread([this] {
+    try {
+      auto reason = monitor_client_->get(bootstrap::kAbortKey, std::chrono::milliseconds(-1));
+      if (leaving_ || !reason) return;
+      std::string message = *reason;
+      int status = abort_status(message);
+      std::fflush(nullptr);
+      linger_if_hosting_store();
+      log::fatal(fmt::format("job aborted: {}", message), status);
+    } catch (const std::exception& e) {
+      if (leaving_) return;
+      log::fatal(fmt::format("lost the config store at {} ({}): the launcher or the PE that "
+                             "hosts the store has died",
+                             launch_.store.str(), e.what()));
+    }
+  });
+}
+
+void Runtime::stop_monitor() {
+  if (!monitor_.joinable()) return;
+  if (monitor_client_) monitor_client_->shutdown();
+  monitor_.join();
+}
+
+void Runtime::sync_all() {
+  std::lock_guard lock(barrier_mutex_);
+  world_barrier_->arrive_and_wait();
+}
+
+void Runtime::barrier_all() {
+  transport_->quiet();
+  sync_all();
+}
+
+void Runtime::finalize() {
+  barrier_all();
+  leaving_ = true;
+  client_->bye();
+  if (server_) {
+    // The store must outlive every peer's goodbye.
+    if (!client_->get(bootstrap::kFinalizedKey, config_.init_timeout)) {
+      log::warn("not every PE said goodbye to the config store within {} ms",
+                config_.init_timeout.count());
+    }
+  }
+  stop_monitor();
+  if (server_) server_->stop();
+}
+
+void Runtime::global_exit(int status) {
+  leaving_ = true;
+  publish_abort(fmt::format("exit={};PE {} called shmem_global_exit({})", status, rank_, status));
+  std::fflush(nullptr);
+  linger_if_hosting_store();
+  ::_exit(status);
+}
+
+Runtime& runtime(const char* fn) {
+  auto& rt = runtime_slot();
+  if (!rt) [[unlikely]] {
+    log::fatal(fmt::format("{}: called before shmem_init (or after shmem_finalize)", fn));
+  }
+  return *rt;
+}
+
+Runtime* runtime_or_null() { return runtime_slot().get(); }
+void set_runtime(std::unique_ptr<Runtime> rt) { runtime_slot() = std::move(rt); }
+std::unique_ptr<Runtime> take_runtime() { return std::move(runtime_slot()); }
+
+}  // namespace shmoe

@@ -1,0 +1,138 @@
+// The state of one PE between shmem_init and shmem_finalize, and the checks every API call makes
+// on its arguments. The API files (api_*.cpp) are thin: they translate the C calls into calls on
+// this and on the transport.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "bootstrap/config_store.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "common/log.hpp"
+#include "heap/allocator.hpp"
+#include "shmem.h"
+#include "shmem/barrier.hpp"
+#include "transport/shm_transport.hpp"
+
+// The object behind shmem_ctx_t. Operations on the shared-memory transport complete when they
+// return, so a context carries only its options; a transport with queued operations (UCX) will
+// hang its own state here.
+struct shmoe_ctx {
+  long options = 0;
+  bool live = true;
+};
+
+namespace shmoe {
+
+struct RuntimeConfig {
+  std::size_t heap_size = 0;
+  std::chrono::milliseconds init_timeout{60'000};
+  bool debug_allocations = false;
+  std::string host;
+};
+
+RuntimeConfig read_runtime_config();
+
+class Runtime {
+ public:
+  Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& config, int thread_level);
+  ~Runtime();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int thread_level() const { return thread_level_; }
+  const RuntimeConfig& config() const { return config_; }
+  transport::ShmTransport& transport() { return *transport_; }
+  std::byte* heap_base() const { return heap_base_; }
+  std::size_t heap_size() const { return config_.heap_size; }
+
+  bool is_symmetric(const void* addr, std::size_t bytes) const {
+    auto a = reinterpret_cast<std::uintptr_t>(addr);
+    auto b = reinterpret_cast<std::uintptr_t>(heap_base_);
+    return a >= b && a - b <= config_.heap_size && bytes <= config_.heap_size - (a - b);
+  }
+  std::size_t offset_of(const void* addr) const {
+    return static_cast<std::size_t>(static_cast<const std::byte*>(addr) - heap_base_);
+  }
+
+  // Collective heap management (serialised: PEs must call in the same order anyway).
+  std::mutex& heap_mutex() { return heap_mutex_; }
+  heap::BestFitAllocator& allocator() { return allocator_; }
+  bootstrap::StoreCollectives& store_collectives() { return *collectives_; }
+
+  void barrier_all();  // quiet + sync_all
+  void sync_all();
+
+  // Collective. Runs the finalize protocol; the object may be destroyed afterwards.
+  void finalize();
+  [[noreturn]] void global_exit(int status);
+
+ private:
+  void connect_transport();
+  void publish_abort(const std::string& message);
+  void linger_if_hosting_store();
+  void start_monitor();
+  void stop_monitor();
+
+  int rank_;
+  int size_;
+  int thread_level_;
+  RuntimeConfig config_;
+  bootstrap::LaunchInfo launch_;
+  std::unique_ptr<bootstrap::ConfigStoreServer> server_;
+  std::unique_ptr<bootstrap::ConfigStoreClient> client_;
+  std::unique_ptr<bootstrap::ConfigStoreClient> monitor_client_;
+  std::unique_ptr<bootstrap::StoreCollectives> collectives_;
+  std::thread monitor_;
+  std::atomic<bool> leaving_{false};
+  std::unique_ptr<transport::ShmTransport> transport_;
+  std::byte* heap_base_ = nullptr;
+  std::mutex heap_mutex_;
+  heap::BestFitAllocator allocator_;
+  std::unique_ptr<DisseminationBarrier> world_barrier_;
+  std::mutex barrier_mutex_;
+};
+
+// The PE's runtime; stops the process with a message naming `fn` if shmem_init was not called.
+Runtime& runtime(const char* fn);
+Runtime* runtime_or_null();
+void set_runtime(std::unique_ptr<Runtime> rt);
+std::unique_ptr<Runtime> take_runtime();
+
+// Bad arguments to an API call: a message naming the call, the parameter, the value and what
+// is allowed, then exit. The C API has no error return for these.
+template <typename... Args>
+[[noreturn]] void api_error(const char* fn, fmt::format_string<Args...> f, Args&&... args) {
+  log::fatal(fmt::format("{}: {}", fn, fmt::format(f, std::forward<Args>(args)...)));
+}
+
+inline void check_pe(const Runtime& rt, int pe, const char* fn) {
+  if (pe < 0 || pe >= rt.size()) [[unlikely]] {
+    api_error(fn, "pe={} is out of range (0..{})", pe, rt.size() - 1);
+  }
+}
+
+// Offset of a symmetric address range, or a fatal error naming the parameter.
+inline std::size_t symmetric_offset(const Runtime& rt, const void* addr, std::size_t bytes,
+                                    const char* fn, const char* param) {
+  if (!rt.is_symmetric(addr, bytes)) [[unlikely]] {
+    api_error(fn,
+              "{}={} ({} bytes) is not inside the symmetric heap [{}, +{}): allocate it with "
+              "shmem_malloc",
+              param, addr, bytes, static_cast<const void*>(rt.heap_base()), rt.heap_size());
+  }
+  return rt.offset_of(addr);
+}
+
+inline void check_ctx(shmem_ctx_t ctx, const char* fn) {
+  if (ctx == nullptr || !ctx->live) [[unlikely]] {
+    api_error(fn, "ctx={} is not a live context (SHMEM_CTX_INVALID or destroyed)",
+              static_cast<const void*>(ctx));
+  }
+}
+
+}  // namespace shmoe

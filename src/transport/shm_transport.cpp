@@ -1,0 +1,125 @@
+#include "transport/shm_transport.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace shmoe::transport {
+namespace {
+
+std::string encode(const PeerInfo& p) {
+  return fmt::format("{}\n{}\n{}", p.host, p.segment, p.segment_size);
+}
+
+PeerInfo decode(const std::string& text, int pe) {
+  std::istringstream in(text);
+  PeerInfo p;
+  if (!std::getline(in, p.host) || !std::getline(in, p.segment) || !(in >> p.segment_size)) {
+    throw make_error("malformed start-up record from PE {}", pe);
+  }
+  return p;
+}
+
+template <typename T>
+std::uint64_t apply(void* word, const AmoRequest& r) {
+  std::atomic_ref<T> a(*static_cast<T*>(word));
+  const T v = static_cast<T>(r.operand);
+  switch (r.op) {
+    case AmoOp::kLoad:
+      return a.load(std::memory_order_acquire);
+    case AmoOp::kStore:
+      a.store(v, std::memory_order_release);
+      return 0;
+    case AmoOp::kSwap:
+      return a.exchange(v, std::memory_order_acq_rel);
+    case AmoOp::kCompareSwap: {
+      T expected = static_cast<T>(r.compare);
+      a.compare_exchange_strong(expected, v, std::memory_order_acq_rel, std::memory_order_acquire);
+      return expected;  // the old value either way
+    }
+    case AmoOp::kAdd:
+      return a.fetch_add(v, std::memory_order_acq_rel);
+    case AmoOp::kAnd:
+      return a.fetch_and(v, std::memory_order_acq_rel);
+    case AmoOp::kOr:
+      return a.fetch_or(v, std::memory_order_acq_rel);
+    case AmoOp::kXor:
+      return a.fetch_xor(v, std::memory_order_acq_rel);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::uint64_t atomic_on_word(void* word, const AmoRequest& request) {
+  switch (request.width) {
+    case 1:
+      return apply<std::uint8_t>(word, request);
+    case 2:
+      return apply<std::uint16_t>(word, request);
+    case 4:
+      return apply<std::uint32_t>(word, request);
+    case 8:
+      return apply<std::uint64_t>(word, request);
+  }
+  throw make_error("atomic of width {} bytes is not supported (1, 2, 4 or 8)", request.width);
+}
+
+ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
+                           std::size_t segment_size, const std::string& host,
+                           std::chrono::milliseconds timeout)
+    : rank_(rank) {
+  segments_.resize(size);
+  segments_[rank] = heap::Segment::create(heap::Segment::name_for(::getpid(), rank), segment_size);
+  PeerInfo mine{host, segments_[rank].name(), segment_size};
+  auto records = collectives.allgather("shm-segments", encode(mine), timeout);
+  for (int pe = 0; pe < size; ++pe) {
+    PeerInfo peer = decode(records[pe], pe);
+    if (peer.host != host) {
+      throw make_error(
+          "PE {} runs on host '{}' but this PE runs on '{}': the shared-memory transport reaches "
+          "only PEs of one host",
+          pe, peer.host, host);
+    }
+    if (peer.segment_size != segment_size) {
+      throw make_error("PE {} has a symmetric heap of {} bytes but this PE has {} bytes: set the "
+                       "same SHMEM_SYMMETRIC_SIZE for every PE",
+                       pe, peer.segment_size, segment_size);
+    }
+    if (pe != rank) segments_[pe] = heap::Segment::attach(peer.segment, segment_size);
+  }
+  // Names go once every peer holds a mapping, so nothing is left in /dev/shm after this point.
+  collectives.barrier("shm-mapped", timeout);
+  segments_[rank].unlink();
+}
+
+void ShmTransport::put(int pe, std::size_t offset, const void* src, std::size_t bytes) {
+  std::memcpy(segments_[pe].base() + offset, src, bytes);
+}
+
+void ShmTransport::get(int pe, std::size_t offset, void* dst, std::size_t bytes) {
+  std::memcpy(dst, segments_[pe].base() + offset, bytes);
+}
+
+std::uint64_t ShmTransport::atomic(int pe, std::size_t offset, const AmoRequest& request) {
+  return atomic_on_word(segments_[pe].base() + offset, request);
+}
+
+// Stores into mapped memory are complete when they retire; what remains is ordering them
+// against later stores. glibc's memcpy uses non-temporal stores for large copies, which even a
+// seq_cst fence does not order on x86: hence the sfence in both.
+void ShmTransport::fence() { store_fence(); }
+void ShmTransport::quiet() { store_fence(); }
+
+void store_fence() {
+#if defined(__x86_64__)
+  __builtin_ia32_sfence();
+#endif
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+}  // namespace shmoe::transport

@@ -1,0 +1,49 @@
+// The shared-memory transport: every PE maps every peer's segment, so a put is a store into the
+// peer's window and an atomic is a CPU atomic on it (the NVLink / HCCS model on one host).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/config_store.hpp"
+#include "heap/segment.hpp"
+#include "transport/transport.hpp"
+
+namespace shmoe::transport {
+
+struct PeerInfo {
+  std::string host;
+  std::string segment;
+  std::size_t segment_size = 0;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  // Collective: creates this PE's segment of `segment_size` bytes, exchanges names through the
+  // store, maps every peer's segment and removes the names once all are mapped.
+  ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
+               std::size_t segment_size, const std::string& host,
+               std::chrono::milliseconds timeout);
+
+  std::string_view name() const override { return "shm"; }
+  std::byte* local_base() const { return segments_[rank_].base(); }
+  std::byte* direct_base(int pe) const override { return segments_[pe].base(); }
+  void put(int pe, std::size_t offset, const void* src, std::size_t bytes) override;
+  void get(int pe, std::size_t offset, void* dst, std::size_t bytes) override;
+  std::uint64_t atomic(int pe, std::size_t offset, const AmoRequest& request) override;
+  void fence() override;
+  void quiet() override;
+
+ private:
+  int rank_;
+  std::vector<heap::Segment> segments_;
+};
+
+// Orders every earlier store of this thread (non-temporal ones too) before every later one.
+void store_fence();
+
+// Applies an AMO to a word in mapped memory; shared by every load/store-reachable path.
+std::uint64_t atomic_on_word(void* word, const AmoRequest& request);
+
+}  // namespace shmoe::transport

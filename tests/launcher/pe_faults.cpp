@@ -1,0 +1,48 @@
+// A PE program that misbehaves on request, for the failure tests: pe_faults MODE [ARG].
+#include <shmem.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "ok";
+  shmem_init();
+  const int me = shmem_my_pe(), n = shmem_n_pes();
+  std::printf("pid=%d pe=%d\n", static_cast<int>(getpid()), me);
+  std::fflush(stdout);
+  long* word = static_cast<long*>(shmem_calloc(1, sizeof(long)));
+  if (mode == "ok") {
+    shmem_long_atomic_inc(word, 0);
+    shmem_barrier_all();
+    if (me == 0 && *word != n) return 1;
+  } else if (mode == "exit3" && me == 1) {
+    std::_Exit(3);
+  } else if (mode == "kill9" && me == 1) {
+    raise(SIGKILL);
+  } else if (mode == "global_exit" && me == 1) {
+    shmem_global_exit(7);
+  } else if (mode == "skip_barrier" && me == 1) {
+    sleep(600);  // busy elsewhere: never reaches the barrier
+  } else if (mode == "wait_forever") {
+    shmem_long_wait_until(word, SHMEM_CMP_EQ, 42);  // nobody ever writes 42
+  } else if (mode == "bad_pe") {
+    shmem_long_p(word, 1, n + 3);
+  } else if (mode == "bad_address") {
+    long local = 0;
+    shmem_long_put(&local, &local, 1, 0);
+  } else if (mode == "bad_cmp") {
+    shmem_long_wait_until(word, 99, 0);
+  } else if (mode == "asymmetric_malloc") {
+    void* p = shmem_malloc(me == n - 1 ? 8192 : 4096);
+    shmem_free(p);
+  } else if (mode == "sleep") {
+    sleep(600);
+  }
+  shmem_barrier_all();
+  shmem_finalize();
+  return 0;
+}

@@ -1,0 +1,287 @@
+// Failure cases of start-up and of running jobs, each checked for its message, its exit status
+// and an end within a bounded time (nothing may hang).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Result {
+  int status = -1;  // exit code, or 128+signal
+  std::string output;
+  double seconds = 0;
+  bool timed_out = false;
+};
+
+struct Proc {
+  pid_t pid = -1;
+  int out = -1;
+};
+
+// Starts `sh -c command` with stdout+stderr on a pipe.
+Proc start(const std::string& command) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+Result finish(Proc p, double limit_s, Clock::time_point t0 = Clock::now()) {
+  Result r;
+  const auto deadline = t0 + std::chrono::duration<double>(limit_s);
+  char buf[4096];
+  for (;;) {
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    if (left <= 0) {
+      r.timed_out = true;
+      ::kill(-p.pid, SIGKILL);
+      break;
+    }
+    pollfd pfd{p.out, POLLIN, 0};
+    if (::poll(&pfd, 1, left) <= 0) continue;
+    ssize_t n = ::read(p.out, buf, sizeof buf);
+    if (n <= 0) break;
+    r.output.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(p.out);
+  int status = 0;
+  ::waitpid(p.pid, &status, 0);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+Result run(const std::string& command, double limit_s = 60) {
+  return finish(start(command), limit_s);
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string shmoerun(int n, const std::string& mode, const std::string& env = "") {
+  return fmt::format("{} {} -n {} {} {}", env, SHMOERUN, n, PE_FAULTS, mode);
+}
+
+// A PE started by hand, the way mpirun would: Open MPI's rank variables, SHMOE_STORE given.
+std::string by_hand(int rank, int size, int port, const std::string& mode, const std::string& env = "") {
+  return fmt::format("env OMPI_COMM_WORLD_RANK={} OMPI_COMM_WORLD_SIZE={} SHMOE_STORE=127.0.0.1:{} {} {} {}",
+                     rank, size, port, env, PE_FAULTS, mode);
+}
+
+void expect_match(const Result& r, const std::string& pattern) {
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(pattern)))
+      << "expected /" << pattern << "/ in:\n" << r.output;
+}
+
+// No /dev/shm object of a PE whose pid the output names may survive the job.
+void expect_no_leaked_segments(const Result& r) {
+  std::regex pid_re("pid=(\\d+) pe=(\\d+)");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), pid_re), end; it != end; ++it) {
+    auto path = fmt::format("/dev/shm/shmoe-{}-{}", (*it)[1].str(), (*it)[2].str());
+    EXPECT_FALSE(std::filesystem::exists(path)) << path << " leaked";
+  }
+}
+
+TEST(Launcher, HealthyJobSucceeds) {
+  Result r = run(shmoerun(4, "ok"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  expect_no_leaked_segments(r);
+}
+
+TEST(Launcher, PrefixesOutputWithThePe) {
+  Result r = run(fmt::format("{} -n 2 --prefix {} ok", SHMOERUN, PE_FAULTS));
+  EXPECT_EQ(r.status, 0) << r.output;
+  expect_match(r, "\\[PE 0\\] pid=\\d+ pe=0");
+  expect_match(r, "\\[PE 1\\] pid=\\d+ pe=1");
+}
+
+TEST(Launcher, NonZeroExitStopsTheOthersAndIsNamed) {
+  Result r = run(shmoerun(4, "exit3"), 30);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status, 3);
+  expect_match(r, "shmoerun: PE 1 \\(pid \\d+\\) exited with status 3");
+  EXPECT_LT(r.seconds, 15);
+}
+
+TEST(Launcher, KilledPeIsNamedWithItsSignal) {
+  Result r = run(shmoerun(3, "kill9"), 30);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status, 128 + SIGKILL);
+  expect_match(r, "PE 1 \\(pid \\d+\\) was killed by signal 9");
+  expect_no_leaked_segments(r);
+}
+
+TEST(Launcher, GlobalExitEndsTheJobWithItsStatus) {
+  Result r = run(shmoerun(3, "global_exit"), 30);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status, 7) << r.output;
+  expect_match(r, "PE 1 called shmem_global_exit\\(7\\)");
+}
+
+TEST(Launcher, InterruptEndsEveryPe) {
+  Proc p = start(shmoerun(3, "sleep"));
+  ::usleep(1500 * 1000);
+  auto t0 = Clock::now();
+  ::kill(-p.pid, SIGINT);
+  Result r = finish(p, 20, t0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.seconds, 10);
+}
+
+TEST(Launcher, JobTimeoutStopsAHungJob) {
+  Result r = run(fmt::format("{} -n 2 --timeout 2 {} sleep", SHMOERUN, PE_FAULTS), 30);
+  EXPECT_EQ(r.status, 124);
+  expect_match(r, "exceeded --timeout");
+}
+
+TEST(Waits, HangIsReportedWithTheCallAndTheValues) {
+  Result r = run(shmoerun(1, "wait_forever", "SHMOE_HANG_TIMEOUT=1"), 30);
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "hang: shmem_long_wait_until on symmetric offset 0x[0-9a-f]+ .*want EQ 42");
+}
+
+TEST(Waits, BarrierHangNamesThePeThatNeverCame) {
+  Result r = run(shmoerun(2, "skip_barrier", "SHMOE_HANG_TIMEOUT=1"), 30);
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "PE 0: error: hang: barrier #\\d+ round 0 \\(waiting for PE 1");
+}
+
+TEST(BadInput, PeOutOfRange) {
+  Result r = run(shmoerun(2, "bad_pe"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "shmem_long_p: pe=5 is out of range \\(0\\.\\.1\\)");
+}
+
+TEST(BadInput, NonSymmetricAddress) {
+  Result r = run(shmoerun(1, "bad_address"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "shmem_long_put: dest=0x[0-9a-f]+ \\(8 bytes\\) is not inside the symmetric heap");
+}
+
+TEST(BadInput, UnknownComparison) {
+  Result r = run(shmoerun(1, "bad_cmp"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "shmem_long_wait_until: cmp=99 is not a comparison");
+}
+
+TEST(BadInput, BadSymmetricSize) {
+  Result r = run(shmoerun(2, "ok", "SHMEM_SYMMETRIC_SIZE=lots"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "SHMEM_SYMMETRIC_SIZE='lots' is not a size");
+}
+
+TEST(Debug, AsymmetricAllocationNamesThePe) {
+  Result r = run(shmoerun(3, "asymmetric_malloc", "SHMOE_DEBUG=1"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "asymmetric allocation .*PE 2 called shmem_malloc size=8192.* PE 0 called "
+                  "shmem_malloc size=4096");
+}
+
+TEST(Startup, ForeignLauncherWithPe0HostingTheStore) {
+  int port = free_port();
+  Proc a = start(by_hand(0, 2, port, "ok"));
+  Proc b = start(by_hand(1, 2, port, "ok"));
+  Result ra = finish(a, 30), rb = finish(b, 30);
+  EXPECT_EQ(ra.status, 0) << ra.output;
+  EXPECT_EQ(rb.status, 0) << rb.output;
+}
+
+TEST(Startup, DuplicateRankIsRefusedOnEveryPe) {
+  int port = free_port();
+  Proc a = start(by_hand(0, 3, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
+  ::usleep(300 * 1000);
+  Proc b = start(by_hand(1, 3, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
+  Proc c = start(by_hand(1, 3, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
+  Result ra = finish(a, 30), rb = finish(b, 30), rc = finish(c, 30);
+  for (const Result* r : {&ra, &rb, &rc}) {
+    EXPECT_FALSE(r->timed_out);
+    EXPECT_NE(r->status, 0) << r->output;
+    expect_match(*r, "rank 1");
+    EXPECT_LT(r->seconds, 15);
+  }
+}
+
+TEST(Startup, DifferentSizesAreRefused) {
+  int port = free_port();
+  Proc a = start(by_hand(0, 2, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
+  ::usleep(300 * 1000);
+  Proc b = start(by_hand(1, 3, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
+  Result ra = finish(a, 30), rb = finish(b, 30);
+  for (const Result* r : {&ra, &rb}) {
+    EXPECT_NE(r->status, 0) << r->output;
+    expect_match(*r, "size");
+    EXPECT_LT(r->seconds, 15);
+  }
+}
+
+TEST(Startup, UnreachableStoreIsNamed) {
+  int port = free_port();
+  Result r = run(by_hand(1, 2, port, "ok", "SHMOE_INIT_TIMEOUT=1"), 30);
+  EXPECT_NE(r.status, 0);
+  expect_match(r, fmt::format("cannot reach the config store at 127\\.0\\.0\\.1:{}", port));
+  EXPECT_LT(r.seconds, 10);
+}
+
+TEST(Startup, MissingPesAreListedAfterTheInitTimeout) {
+  int port = free_port();
+  Proc a = start(by_hand(0, 4, port, "ok", "SHMOE_INIT_TIMEOUT=2"));
+  Proc b = start(by_hand(2, 4, port, "ok", "SHMOE_INIT_TIMEOUT=2"));
+  Result ra = finish(a, 30), rb = finish(b, 30);
+  for (const Result* r : {&ra, &rb}) {
+    EXPECT_NE(r->status, 0);
+    expect_match(*r, "PEs 1, 3");
+    EXPECT_LT(r->seconds, 15);
+  }
+}
+
+TEST(Startup, PeDeathWithoutLauncherIsNamedByTheOthers) {
+  int port = free_port();
+  Proc a = start(by_hand(0, 3, port, "kill9"));
+  Proc b = start(by_hand(1, 3, port, "kill9"));
+  Proc c = start(by_hand(2, 3, port, "kill9"));
+  Result ra = finish(a, 30), rb = finish(b, 30), rc = finish(c, 30);
+  EXPECT_EQ(rb.status, 128 + SIGKILL);
+  for (const Result* r : {&ra, &rc}) {
+    EXPECT_FALSE(r->timed_out);
+    EXPECT_NE(r->status, 0);
+    expect_match(*r, "PE 1 \\(pid \\d+ on .*\\) disconnected without finalizing");
+    EXPECT_LT(r->seconds, 15);
+  }
+}
+
+}  // namespace

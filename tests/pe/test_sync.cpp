@@ -1,0 +1,139 @@
+// Point-to-point synchronization, barriers and the data-before-signal guarantee.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "pe_test.hpp"
+
+namespace shmoe::test {
+namespace {
+
+// Each comparison operator, for every P2P type: the waiter must leave exactly when the value
+// written by its left neighbour satisfies the comparison.
+template <typename T>
+struct SyncOps {
+  void (*wait_until)(T*, int, T);
+  int (*test)(T*, int, T);
+  void (*p)(T*, T, int);
+};
+
+template <typename T>
+void run_comparisons(const SyncOps<T>& ops) {
+  const int me = shmem_my_pe(), n = shmem_n_pes();
+  T* ivar = static_cast<T*>(shmem_calloc(1, sizeof(T)));
+  struct Case {
+    int cmp;
+    T target, final_value;
+  };
+  const Case cases[] = {{SHMEM_CMP_EQ, T{7}, T{7}},  {SHMEM_CMP_NE, T{0}, T{9}},
+                        {SHMEM_CMP_GT, T{10}, T{11}}, {SHMEM_CMP_GE, T{20}, T{20}},
+                        {SHMEM_CMP_LT, T{5}, T{4}},   {SHMEM_CMP_LE, T{3}, T{3}}};
+  const int next = (me + 1) % n;
+  for (const Case& c : cases) {
+    *ivar = c.cmp == SHMEM_CMP_LT || c.cmp == SHMEM_CMP_LE ? T{50} : T{0};
+    // Checked before the barrier: after it, the neighbour may already have written.
+    EXPECT_EQ(ops.test(ivar, c.cmp, c.target), 0) << "cmp " << c.cmp << " held too early";
+    shmem_barrier_all();
+    ops.p(ivar, c.final_value, next);
+    ops.wait_until(ivar, c.cmp, c.target);
+    EXPECT_EQ(*ivar, c.final_value);
+    EXPECT_EQ(ops.test(ivar, c.cmp, c.target), 1);
+    shmem_barrier_all();
+  }
+  shmem_free(ivar);
+}
+
+#define SYNC_TEST(T, N) \
+  TEST(WaitUntil, N) { run_comparisons<T>({shmem_##N##_wait_until, shmem_##N##_test, shmem_##N##_p}); }
+SHMOE_P2P_SYNC_TYPES(SYNC_TEST)
+
+// The _all/_any/_some forms and their _vector variants: every PE sets one flag at each PE.
+TEST(WaitUntil, AllAnySomeAndVectors) {
+  const int me = shmem_my_pe(), n = shmem_n_pes();
+  auto* flags = static_cast<long*>(shmem_calloc(n, sizeof(long)));
+  std::vector<int> status(n, 0);
+  std::vector<std::size_t> idx(n);
+  std::vector<long> want(n);
+  for (int i = 0; i < n; ++i) want[i] = 100 + i;
+  EXPECT_EQ(shmem_long_test_any(flags, n, nullptr, SHMEM_CMP_GT, 0), SIZE_MAX);
+  EXPECT_EQ(shmem_long_test_some(flags, n, idx.data(), nullptr, SHMEM_CMP_GT, 0), 0u);
+  shmem_barrier_all();
+  for (int pe = 0; pe < n; ++pe) shmem_long_p(&flags[me], 100 + me, pe);
+  std::size_t any = shmem_long_wait_until_any(flags, n, nullptr, SHMEM_CMP_GE, 100);
+  ASSERT_LT(any, static_cast<std::size_t>(n));
+  EXPECT_EQ(flags[any], long(100 + any));
+  std::size_t some = shmem_long_wait_until_some(flags, n, idx.data(), nullptr, SHMEM_CMP_GE, 100);
+  ASSERT_GE(some, 1u);
+  for (std::size_t k = 0; k < some; ++k) EXPECT_EQ(flags[idx[k]], long(100 + idx[k]));
+  shmem_long_wait_until_all(flags, n, nullptr, SHMEM_CMP_GE, 100);
+  shmem_long_wait_until_all_vector(flags, n, nullptr, SHMEM_CMP_EQ, want.data());
+  EXPECT_EQ(shmem_long_test_all_vector(flags, n, nullptr, SHMEM_CMP_EQ, want.data()), 1);
+  EXPECT_EQ(shmem_long_wait_until_some_vector(flags, n, idx.data(), nullptr, SHMEM_CMP_EQ,
+                                              want.data()),
+            static_cast<std::size_t>(n));
+  EXPECT_LT(shmem_long_wait_until_any_vector(flags, n, nullptr, SHMEM_CMP_EQ, want.data()),
+            static_cast<std::size_t>(n));
+  // status excludes elements: with my own flag excluded and the comparison false for all the
+  // others, test_any finds nothing; with every element excluded, wait_until_any returns at once.
+  status[me] = 1;
+  std::vector<long> impossible(n, -1);
+  impossible[me] = 100 + me;
+  EXPECT_EQ(shmem_long_test_any_vector(flags, n, status.data(), SHMEM_CMP_EQ, impossible.data()),
+            SIZE_MAX);
+  std::fill(status.begin(), status.end(), 1);
+  EXPECT_EQ(shmem_long_wait_until_any(flags, n, status.data(), SHMEM_CMP_EQ, -5), SIZE_MAX);
+  EXPECT_EQ(shmem_long_wait_until_some(flags, n, idx.data(), status.data(), SHMEM_CMP_EQ, -5), 0u);
+  shmem_long_wait_until_all(flags, n, status.data(), SHMEM_CMP_EQ, -5);  // nothing to wait for
+  shmem_barrier_all();
+  shmem_free(flags);
+}
+
+// A barrier that let any PE through early would show a stale round number in some slot.
+TEST(Barrier, NoPeLeavesBeforeAllArrive) {
+  const int me = shmem_my_pe(), n = shmem_n_pes();
+  auto* slots = static_cast<int*>(shmem_calloc(n, sizeof(int)));
+  for (int round = 1; round <= 300; ++round) {
+    for (int pe = 0; pe < n; ++pe) shmem_int_p(&slots[me], round, pe);
+    (round % 2 ? shmem_barrier_all : shmem_sync_all)();
+    for (int pe = 0; pe < n; ++pe) {
+      ASSERT_EQ(std::atomic_ref<int>(slots[pe]).load(), round) << "PE " << pe << " round " << round;
+    }
+    shmem_barrier_all();
+  }
+  shmem_free(slots);
+}
+
+// put_signal: the waiter must never see the signal before the whole payload. Payloads of
+// several MiB go through glibc's non-temporal stores, the case that needs the store fence.
+TEST(PutSignal, SignalNeverOvertakesData) {
+  const int me = shmem_my_pe(), n = shmem_n_pes();
+  const std::size_t words = (3u << 20) / 8;
+  auto* buf = static_cast<std::uint64_t*>(shmem_malloc(words * 8));
+  auto* sig = static_cast<std::uint64_t*>(shmem_calloc(2, sizeof(std::uint64_t)));
+  std::vector<std::uint64_t> src(words);
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  const int iterations = n > 4 ? 10 : 30;
+  for (int it = 1; it <= iterations; ++it) {
+    for (std::size_t i = 0; i < words; ++i) src[i] = (std::uint64_t(it) << 32) | i;
+    const int op = it % 2 ? SHMEM_SIGNAL_SET : SHMEM_SIGNAL_ADD;
+    shmem_putmem_signal(buf, src.data(), words * 8, &sig[0], op == SHMEM_SIGNAL_SET ? it : 1, op,
+                        next);
+    std::uint64_t seen = shmem_signal_wait_until(&sig[0], SHMEM_CMP_GE, it);
+    EXPECT_EQ(seen, static_cast<std::uint64_t>(it));
+    for (std::size_t i = 0; i < words; i += 1) {
+      ASSERT_EQ(buf[i], (std::uint64_t(it) << 32) | i) << "word " << i << " of iteration " << it
+                                                       << " from PE " << prev;
+    }
+    // Tell the writer its buffer may be overwritten.
+    shmem_uint64_atomic_add(&sig[1], 1, prev);
+    shmem_uint64_wait_until(&sig[1], SHMEM_CMP_GE, it);
+  }
+  EXPECT_EQ(shmem_signal_fetch(&sig[0]), static_cast<std::uint64_t>(iterations));
+  shmem_barrier_all();
+  shmem_free(sig);
+  shmem_free(buf);
+}
+
+}  // namespace
+}  // namespace shmoe::test

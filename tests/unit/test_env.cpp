@@ -1,0 +1,53 @@
+#include <gtest/gtest.h>
+
+#include "common/env.hpp"
+#include "common/error.hpp"
+
+namespace shmoe::env {
+namespace {
+
+TEST(ParseSize, AcceptsUnits) {
+  EXPECT_EQ(parse_size("4096", "X"), 4096u);
+  EXPECT_EQ(parse_size("512M", "X"), 512ull << 20);
+  EXPECT_EQ(parse_size("2G", "X"), 2ull << 30);
+  EXPECT_EQ(parse_size("64KiB", "X"), 64ull << 10);
+  EXPECT_EQ(parse_size("1.5g", "X"), 3ull << 29);
+  EXPECT_EQ(parse_size(" 8 MB ", "X"), 8ull << 20);
+}
+
+TEST(ParseSize, RejectsGarbageNamingTheVariable) {
+  for (const char* bad : {"", "abc", "12Q", "-5M", "nan", "1e400"}) {
+    try {
+      parse_size(bad, "SHMEM_SYMMETRIC_SIZE");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SHMEM_SYMMETRIC_SIZE"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ParseInt, EnforcesRange) {
+  EXPECT_EQ(parse_int("7", "N", 0, 10), 7);
+  EXPECT_THROW(parse_int("11", "N", 0, 10), Error);
+  EXPECT_THROW(parse_int("-1", "N", 0, 10), Error);
+  EXPECT_THROW(parse_int("3x", "N", 0, 10), Error);
+  try {
+    parse_int("99", "SHMOE_SIZE", 1, 8);
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("SHMOE_SIZE=99"), std::string::npos) << m;
+    EXPECT_NE(m.find("1..8"), std::string::npos) << m;
+  }
+}
+
+TEST(Seconds, ParsesAndRejects) {
+  ::setenv("SHMOE_TEST_SECONDS", "1.5", 1);
+  EXPECT_EQ(seconds_or("SHMOE_TEST_SECONDS", 9).count(), 1500);
+  ::setenv("SHMOE_TEST_SECONDS", "soon", 1);
+  EXPECT_THROW(seconds_or("SHMOE_TEST_SECONDS", 9), Error);
+  ::unsetenv("SHMOE_TEST_SECONDS");
+  EXPECT_EQ(seconds_or("SHMOE_TEST_SECONDS", 9).count(), 9000);
+}
+
+}  // namespace
+}  // namespace shmoe::env

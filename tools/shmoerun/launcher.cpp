@@ -1,0 +1,244 @@
+#include "launcher.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "heap/segment.hpp"
+
+namespace shmoe::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int g_wake_pipe[2] = {-1, -1};
+volatile sig_atomic_t g_interrupted = 0;
+
+void on_signal(int sig) {
+  if (sig == SIGINT || sig == SIGTERM) g_interrupted = sig;
+  int saved = errno;
+  char c = 0;
+  ssize_t ignored = ::write(g_wake_pipe[1], &c, 1);
+  (void)ignored;
+  errno = saved;
+}
+
+void install_handlers() {
+  if (::pipe2(g_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2 failed");
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGCHLD, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// A PE's output stream when it is relayed line by line with a "[PE r] " prefix.
+struct Relay {
+  int fd = -1;
+  int out = STDOUT_FILENO;
+  std::string pending;
+};
+
+struct Pe {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  Relay relays[2];
+};
+
+void write_all(int fd, const std::string& s) {
+  std::size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void flush_lines(Pe& pe, Relay& r, bool final) {
+  std::size_t start = 0;
+  std::string out;
+  for (std::size_t nl; (nl = r.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+    out += fmt::format("[PE {}] {}\n", pe.rank, std::string_view(r.pending).substr(start, nl - start));
+  }
+  r.pending.erase(0, start);
+  if (final && !r.pending.empty()) {
+    out += fmt::format("[PE {}] {}\n", pe.rank, r.pending);
+    r.pending.clear();
+  }
+  if (!out.empty()) write_all(r.out, out);
+}
+
+pid_t spawn(const LaunchOptions& o, Pe& pe) {
+  int pipes[2][2];
+  if (o.prefix_output) {
+    for (auto& p : pipes) {
+      if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    }
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGCHLD, SIG_DFL);
+    if (o.prefix_output) {
+      ::dup2(pipes[0][1], STDOUT_FILENO);
+      ::dup2(pipes[1][1], STDERR_FILENO);
+    }
+    ::setenv("SHMOE_RANK", std::to_string(pe.rank).c_str(), 1);
+    ::setenv("SHMOE_SIZE", std::to_string(o.n_pes).c_str(), 1);
+    ::setenv("SHMOE_STORE", o.store_address.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::string msg = fmt::format("shmoerun: cannot start PE {}: {}: {}\n", pe.rank, argv[0],
+                                  std::strerror(errno));
+    write_all(STDERR_FILENO, msg);
+    ::_exit(127);
+  }
+  if (o.prefix_output) {
+    for (int i = 0; i < 2; ++i) {
+      ::close(pipes[i][1]);
+      pe.relays[i].fd = pipes[i][0];
+      pe.relays[i].out = i == 0 ? STDOUT_FILENO : STDERR_FILENO;
+    }
+  }
+  return pid;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return fmt::format("was killed by signal {} ({})", sig, ::strsignal(sig));
+  }
+  return "ended in an unknown way";
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+// Segments are unlinked once the job has started; a PE that died before that leaves its name.
+void sweep_segments(const std::vector<Pe>& pes) {
+  for (const auto& pe : pes) {
+    std::string name = heap::Segment::name_for(pe.pid, pe.rank);
+    std::error_code ec;
+    std::filesystem::remove(std::filesystem::path("/dev/shm") / name.substr(1), ec);
+  }
+}
+
+}  // namespace
+
+int run_job(const LaunchOptions& o) {
+  install_handlers();
+  std::vector<Pe> pes(o.n_pes);
+  for (int r = 0; r < o.n_pes; ++r) {
+    pes[r].rank = r;
+    pes[r].pid = spawn(o, pes[r]);
+    pes[r].running = true;
+  }
+  const auto start = Clock::now();
+  std::optional<int> verdict;          // the launcher's exit status, once decided
+  std::optional<Clock::time_point> kill_deadline;
+  int running = o.n_pes;
+
+  auto stop_all = [&](int code, const std::string& why) {
+    if (!verdict) {
+      verdict = code;
+      if (!why.empty()) write_all(STDERR_FILENO, "shmoerun: " + why + "\n");
+    }
+    if (!kill_deadline) {
+      for (auto& pe : pes) {
+        if (pe.running) ::kill(pe.pid, SIGTERM);
+      }
+      kill_deadline = Clock::now() + o.kill_grace;
+    }
+  };
+
+  while (running > 0 || std::any_of(pes.begin(), pes.end(), [](const Pe& p) {
+           return p.relays[0].fd >= 0 || p.relays[1].fd >= 0;
+         })) {
+    std::vector<pollfd> fds{{g_wake_pipe[0], POLLIN, 0}};
+    std::vector<std::pair<int, int>> owners;  // (pe, stream) per pollfd after the first
+    for (auto& pe : pes) {
+      for (int i = 0; i < 2; ++i) {
+        if (pe.relays[i].fd >= 0) {
+          fds.push_back({pe.relays[i].fd, POLLIN, 0});
+          owners.emplace_back(pe.rank, i);
+        }
+      }
+    }
+    int wait_ms = 200;
+    ::poll(fds.data(), fds.size(), wait_ms);
+    if (fds[0].revents & POLLIN) {
+      char buf[64];
+      while (::read(g_wake_pipe[0], buf, sizeof buf) > 0) {
+      }
+    }
+    for (std::size_t k = 1; k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [rank, stream] = owners[k - 1];
+      Relay& r = pes[rank].relays[stream];
+      char buf[65536];
+      ssize_t n = ::read(r.fd, buf, sizeof buf);
+      if (n > 0) {
+        r.pending.append(buf, static_cast<std::size_t>(n));
+        flush_lines(pes[rank], r, false);
+      } else if (n == 0 || errno != EINTR) {
+        flush_lines(pes[rank], r, true);
+        ::close(r.fd);
+        r.fd = -1;
+      }
+    }
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (auto& pe : pes) {
+        if (pe.pid != pid || !pe.running) continue;
+        pe.running = false;
+        --running;
+        bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (failed && !kill_deadline) {
+          stop_all(exit_code_of(status), fmt::format("PE {} (pid {}) {}; stopping the other {} PEs",
+                                                     pe.rank, pe.pid, describe_status(status),
+                                                     running));
+        }
+      }
+    }
+    if (g_interrupted && !kill_deadline) {
+      stop_all(130, fmt::format("interrupted by {}; stopping {} PEs", ::strsignal(g_interrupted),
+                                running));
+    }
+    if (o.job_timeout.count() > 0 && !kill_deadline && Clock::now() - start > o.job_timeout) {
+      stop_all(124, fmt::format("the job exceeded --timeout ({:.1f} s); stopping {} PEs",
+                                std::chrono::duration<double>(o.job_timeout).count(), running));
+    }
+    if (kill_deadline && Clock::now() > *kill_deadline) {
+      for (auto& pe : pes) {
+        if (pe.running) ::kill(pe.pid, SIGKILL);
+      }
+    }
+  }
+  sweep_segments(pes);
+  return verdict.value_or(0);
+}
+
+}  // namespace shmoe::tools

@@ -56,8 +56,8 @@ class ConfigStoreServer {
  public:
   struct Options {
     std::string bind_host = "127.0.0.1";
-    std::uint16_t port = 0;        // 0: pick a free port
-    std::int32_t job_size = 0;     // 0: learn it from the first PE hello
+    std::uint16_t port = 0;     // 0: pick a free port
+    std::int32_t job_size = 0;  // 0: learn it from the first PE hello
     std::size_t max_frame = 64u << 20;
   };
 

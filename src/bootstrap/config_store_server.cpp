@@ -460,9 +460,10 @@ void ConfigStoreServer::Impl::on_hello(Conn& c, const Hello& h, std::uint16_t ve
   if (h.role == PeerRole::kPe) {
     std::string who = describe(h);
     auto refuse_and_abort = [&](const std::string& message) {
-      // Publishing lets the PEs that already wait learn why the job cannot start.
-      publish_abort(message);
+      // The refused PE hears first; publishing then lets the PEs that already wait learn why
+      // the job cannot start.
       refuse(c, message);
+      publish_abort(message);
     };
     if (h.size <= 0) {
       refuse_and_abort(fmt::format("{} says the job has {} PEs", who, h.size));

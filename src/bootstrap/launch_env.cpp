@@ -45,7 +45,8 @@ LaunchInfo detect_launch() {
     throw make_error("{} is set but {} is not: cannot tell the job size", found->rank, found->size);
   }
   info.size = static_cast<int>(env::parse_int(*size_text, found->size, 1, INT_MAX));
-  info.rank = static_cast<int>(env::parse_int(*env::get(found->rank), found->rank, 0, info.size - 1));
+  info.rank =
+      static_cast<int>(env::parse_int(*env::get(found->rank), found->rank, 0, info.size - 1));
   auto store = env::get("SHMOE_STORE");
   if (!store) {
     if (info.size == 1) {

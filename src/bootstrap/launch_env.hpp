@@ -12,9 +12,9 @@ namespace shmoe::bootstrap {
 struct LaunchInfo {
   int rank = 0;
   int size = 1;
-  StoreAddress store;          // where the store is (or will be, when this PE hosts it)
-  bool hosts_store = false;    // this PE runs the store (PE 0 outside shmoerun; singletons)
-  std::string launcher;        // "shmoerun", "Open MPI", "Slurm", "PMI", "singleton"
+  StoreAddress store;        // where the store is (or will be, when this PE hosts it)
+  bool hosts_store = false;  // this PE runs the store (PE 0 outside shmoerun; singletons)
+  std::string launcher;      // "shmoerun", "Open MPI", "Slurm", "PMI", "singleton"
 };
 
 // Throws shmoe::Error naming the variables when they are inconsistent or incomplete.

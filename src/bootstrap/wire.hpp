@@ -17,10 +17,23 @@ inline constexpr std::uint16_t kProtocolVersion = 1;
 inline constexpr std::size_t kHeaderSize = 9;
 
 enum class Op : std::uint8_t {
-  kHello = 1, kSet, kGet, kAdd, kAppend, kCas, kRemove, kStatus, kBye,
+  kHello = 1,
+  kSet,
+  kGet,
+  kAdd,
+  kAppend,
+  kCas,
+  kRemove,
+  kStatus,
+  kBye,
 };
 enum class Status : std::uint8_t {
-  kOk = 0, kTimeout, kNotFound, kCasFailed, kRefused, kBadRequest,
+  kOk = 0,
+  kTimeout,
+  kNotFound,
+  kCasFailed,
+  kRefused,
+  kBadRequest,
 };
 
 class WireError : public std::runtime_error {

@@ -10,8 +10,12 @@ namespace {
 std::atomic<int> g_rank{-1};
 }
 
-void set_rank(int r) { g_rank.store(r, std::memory_order_relaxed); }
-int rank() { return g_rank.load(std::memory_order_relaxed); }
+void set_rank(int r) {
+  g_rank.store(r, std::memory_order_relaxed);
+}
+int rank() {
+  return g_rank.load(std::memory_order_relaxed);
+}
 
 void write(std::string_view level, std::string_view message) {
   int r = rank();

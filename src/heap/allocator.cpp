@@ -4,7 +4,9 @@
 
 namespace shmoe::heap {
 namespace {
-constexpr std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+constexpr std::size_t round_up(std::size_t v, std::size_t a) {
+  return (v + a - 1) / a * a;
+}
 }  // namespace
 
 BestFitAllocator::BestFitAllocator(std::size_t capacity)

@@ -34,9 +34,9 @@ class BestFitAllocator {
 
   std::size_t capacity_;
   std::size_t free_bytes_ = 0;
-  std::map<std::size_t, std::size_t> free_by_offset_;       // offset -> size
-  std::multimap<std::size_t, std::size_t> free_by_size_;    // size -> offset
-  std::map<std::size_t, std::size_t> used_;                 // offset -> size
+  std::map<std::size_t, std::size_t> free_by_offset_;     // offset -> size
+  std::multimap<std::size_t, std::size_t> free_by_size_;  // size -> offset
+  std::map<std::size_t, std::size_t> used_;               // offset -> size
 };
 
 }  // namespace shmoe::heap

@@ -26,7 +26,9 @@ std::byte* map_fd(int fd, std::size_t size, const std::string& name) {
 
 }  // namespace
 
-std::string Segment::name_for(int pid, int rank) { return fmt::format("/shmoe-{}-{}", pid, rank); }
+std::string Segment::name_for(int pid, int rank) {
+  return fmt::format("/shmoe-{}-{}", pid, rank);
+}
 
 Segment Segment::create(const std::string& name, std::size_t size) {
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -37,9 +39,10 @@ Segment Segment::create(const std::string& name, std::size_t size) {
     int err = errno;
     ::close(fd);
     ::shm_unlink(name.c_str());
-    throw make_error("cannot size symmetric heap segment {} to {} bytes: {} (is /dev/shm large "
-                     "enough? lower SHMEM_SYMMETRIC_SIZE)",
-                     name, size, std::strerror(err));
+    throw make_error(
+        "cannot size symmetric heap segment {} to {} bytes: {} (is /dev/shm large "
+        "enough? lower SHMEM_SYMMETRIC_SIZE)",
+        name, size, std::strerror(err));
   }
   Segment s;
   try {

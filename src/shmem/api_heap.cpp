@@ -60,7 +60,9 @@ std::size_t offset_of_allocation(Runtime& rt, void* ptr, const char* fn) {
 
 extern "C" {
 
-void* shmem_malloc(size_t size) { return allocate("shmem_malloc", size, 16); }
+void* shmem_malloc(size_t size) {
+  return allocate("shmem_malloc", size, 16);
+}
 
 void* shmem_malloc_with_hints(size_t size, long hints) {
   // Hints only promise how memory will be used; on shared memory every use is equally fast.

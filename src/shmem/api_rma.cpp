@@ -51,7 +51,8 @@ T g(shmem_ctx_t ctx, const T* source, int pe, const char* fn) {
 
 // Strides are in elements; the whole span touched on the remote side must be symmetric.
 inline void check_stride(ptrdiff_t stride, const char* fn, const char* param) {
-  if (stride < 1) shmoe::api_error(fn, "{}={} must be a positive stride (in elements)", param, stride);
+  if (stride < 1)
+    shmoe::api_error(fn, "{}={} must be a positive stride (in elements)", param, stride);
 }
 
 template <typename T>
@@ -86,64 +87,66 @@ void iget(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t ss
 
 extern "C" {
 
-#define SHMOE_DEF_RMA_TYPED(T, N)                                                                 \
-  SHMOE_DEFINE_BOTH(void, N##_put, (T * dest, const T* source, size_t nelems, int pe),           \
-                    (dest, source, nelems, pe), put(ctx, dest, source, nelems, pe, "shmem_" #N "_put")) \
-  SHMOE_DEFINE_BOTH(void, N##_put_nbi, (T * dest, const T* source, size_t nelems, int pe),       \
-                    (dest, source, nelems, pe),                                                   \
-                    put(ctx, dest, source, nelems, pe, "shmem_" #N "_put_nbi"))                   \
-  SHMOE_DEFINE_BOTH(void, N##_get, (T * dest, const T* source, size_t nelems, int pe),           \
-                    (dest, source, nelems, pe), get(ctx, dest, source, nelems, pe, "shmem_" #N "_get")) \
-  SHMOE_DEFINE_BOTH(void, N##_get_nbi, (T * dest, const T* source, size_t nelems, int pe),       \
-                    (dest, source, nelems, pe),                                                   \
-                    get(ctx, dest, source, nelems, pe, "shmem_" #N "_get_nbi"))                   \
-  SHMOE_DEFINE_BOTH(void, N##_p, (T * dest, T value, int pe), (dest, value, pe),                 \
-                    p(ctx, dest, value, pe, "shmem_" #N "_p"))                                    \
-  SHMOE_DEFINE_BOTH(T, N##_g, (const T* source, int pe), (source, pe),                           \
-                    g(ctx, source, pe, "shmem_" #N "_g"))                                         \
-  SHMOE_DEFINE_BOTH(void, N##_iput,                                                              \
-                    (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,     \
-                     int pe),                                                                    \
-                    (dest, source, dst, sst, nelems, pe),                                        \
-                    iput(ctx, dest, source, dst, sst, nelems, pe, "shmem_" #N "_iput"))           \
-  SHMOE_DEFINE_BOTH(void, N##_iget,                                                              \
-                    (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,     \
-                     int pe),                                                                    \
-                    (dest, source, dst, sst, nelems, pe),                                        \
-                    iget(ctx, dest, source, dst, sst, nelems, pe, "shmem_" #N "_iget"))
+#define SHMOE_DEF_RMA_TYPED(T, N)                                                          \
+  SHMOE_DEFINE_BOTH(void, N##_put, (T * dest, const T* source, size_t nelems, int pe),     \
+                    (dest, source, nelems, pe),                                            \
+                    put(ctx, dest, source, nelems, pe, "shmem_" #N "_put"))                \
+  SHMOE_DEFINE_BOTH(void, N##_put_nbi, (T * dest, const T* source, size_t nelems, int pe), \
+                    (dest, source, nelems, pe),                                            \
+                    put(ctx, dest, source, nelems, pe, "shmem_" #N "_put_nbi"))            \
+  SHMOE_DEFINE_BOTH(void, N##_get, (T * dest, const T* source, size_t nelems, int pe),     \
+                    (dest, source, nelems, pe),                                            \
+                    get(ctx, dest, source, nelems, pe, "shmem_" #N "_get"))                \
+  SHMOE_DEFINE_BOTH(void, N##_get_nbi, (T * dest, const T* source, size_t nelems, int pe), \
+                    (dest, source, nelems, pe),                                            \
+                    get(ctx, dest, source, nelems, pe, "shmem_" #N "_get_nbi"))            \
+  SHMOE_DEFINE_BOTH(void, N##_p, (T * dest, T value, int pe), (dest, value, pe),           \
+                    p(ctx, dest, value, pe, "shmem_" #N "_p"))                             \
+  SHMOE_DEFINE_BOTH(T, N##_g, (const T* source, int pe), (source, pe),                     \
+                    g(ctx, source, pe, "shmem_" #N "_g"))                                  \
+  SHMOE_DEFINE_BOTH(                                                                       \
+      void, N##_iput,                                                                      \
+      (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),    \
+      (dest, source, dst, sst, nelems, pe),                                                \
+      iput(ctx, dest, source, dst, sst, nelems, pe, "shmem_" #N "_iput"))                  \
+  SHMOE_DEFINE_BOTH(                                                                       \
+      void, N##_iget,                                                                      \
+      (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),    \
+      (dest, source, dst, sst, nelems, pe),                                                \
+      iget(ctx, dest, source, dst, sst, nelems, pe, "shmem_" #N "_iget"))
 SHMOE_RMA_TYPES(SHMOE_DEF_RMA_TYPED)
 
-#define SHMOE_DEF_RMA_SIZED(BITS, T)                                                              \
-  SHMOE_DEFINE_BOTH(void, put##BITS, (void* dest, const void* source, size_t nelems, int pe),    \
-                    (dest, source, nelems, pe),                                                   \
-                    put(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe,   \
-                        "shmem_put" #BITS))                                                       \
-  SHMOE_DEFINE_BOTH(void, put##BITS##_nbi,                                                       \
-                    (void* dest, const void* source, size_t nelems, int pe),                     \
-                    (dest, source, nelems, pe),                                                   \
-                    put(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe,   \
-                        "shmem_put" #BITS "_nbi"))                                                \
-  SHMOE_DEFINE_BOTH(void, get##BITS, (void* dest, const void* source, size_t nelems, int pe),    \
-                    (dest, source, nelems, pe),                                                   \
-                    get(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe,   \
-                        "shmem_get" #BITS))                                                       \
-  SHMOE_DEFINE_BOTH(void, get##BITS##_nbi,                                                       \
-                    (void* dest, const void* source, size_t nelems, int pe),                     \
-                    (dest, source, nelems, pe),                                                   \
-                    get(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe,   \
-                        "shmem_get" #BITS "_nbi"))                                                \
-  SHMOE_DEFINE_BOTH(void, iput##BITS,                                                            \
-                    (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,               \
-                     size_t nelems, int pe),                                                     \
-                    (dest, source, dst, sst, nelems, pe),                                        \
-                    iput(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst,    \
-                         nelems, pe, "shmem_iput" #BITS))                                         \
-  SHMOE_DEFINE_BOTH(void, iget##BITS,                                                            \
-                    (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,               \
-                     size_t nelems, int pe),                                                     \
-                    (dest, source, dst, sst, nelems, pe),                                        \
-                    iget(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst,    \
-                         nelems, pe, "shmem_iget" #BITS))
+#define SHMOE_DEF_RMA_SIZED(BITS, T)                                                           \
+  SHMOE_DEFINE_BOTH(void, put##BITS, (void* dest, const void* source, size_t nelems, int pe),  \
+                    (dest, source, nelems, pe),                                                \
+                    put(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
+                        "shmem_put" #BITS))                                                    \
+  SHMOE_DEFINE_BOTH(void, put##BITS##_nbi,                                                     \
+                    (void* dest, const void* source, size_t nelems, int pe),                   \
+                    (dest, source, nelems, pe),                                                \
+                    put(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
+                        "shmem_put" #BITS "_nbi"))                                             \
+  SHMOE_DEFINE_BOTH(void, get##BITS, (void* dest, const void* source, size_t nelems, int pe),  \
+                    (dest, source, nelems, pe),                                                \
+                    get(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
+                        "shmem_get" #BITS))                                                    \
+  SHMOE_DEFINE_BOTH(void, get##BITS##_nbi,                                                     \
+                    (void* dest, const void* source, size_t nelems, int pe),                   \
+                    (dest, source, nelems, pe),                                                \
+                    get(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
+                        "shmem_get" #BITS "_nbi"))                                             \
+  SHMOE_DEFINE_BOTH(                                                                           \
+      void, iput##BITS,                                                                        \
+      (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),   \
+      (dest, source, dst, sst, nelems, pe),                                                    \
+      iput(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst, nelems, pe,    \
+           "shmem_iput" #BITS))                                                                \
+  SHMOE_DEFINE_BOTH(                                                                           \
+      void, iget##BITS,                                                                        \
+      (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),   \
+      (dest, source, dst, sst, nelems, pe),                                                    \
+      iget(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst, nelems, pe,    \
+           "shmem_iget" #BITS))
 SHMOE_RMA_SIZES(SHMOE_DEF_RMA_SIZED)
 
 SHMOE_DEFINE_BOTH(void, putmem, (void* dest, const void* source, size_t nelems, int pe),
@@ -171,7 +174,11 @@ void shmem_ctx_quiet(shmem_ctx_t ctx) {
   shmoe::check_ctx(ctx, "shmem_ctx_quiet");
   shmoe::runtime("shmem_ctx_quiet").transport().quiet();
 }
-void shmem_fence(void) { shmem_ctx_fence(SHMEM_CTX_DEFAULT); }
-void shmem_quiet(void) { shmem_ctx_quiet(SHMEM_CTX_DEFAULT); }
+void shmem_fence(void) {
+  shmem_ctx_fence(SHMEM_CTX_DEFAULT);
+}
+void shmem_quiet(void) {
+  shmem_ctx_quiet(SHMEM_CTX_DEFAULT);
+}
 
 }  // extern "C"

@@ -40,7 +40,9 @@ int start(int requested) {
 
 extern "C" {
 
-void shmem_init(void) { start(SHMEM_THREAD_SINGLE); }
+void shmem_init(void) {
+  start(SHMEM_THREAD_SINGLE);
+}
 
 int shmem_init_thread(int requested, int* provided) {
   int level = start(requested);
@@ -67,8 +69,12 @@ void shmem_global_exit(int status) {
   std::exit(status);
 }
 
-int shmem_my_pe(void) { return shmoe::runtime("shmem_my_pe").rank(); }
-int shmem_n_pes(void) { return shmoe::runtime("shmem_n_pes").size(); }
+int shmem_my_pe(void) {
+  return shmoe::runtime("shmem_my_pe").rank();
+}
+int shmem_n_pes(void) {
+  return shmoe::runtime("shmem_n_pes").size();
+}
 
 int shmem_pe_accessible(int pe) {
   auto& rt = shmoe::runtime("shmem_pe_accessible");

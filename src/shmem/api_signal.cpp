@@ -8,11 +8,11 @@ namespace {
 using shmoe::transport::AmoOp;
 
 void put_signal(shmem_ctx_t ctx, void* dest, const void* source, std::size_t bytes,
-                std::uint64_t* sig_addr, std::uint64_t signal, int sig_op, int pe,
-                const char* fn) {
+                std::uint64_t* sig_addr, std::uint64_t signal, int sig_op, int pe, const char* fn) {
   auto& rt = shmoe::runtime(fn);
   std::size_t data_off = shmoe::api::check_remote(ctx, rt, dest, bytes, pe, fn, "dest");
-  std::size_t sig_off = shmoe::symmetric_offset(rt, sig_addr, sizeof(std::uint64_t), fn, "sig_addr");
+  std::size_t sig_off =
+      shmoe::symmetric_offset(rt, sig_addr, sizeof(std::uint64_t), fn, "sig_addr");
   if (sig_op != SHMEM_SIGNAL_SET && sig_op != SHMEM_SIGNAL_ADD) {
     shmoe::api_error(fn, "sig_op={} is neither SHMEM_SIGNAL_SET ({}) nor SHMEM_SIGNAL_ADD ({})",
                      sig_op, SHMEM_SIGNAL_SET, SHMEM_SIGNAL_ADD);
@@ -27,17 +27,18 @@ void put_signal(shmem_ctx_t ctx, void* dest, const void* source, std::size_t byt
 
 extern "C" {
 
-#define SHMOE_SIGNAL_PARAMS(T) \
-  (T * dest, const T* source, size_t nelems, uint64_t* sig_addr, uint64_t signal, int sig_op, int pe)
+#define SHMOE_SIGNAL_PARAMS(T)                                                                \
+  (T * dest, const T* source, size_t nelems, uint64_t* sig_addr, uint64_t signal, int sig_op, \
+   int pe)
 #define SHMOE_SIGNAL_ARGS (dest, source, nelems, sig_addr, signal, sig_op, pe)
 
-#define SHMOE_DEF_PUT_SIGNAL(NAME, T, ELEM_BYTES, FN)                                             \
-  SHMOE_DEFINE_BOTH(void, NAME, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                        \
-                    put_signal(ctx, dest, source, nelems * (ELEM_BYTES), sig_addr, signal, sig_op, \
-                               pe, FN))                                                           \
-  SHMOE_DEFINE_BOTH(void, NAME##_nbi, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                  \
-                    put_signal(ctx, dest, source, nelems * (ELEM_BYTES), sig_addr, signal, sig_op, \
-                               pe, FN "_nbi"))
+#define SHMOE_DEF_PUT_SIGNAL(NAME, T, ELEM_BYTES, FN)                                       \
+  SHMOE_DEFINE_BOTH(                                                                        \
+      void, NAME, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                                \
+      put_signal(ctx, dest, source, nelems*(ELEM_BYTES), sig_addr, signal, sig_op, pe, FN)) \
+  SHMOE_DEFINE_BOTH(                                                                        \
+      void, NAME##_nbi, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                          \
+      put_signal(ctx, dest, source, nelems*(ELEM_BYTES), sig_addr, signal, sig_op, pe, FN "_nbi"))
 
 #define SHMOE_DEF_PUT_SIGNAL_TYPED(T, N) \
   SHMOE_DEF_PUT_SIGNAL(N##_put_signal, T, sizeof(T), "shmem_" #N "_put_signal")

@@ -10,10 +10,12 @@
 #define SHMOE_UNPAREN(...) __VA_ARGS__
 
 // Defines shmem_ctx_NAME(ctx, PARAMS) as CALL and shmem_NAME(PARAMS) on the default context.
-#define SHMOE_DEFINE_BOTH(RET, NAME, PARAMS, ARGS, CALL)                         \
-  RET shmem_ctx_##NAME(shmem_ctx_t ctx, SHMOE_UNPAREN PARAMS) { return CALL; } \
-  RET shmem_##NAME(SHMOE_UNPAREN PARAMS) {                                    \
-    return shmem_ctx_##NAME(SHMEM_CTX_DEFAULT, SHMOE_UNPAREN ARGS);            \
+#define SHMOE_DEFINE_BOTH(RET, NAME, PARAMS, ARGS, CALL)            \
+  RET shmem_ctx_##NAME(shmem_ctx_t ctx, SHMOE_UNPAREN PARAMS) {     \
+    return CALL;                                                    \
+  }                                                                 \
+  RET shmem_##NAME(SHMOE_UNPAREN PARAMS) {                          \
+    return shmem_ctx_##NAME(SHMEM_CTX_DEFAULT, SHMOE_UNPAREN ARGS); \
   }
 
 namespace shmoe::api {

@@ -12,12 +12,18 @@ namespace {
 
 const char* cmp_name(int cmp) {
   switch (cmp) {
-    case SHMEM_CMP_EQ: return "EQ";
-    case SHMEM_CMP_NE: return "NE";
-    case SHMEM_CMP_GT: return "GT";
-    case SHMEM_CMP_GE: return "GE";
-    case SHMEM_CMP_LT: return "LT";
-    case SHMEM_CMP_LE: return "LE";
+    case SHMEM_CMP_EQ:
+      return "EQ";
+    case SHMEM_CMP_NE:
+      return "NE";
+    case SHMEM_CMP_GT:
+      return "GT";
+    case SHMEM_CMP_GE:
+      return "GE";
+    case SHMEM_CMP_LT:
+      return "LT";
+    case SHMEM_CMP_LE:
+      return "LE";
   }
   return nullptr;
 }
@@ -32,12 +38,18 @@ void check_cmp(int cmp, const char* fn) {
 template <typename T>
 bool compare(T a, int cmp, T b) {
   switch (cmp) {
-    case SHMEM_CMP_EQ: return a == b;
-    case SHMEM_CMP_NE: return a != b;
-    case SHMEM_CMP_GT: return a > b;
-    case SHMEM_CMP_GE: return a >= b;
-    case SHMEM_CMP_LT: return a < b;
-    case SHMEM_CMP_LE: return a <= b;
+    case SHMEM_CMP_EQ:
+      return a == b;
+    case SHMEM_CMP_NE:
+      return a != b;
+    case SHMEM_CMP_GT:
+      return a > b;
+    case SHMEM_CMP_GE:
+      return a >= b;
+    case SHMEM_CMP_LT:
+      return a < b;
+    case SHMEM_CMP_LE:
+      return a <= b;
   }
   return false;
 }
@@ -54,7 +66,9 @@ struct Scalar {
   T operator[](std::size_t) const { return value; }
 };
 
-inline bool included(const int* status, std::size_t i) { return status == nullptr || status[i] == 0; }
+inline bool included(const int* status, std::size_t i) {
+  return status == nullptr || status[i] == 0;
+}
 
 template <typename T, typename Values>
 bool test_all(T* ivars, std::size_t n, const int* status, int cmp, const Values& v) {
@@ -105,13 +119,15 @@ std::string describe(const char* fn, T* ivars, std::size_t n, const int* status,
                         cmp_name(cmp), v[i]);
     ++shown;
   }
-  return fmt::format("{} on {} ({} elements): {}; the value is written by whichever PE puts to "
-                     "it",
-                     fn, where, n, seen);
+  return fmt::format(
+      "{} on {} ({} elements): {}; the value is written by whichever PE puts to "
+      "it",
+      fn, where, n, seen);
 }
 
 template <typename T, typename Values>
-void wait_all(const char* fn, T* ivars, std::size_t n, const int* status, int cmp, const Values& v) {
+void wait_all(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
+              const Values& v) {
   check_cmp(cmp, fn);
   shmoe::wait_until([&] { return test_all(ivars, n, status, cmp, v); },
                     [&] { return describe(fn, ivars, n, status, cmp, v); });
@@ -157,71 +173,75 @@ std::uint64_t wait_until_u64(const char* fn, std::uint64_t* ivar, int cmp, std::
 
 extern "C" {
 
-#define SHMOE_DEF_P2P_SYNC(T, N)                                                                  \
-  void shmem_##N##_wait_until(T* ivar, int cmp, T cmp_value) {                                    \
-    wait_all("shmem_" #N "_wait_until", ivar, 1, nullptr, cmp, Scalar<T>{cmp_value});             \
-  }                                                                                               \
-  void shmem_##N##_wait_until_all(T* ivars, size_t nelems, const int* status, int cmp,            \
-                                  T cmp_value) {                                                  \
-    wait_all("shmem_" #N "_wait_until_all", ivars, nelems, status, cmp, Scalar<T>{cmp_value});    \
-  }                                                                                               \
-  size_t shmem_##N##_wait_until_any(T* ivars, size_t nelems, const int* status, int cmp,          \
-                                    T cmp_value) {                                                \
-    return wait_any("shmem_" #N "_wait_until_any", ivars, nelems, status, cmp,                    \
-                    Scalar<T>{cmp_value});                                                        \
-  }                                                                                               \
-  size_t shmem_##N##_wait_until_some(T* ivars, size_t nelems, size_t* indices, const int* status, \
-                                     int cmp, T cmp_value) {                                      \
-    return wait_some("shmem_" #N "_wait_until_some", ivars, nelems, indices, status, cmp,         \
-                     Scalar<T>{cmp_value});                                                       \
-  }                                                                                               \
-  void shmem_##N##_wait_until_all_vector(T* ivars, size_t nelems, const int* status, int cmp,     \
-                                         T* cmp_values) {                                         \
-    wait_all("shmem_" #N "_wait_until_all_vector", ivars, nelems, status, cmp, cmp_values);       \
-  }                                                                                               \
-  size_t shmem_##N##_wait_until_any_vector(T* ivars, size_t nelems, const int* status, int cmp,   \
-                                           T* cmp_values) {                                       \
+#define SHMOE_DEF_P2P_SYNC(T, N)                                                                   \
+  void shmem_##N##_wait_until(T* ivar, int cmp, T cmp_value) {                                     \
+    wait_all("shmem_" #N "_wait_until", ivar, 1, nullptr, cmp, Scalar<T>{cmp_value});              \
+  }                                                                                                \
+  void shmem_##N##_wait_until_all(T* ivars, size_t nelems, const int* status, int cmp,             \
+                                  T cmp_value) {                                                   \
+    wait_all("shmem_" #N "_wait_until_all", ivars, nelems, status, cmp, Scalar<T>{cmp_value});     \
+  }                                                                                                \
+  size_t shmem_##N##_wait_until_any(T* ivars, size_t nelems, const int* status, int cmp,           \
+                                    T cmp_value) {                                                 \
+    return wait_any("shmem_" #N "_wait_until_any", ivars, nelems, status, cmp,                     \
+                    Scalar<T>{cmp_value});                                                         \
+  }                                                                                                \
+  size_t shmem_##N##_wait_until_some(T* ivars, size_t nelems, size_t* indices, const int* status,  \
+                                     int cmp, T cmp_value) {                                       \
+    return wait_some("shmem_" #N "_wait_until_some", ivars, nelems, indices, status, cmp,          \
+                     Scalar<T>{cmp_value});                                                        \
+  }                                                                                                \
+  void shmem_##N##_wait_until_all_vector(T* ivars, size_t nelems, const int* status, int cmp,      \
+                                         T* cmp_values) {                                          \
+    wait_all("shmem_" #N "_wait_until_all_vector", ivars, nelems, status, cmp, cmp_values);        \
+  }                                                                                                \
+  size_t shmem_##N##_wait_until_any_vector(T* ivars, size_t nelems, const int* status, int cmp,    \
+                                           T* cmp_values) {                                        \
     return wait_any("shmem_" #N "_wait_until_any_vector", ivars, nelems, status, cmp, cmp_values); \
-  }                                                                                               \
-  size_t shmem_##N##_wait_until_some_vector(T* ivars, size_t nelems, size_t* indices,             \
-                                            const int* status, int cmp, T* cmp_values) {          \
-    return wait_some("shmem_" #N "_wait_until_some_vector", ivars, nelems, indices, status, cmp,  \
-                     cmp_values);                                                                 \
-  }                                                                                               \
-  int shmem_##N##_test(T* ivar, int cmp, T cmp_value) {                                           \
-    return test_one("shmem_" #N "_test", ivar, cmp, cmp_value);                                   \
-  }                                                                                               \
-  int shmem_##N##_test_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) {    \
-    check_cmp(cmp, "shmem_" #N "_test_all");                                                      \
-    return test_all(ivars, nelems, status, cmp, Scalar<T>{cmp_value}) ? 1 : 0;                    \
-  }                                                                                               \
-  size_t shmem_##N##_test_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) { \
-    check_cmp(cmp, "shmem_" #N "_test_any");                                                      \
-    return test_any(ivars, nelems, status, cmp, Scalar<T>{cmp_value});                            \
-  }                                                                                               \
-  size_t shmem_##N##_test_some(T* ivars, size_t nelems, size_t* indices, const int* status,       \
-                               int cmp, T cmp_value) {                                            \
-    check_cmp(cmp, "shmem_" #N "_test_some");                                                     \
-    return test_some(ivars, nelems, indices, status, cmp, Scalar<T>{cmp_value});                  \
-  }                                                                                               \
-  int shmem_##N##_test_all_vector(T* ivars, size_t nelems, const int* status, int cmp,            \
-                                  T* cmp_values) {                                                \
-    check_cmp(cmp, "shmem_" #N "_test_all_vector");                                               \
-    return test_all(ivars, nelems, status, cmp, cmp_values) ? 1 : 0;                              \
-  }                                                                                               \
-  size_t shmem_##N##_test_any_vector(T* ivars, size_t nelems, const int* status, int cmp,         \
-                                     T* cmp_values) {                                             \
-    check_cmp(cmp, "shmem_" #N "_test_any_vector");                                               \
-    return test_any(ivars, nelems, status, cmp, cmp_values);                                      \
-  }                                                                                               \
-  size_t shmem_##N##_test_some_vector(T* ivars, size_t nelems, size_t* indices,                   \
-                                      const int* status, int cmp, T* cmp_values) {                \
-    check_cmp(cmp, "shmem_" #N "_test_some_vector");                                              \
-    return test_some(ivars, nelems, indices, status, cmp, cmp_values);                            \
+  }                                                                                                \
+  size_t shmem_##N##_wait_until_some_vector(T* ivars, size_t nelems, size_t* indices,              \
+                                            const int* status, int cmp, T* cmp_values) {           \
+    return wait_some("shmem_" #N "_wait_until_some_vector", ivars, nelems, indices, status, cmp,   \
+                     cmp_values);                                                                  \
+  }                                                                                                \
+  int shmem_##N##_test(T* ivar, int cmp, T cmp_value) {                                            \
+    return test_one("shmem_" #N "_test", ivar, cmp, cmp_value);                                    \
+  }                                                                                                \
+  int shmem_##N##_test_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) {     \
+    check_cmp(cmp, "shmem_" #N "_test_all");                                                       \
+    return test_all(ivars, nelems, status, cmp, Scalar<T>{cmp_value}) ? 1 : 0;                     \
+  }                                                                                                \
+  size_t shmem_##N##_test_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) {  \
+    check_cmp(cmp, "shmem_" #N "_test_any");                                                       \
+    return test_any(ivars, nelems, status, cmp, Scalar<T>{cmp_value});                             \
+  }                                                                                                \
+  size_t shmem_##N##_test_some(T* ivars, size_t nelems, size_t* indices, const int* status,        \
+                               int cmp, T cmp_value) {                                             \
+    check_cmp(cmp, "shmem_" #N "_test_some");                                                      \
+    return test_some(ivars, nelems, indices, status, cmp, Scalar<T>{cmp_value});                   \
+  }                                                                                                \
+  int shmem_##N##_test_all_vector(T* ivars, size_t nelems, const int* status, int cmp,             \
+                                  T* cmp_values) {                                                 \
+    check_cmp(cmp, "shmem_" #N "_test_all_vector");                                                \
+    return test_all(ivars, nelems, status, cmp, cmp_values) ? 1 : 0;                               \
+  }                                                                                                \
+  size_t shmem_##N##_test_any_vector(T* ivars, size_t nelems, const int* status, int cmp,          \
+                                     T* cmp_values) {                                              \
+    check_cmp(cmp, "shmem_" #N "_test_any_vector");                                                \
+    return test_any(ivars, nelems, status, cmp, cmp_values);                                       \
+  }                                                                                                \
+  size_t shmem_##N##_test_some_vector(T* ivars, size_t nelems, size_t* indices, const int* status, \
+                                      int cmp, T* cmp_values) {                                    \
+    check_cmp(cmp, "shmem_" #N "_test_some_vector");                                               \
+    return test_some(ivars, nelems, indices, status, cmp, cmp_values);                             \
   }
 SHMOE_P2P_SYNC_TYPES(SHMOE_DEF_P2P_SYNC)
 
-void shmem_barrier_all(void) { shmoe::runtime("shmem_barrier_all").barrier_all(); }
-void shmem_sync_all(void) { shmoe::runtime("shmem_sync_all").sync_all(); }
+void shmem_barrier_all(void) {
+  shmoe::runtime("shmem_barrier_all").barrier_all();
+}
+void shmem_sync_all(void) {
+  shmoe::runtime("shmem_sync_all").sync_all();
+}
 
 }  // extern "C"

@@ -23,13 +23,13 @@ void DisseminationBarrier::arrive_and_wait() {
   ++epoch_;
   for (int r = 0; r < rounds_; ++r) {
     const int to = pes_.pe((my_index_ + (1 << r)) % pes_.size);
-    transport_.atomic(to, flags_offset_ + r * kFlagStride,
-                      {transport::AmoOp::kAdd, 8, 1, 0});
+    transport_.atomic(to, flags_offset_ + r * kFlagStride, {transport::AmoOp::kAdd, 8, 1, 0});
     auto* counter = reinterpret_cast<std::uint64_t*>(local_flags_ + r * kFlagStride);
     std::atomic_ref<std::uint64_t> seen(*counter);
     wait_until([&] { return seen.load(std::memory_order_acquire) >= epoch_; },
                [&] {
-                 const int from = pes_.pe((my_index_ - (1 << r) % pes_.size + pes_.size) % pes_.size);
+                 const int from =
+                     pes_.pe((my_index_ - (1 << r) % pes_.size + pes_.size) % pes_.size);
                  return fmt::format("barrier #{} round {} (waiting for PE {}: counter {} < {})",
                                     epoch_, r, from, seen.load(), epoch_);
                });

@@ -1,5 +1,6 @@
 #include "shmem/runtime.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <climits>
@@ -40,6 +41,18 @@ int abort_status(std::string& message) {
   return 1;
 }
 
+// When PEs outnumber the cores, the PE a waiter waits for is often not running: spinning then
+// only delays it, so waiters yield almost at once. SHMOE_WAIT_SPIN overrides the choice.
+void tune_waits_for_cores(int pes_on_host) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  WaitPolicy& w = wait_policy();
+  w.spin_iterations = pes_on_host > cores ? 8 : 256;
+  w.spin_iterations =
+      static_cast<std::uint32_t>(env::int_or("SHMOE_WAIT_SPIN", w.spin_iterations, 0, 1 << 30));
+}
+
 }  // namespace
 
 RuntimeConfig read_runtime_config() {
@@ -61,14 +74,14 @@ RuntimeConfig read_runtime_config() {
   return c;
 }
 
-Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& config,
-                 int thread_level)
+Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& config, int thread_level)
     : rank_(launch.rank),
       size_(launch.size),
       thread_level_(thread_level),
       config_(config),
       launch_(launch),
       allocator_(config.heap_size) {
+  tune_waits_for_cores(size_);
   bootstrap::StoreAddress store = launch.store;
   if (launch.hosts_store) {
     bootstrap::ConfigStoreServer::Options o;
@@ -116,14 +129,13 @@ void Runtime::linger_if_hosting_store() {
 
 void Runtime::connect_transport() {
   collectives_ = std::make_unique<bootstrap::StoreCollectives>(*client_, rank_, size_);
-  transport_ = std::make_unique<transport::ShmTransport>(*collectives_, rank_, size_,
-                                                          config_.heap_size, config_.host,
-                                                          config_.init_timeout);
+  transport_ = std::make_unique<transport::ShmTransport>(
+      *collectives_, rank_, size_, config_.heap_size, config_.host, config_.init_timeout);
   heap_base_ = transport_->local_base();
   // The runtime's own symmetric state comes first, so it has the same offset on every PE.
   auto flags = allocator_.allocate(DisseminationBarrier::kFlagBytes, 64);
-  world_barrier_ = std::make_unique<DisseminationBarrier>(
-      *transport_, *flags, heap_base_ + *flags, PeSet{0, 1, size_}, rank_);
+  world_barrier_ = std::make_unique<DisseminationBarrier>(*transport_, *flags, heap_base_ + *flags,
+                                                          PeSet{0, 1, size_}, rank_);
 }
 
 Runtime::~Runtime() {
@@ -144,9 +156,10 @@ void Runtime::start_monitor() {
       log::fatal(fmt::format("job aborted: {}", message), status);
     } catch (const std::exception& e) {
       if (leaving_) return;
-      log::fatal(fmt::format("lost the config store at {} ({}): the launcher or the PE that "
-                             "hosts the store has died",
-                             launch_.store.str(), e.what()));
+      log::fatal(
+          fmt::format("lost the config store at {} ({}): the launcher or the PE that "
+                      "hosts the store has died",
+                      launch_.store.str(), e.what()));
     }
   });
 }
@@ -198,8 +211,14 @@ Runtime& runtime(const char* fn) {
   return *rt;
 }
 
-Runtime* runtime_or_null() { return runtime_slot().get(); }
-void set_runtime(std::unique_ptr<Runtime> rt) { runtime_slot() = std::move(rt); }
-std::unique_ptr<Runtime> take_runtime() { return std::move(runtime_slot()); }
+Runtime* runtime_or_null() {
+  return runtime_slot().get();
+}
+void set_runtime(std::unique_ptr<Runtime> rt) {
+  runtime_slot() = std::move(rt);
+}
+std::unique_ptr<Runtime> take_runtime() {
+  return std::move(runtime_slot());
+}
 
 }  // namespace shmoe

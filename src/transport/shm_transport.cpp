@@ -86,9 +86,10 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
           pe, peer.host, host);
     }
     if (peer.segment_size != segment_size) {
-      throw make_error("PE {} has a symmetric heap of {} bytes but this PE has {} bytes: set the "
-                       "same SHMEM_SYMMETRIC_SIZE for every PE",
-                       pe, peer.segment_size, segment_size);
+      throw make_error(
+          "PE {} has a symmetric heap of {} bytes but this PE has {} bytes: set the "
+          "same SHMEM_SYMMETRIC_SIZE for every PE",
+          pe, peer.segment_size, segment_size);
     }
     if (pe != rank) segments_[pe] = heap::Segment::attach(peer.segment, segment_size);
   }
@@ -112,8 +113,12 @@ std::uint64_t ShmTransport::atomic(int pe, std::size_t offset, const AmoRequest&
 // Stores into mapped memory are complete when they retire; what remains is ordering them
 // against later stores. glibc's memcpy uses non-temporal stores for large copies, which even a
 // seq_cst fence does not order on x86: hence the sfence in both.
-void ShmTransport::fence() { store_fence(); }
-void ShmTransport::quiet() { store_fence(); }
+void ShmTransport::fence() {
+  store_fence();
+}
+void ShmTransport::quiet() {
+  store_fence();
+}
 
 void store_fence() {
 #if defined(__x86_64__)

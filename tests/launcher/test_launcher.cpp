@@ -1,6 +1,7 @@
 // Failure cases of start-up and of running jobs, each checked for its message, its exit status
 // and an end within a bounded time (nothing may hang).
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -15,8 +16,6 @@
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace {
 
@@ -56,7 +55,8 @@ Result finish(Proc p, double limit_s, Clock::time_point t0 = Clock::now()) {
   const auto deadline = t0 + std::chrono::duration<double>(limit_s);
   char buf[4096];
   for (;;) {
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (left <= 0) {
       r.timed_out = true;
       ::kill(-p.pid, SIGKILL);
@@ -97,14 +97,17 @@ std::string shmoerun(int n, const std::string& mode, const std::string& env = ""
 }
 
 // A PE started by hand, the way mpirun would: Open MPI's rank variables, SHMOE_STORE given.
-std::string by_hand(int rank, int size, int port, const std::string& mode, const std::string& env = "") {
-  return fmt::format("env OMPI_COMM_WORLD_RANK={} OMPI_COMM_WORLD_SIZE={} SHMOE_STORE=127.0.0.1:{} {} {} {}",
-                     rank, size, port, env, PE_FAULTS, mode);
+std::string by_hand(int rank, int size, int port, const std::string& mode,
+                    const std::string& env = "") {
+  return fmt::format(
+      "env OMPI_COMM_WORLD_RANK={} OMPI_COMM_WORLD_SIZE={} SHMOE_STORE=127.0.0.1:{} {} {} {}", rank,
+      size, port, env, PE_FAULTS, mode);
 }
 
 void expect_match(const Result& r, const std::string& pattern) {
   EXPECT_TRUE(std::regex_search(r.output, std::regex(pattern)))
-      << "expected /" << pattern << "/ in:\n" << r.output;
+      << "expected /" << pattern << "/ in:\n"
+      << r.output;
 }
 
 // No /dev/shm object of a PE whose pid the output names may survive the job.
@@ -190,7 +193,8 @@ TEST(BadInput, PeOutOfRange) {
 TEST(BadInput, NonSymmetricAddress) {
   Result r = run(shmoerun(1, "bad_address"));
   EXPECT_NE(r.status, 0);
-  expect_match(r, "shmem_long_put: dest=0x[0-9a-f]+ \\(8 bytes\\) is not inside the symmetric heap");
+  expect_match(r,
+               "shmem_long_put: dest=0x[0-9a-f]+ \\(8 bytes\\) is not inside the symmetric heap");
 }
 
 TEST(BadInput, UnknownComparison) {
@@ -208,8 +212,9 @@ TEST(BadInput, BadSymmetricSize) {
 TEST(Debug, AsymmetricAllocationNamesThePe) {
   Result r = run(shmoerun(3, "asymmetric_malloc", "SHMOE_DEBUG=1"));
   EXPECT_NE(r.status, 0);
-  expect_match(r, "asymmetric allocation .*PE 2 called shmem_malloc size=8192.* PE 0 called "
-                  "shmem_malloc size=4096");
+  expect_match(r,
+               "asymmetric allocation .*PE 2 called shmem_malloc size=8192.* PE 0 called "
+               "shmem_malloc size=4096");
 }
 
 TEST(Startup, ForeignLauncherWithPe0HostingTheStore) {

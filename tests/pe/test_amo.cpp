@@ -113,11 +113,11 @@ TEST(Amo, TenThousandFetchAddsGiveExactTotalAndDistinctValues) {
   shmem_free(counter);
 }
 
-#define AMO_STANDARD_TEST(T, N)                                                             \
-  TEST(AmoStandard, N) {                                                                    \
-    run_standard<T>({shmem_##N##_atomic_fetch_add, shmem_##N##_atomic_add,                  \
-                     shmem_##N##_atomic_fetch_inc, shmem_##N##_atomic_inc,                  \
-                     shmem_##N##_atomic_compare_swap, shmem_##N##_atomic_fetch_add_nbi,     \
+#define AMO_STANDARD_TEST(T, N)                                                               \
+  TEST(AmoStandard, N) {                                                                      \
+    run_standard<T>({shmem_##N##_atomic_fetch_add, shmem_##N##_atomic_add,                    \
+                     shmem_##N##_atomic_fetch_inc, shmem_##N##_atomic_inc,                    \
+                     shmem_##N##_atomic_compare_swap, shmem_##N##_atomic_fetch_add_nbi,       \
                      shmem_##N##_atomic_fetch_inc_nbi, shmem_##N##_atomic_compare_swap_nbi}); \
   }
 SHMOE_AMO_STANDARD_TYPES(AMO_STANDARD_TEST)
@@ -175,11 +175,10 @@ void run_extended(const ExtendedOps<T>& ops) {
   shmem_free(slot);
 }
 
-#define AMO_EXTENDED_TEST(T, N)                                                             \
-  TEST(AmoExtended, N) {                                                                    \
-    run_extended<T>({shmem_##N##_atomic_fetch, shmem_##N##_atomic_set,                      \
-                     shmem_##N##_atomic_swap, shmem_##N##_atomic_fetch_nbi,                 \
-                     shmem_##N##_atomic_swap_nbi});                                         \
+#define AMO_EXTENDED_TEST(T, N)                                                                 \
+  TEST(AmoExtended, N) {                                                                        \
+    run_extended<T>({shmem_##N##_atomic_fetch, shmem_##N##_atomic_set, shmem_##N##_atomic_swap, \
+                     shmem_##N##_atomic_fetch_nbi, shmem_##N##_atomic_swap_nbi});               \
   }
 SHMOE_AMO_EXTENDED_TYPES(AMO_EXTENDED_TEST)
 
@@ -226,12 +225,12 @@ void run_bitwise(const BitwiseOps<T>& ops) {
   shmem_free(word);
 }
 
-#define AMO_BITWISE_TEST(T, N)                                                              \
-  TEST(AmoBitwise, N) {                                                                     \
-    run_bitwise<T>({shmem_##N##_atomic_fetch_and, shmem_##N##_atomic_and,                   \
-                    shmem_##N##_atomic_fetch_or, shmem_##N##_atomic_or,                     \
-                    shmem_##N##_atomic_fetch_xor, shmem_##N##_atomic_xor,                   \
-                    shmem_##N##_atomic_fetch_or_nbi});                                      \
+#define AMO_BITWISE_TEST(T, N)                                            \
+  TEST(AmoBitwise, N) {                                                   \
+    run_bitwise<T>({shmem_##N##_atomic_fetch_and, shmem_##N##_atomic_and, \
+                    shmem_##N##_atomic_fetch_or, shmem_##N##_atomic_or,   \
+                    shmem_##N##_atomic_fetch_xor, shmem_##N##_atomic_xor, \
+                    shmem_##N##_atomic_fetch_or_nbi});                    \
   }
 SHMOE_AMO_BITWISE_TYPES(AMO_BITWISE_TEST)
 

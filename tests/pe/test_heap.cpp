@@ -1,8 +1,8 @@
 // The symmetric heap: same offsets on every PE, shmem_ptr, calloc/align/realloc/free, exhaustion.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "pe_test.hpp"
@@ -16,7 +16,8 @@ TEST(Heap, AllocationsAreSymmetric) {
   const std::uint64_t seed = shared_seed();
   auto* base = static_cast<char*>(shmem_malloc(8));
   std::vector<char*> blocks;
-  for (int i = 0; i < 20; ++i) blocks.push_back(static_cast<char*>(shmem_malloc(1 + mix(seed + i) % 10000)));
+  for (int i = 0; i < 20; ++i)
+    blocks.push_back(static_cast<char*>(shmem_malloc(1 + mix(seed + i) % 10000)));
   for (int i = 0; i < 20; i += 3) shmem_free(blocks[i]);
   for (int i = 0; i < 20; i += 3) blocks[i] = static_cast<char*>(shmem_align(256, 100 + i));
   auto* offsets = static_cast<long*>(shmem_calloc(static_cast<std::size_t>(n) * 20, sizeof(long)));
@@ -26,7 +27,8 @@ TEST(Heap, AllocationsAreSymmetric) {
   shmem_barrier_all();
   if (me == 0) {
     for (int pe = 1; pe < n; ++pe) {
-      for (int i = 0; i < 20; ++i) EXPECT_EQ(offsets[pe * 20 + i], offsets[i]) << "PE " << pe << " block " << i;
+      for (int i = 0; i < 20; ++i)
+        EXPECT_EQ(offsets[pe * 20 + i], offsets[i]) << "PE " << pe << " block " << i;
     }
   }
   for (int i = 0; i < 20; i += 3) EXPECT_EQ(reinterpret_cast<std::uintptr_t>(blocks[i]) % 256, 0u);

@@ -132,7 +132,8 @@ struct Blob {
 };
 
 template <std::size_t Bytes>
-void run_sized(void (*put)(void*, const void*, size_t, int), void (*get)(void*, const void*, size_t, int),
+void run_sized(void (*put)(void*, const void*, size_t, int),
+               void (*get)(void*, const void*, size_t, int),
                void (*iput)(void*, const void*, ptrdiff_t, ptrdiff_t, size_t, int)) {
   using B = Blob<Bytes>;
   const int me = shmem_my_pe(), n = shmem_n_pes();
@@ -158,19 +159,34 @@ void run_sized(void (*put)(void*, const void*, size_t, int), void (*get)(void*, 
   shmem_barrier_all();
   const int writer = (me + n - 1) % n;
   for (std::size_t i = 0; i < len / 2; ++i) {
-    ASSERT_TRUE(same(rows[n * len + 2 * i], encode<B>(seed + 1, writer, me, i))) << "iputSIZE " << i;
+    ASSERT_TRUE(same(rows[n * len + 2 * i], encode<B>(seed + 1, writer, me, i)))
+        << "iputSIZE " << i;
   }
   shmem_barrier_all();
   shmem_free(rows);
 }
 
-TEST(RmaSized, Put8) { run_sized<1>(shmem_put8, shmem_get8, shmem_iput8); }
-TEST(RmaSized, Put16) { run_sized<2>(shmem_put16, shmem_get16, shmem_iput16); }
-TEST(RmaSized, Put32) { run_sized<4>(shmem_put32, shmem_get32, shmem_iput32); }
-TEST(RmaSized, Put64) { run_sized<8>(shmem_put64, shmem_get64, shmem_iput64); }
-TEST(RmaSized, Put128) { run_sized<16>(shmem_put128, shmem_get128, shmem_iput128); }
-TEST(RmaSized, Putmem) { run_sized<1>(shmem_putmem, shmem_getmem, shmem_iput8); }
-TEST(RmaSized, PutmemNbi) { run_sized<1>(shmem_putmem_nbi, shmem_getmem_nbi, shmem_iput8); }
+TEST(RmaSized, Put8) {
+  run_sized<1>(shmem_put8, shmem_get8, shmem_iput8);
+}
+TEST(RmaSized, Put16) {
+  run_sized<2>(shmem_put16, shmem_get16, shmem_iput16);
+}
+TEST(RmaSized, Put32) {
+  run_sized<4>(shmem_put32, shmem_get32, shmem_iput32);
+}
+TEST(RmaSized, Put64) {
+  run_sized<8>(shmem_put64, shmem_get64, shmem_iput64);
+}
+TEST(RmaSized, Put128) {
+  run_sized<16>(shmem_put128, shmem_get128, shmem_iput128);
+}
+TEST(RmaSized, Putmem) {
+  run_sized<1>(shmem_putmem, shmem_getmem, shmem_iput8);
+}
+TEST(RmaSized, PutmemNbi) {
+  run_sized<1>(shmem_putmem_nbi, shmem_getmem_nbi, shmem_iput8);
+}
 
 // Large transfers (several MiB: glibc switches to non-temporal stores) arrive whole.
 TEST(RmaLarge, MultiMegabytePutAndGet) {

@@ -26,7 +26,7 @@ void run_comparisons(const SyncOps<T>& ops) {
     int cmp;
     T target, final_value;
   };
-  const Case cases[] = {{SHMEM_CMP_EQ, T{7}, T{7}},  {SHMEM_CMP_NE, T{0}, T{9}},
+  const Case cases[] = {{SHMEM_CMP_EQ, T{7}, T{7}},   {SHMEM_CMP_NE, T{0}, T{9}},
                         {SHMEM_CMP_GT, T{10}, T{11}}, {SHMEM_CMP_GE, T{20}, T{20}},
                         {SHMEM_CMP_LT, T{5}, T{4}},   {SHMEM_CMP_LE, T{3}, T{3}}};
   const int next = (me + 1) % n;
@@ -44,8 +44,10 @@ void run_comparisons(const SyncOps<T>& ops) {
   shmem_free(ivar);
 }
 
-#define SYNC_TEST(T, N) \
-  TEST(WaitUntil, N) { run_comparisons<T>({shmem_##N##_wait_until, shmem_##N##_test, shmem_##N##_p}); }
+#define SYNC_TEST(T, N)                                                            \
+  TEST(WaitUntil, N) {                                                             \
+    run_comparisons<T>({shmem_##N##_wait_until, shmem_##N##_test, shmem_##N##_p}); \
+  }
 SHMOE_P2P_SYNC_TYPES(SYNC_TEST)
 
 // The _all/_any/_some forms and their _vector variants: every PE sets one flag at each PE.
@@ -69,9 +71,9 @@ TEST(WaitUntil, AllAnySomeAndVectors) {
   shmem_long_wait_until_all(flags, n, nullptr, SHMEM_CMP_GE, 100);
   shmem_long_wait_until_all_vector(flags, n, nullptr, SHMEM_CMP_EQ, want.data());
   EXPECT_EQ(shmem_long_test_all_vector(flags, n, nullptr, SHMEM_CMP_EQ, want.data()), 1);
-  EXPECT_EQ(shmem_long_wait_until_some_vector(flags, n, idx.data(), nullptr, SHMEM_CMP_EQ,
-                                              want.data()),
-            static_cast<std::size_t>(n));
+  EXPECT_EQ(
+      shmem_long_wait_until_some_vector(flags, n, idx.data(), nullptr, SHMEM_CMP_EQ, want.data()),
+      static_cast<std::size_t>(n));
   EXPECT_LT(shmem_long_wait_until_any_vector(flags, n, nullptr, SHMEM_CMP_EQ, want.data()),
             static_cast<std::size_t>(n));
   // status excludes elements: with my own flag excluded and the comparison false for all the
@@ -122,8 +124,8 @@ TEST(PutSignal, SignalNeverOvertakesData) {
     std::uint64_t seen = shmem_signal_wait_until(&sig[0], SHMEM_CMP_GE, it);
     EXPECT_EQ(seen, static_cast<std::uint64_t>(it));
     for (std::size_t i = 0; i < words; i += 1) {
-      ASSERT_EQ(buf[i], (std::uint64_t(it) << 32) | i) << "word " << i << " of iteration " << it
-                                                       << " from PE " << prev;
+      ASSERT_EQ(buf[i], (std::uint64_t(it) << 32) | i)
+          << "word " << i << " of iteration " << it << " from PE " << prev;
     }
     // Tell the writer its buffer may be overwritten.
     shmem_uint64_atomic_add(&sig[1], 1, prev);

@@ -1,18 +1,17 @@
 #include "launcher.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "heap/segment.hpp"
 
@@ -72,7 +71,8 @@ void flush_lines(Pe& pe, Relay& r, bool final) {
   std::size_t start = 0;
   std::string out;
   for (std::size_t nl; (nl = r.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-    out += fmt::format("[PE {}] {}\n", pe.rank, std::string_view(r.pending).substr(start, nl - start));
+    out +=
+        fmt::format("[PE {}] {}\n", pe.rank, std::string_view(r.pending).substr(start, nl - start));
   }
   r.pending.erase(0, start);
   if (final && !r.pending.empty()) {
@@ -156,7 +156,7 @@ int run_job(const LaunchOptions& o) {
     pes[r].running = true;
   }
   const auto start = Clock::now();
-  std::optional<int> verdict;          // the launcher's exit status, once decided
+  std::optional<int> verdict;  // the launcher's exit status, once decided
   std::optional<Clock::time_point> kill_deadline;
   int running = o.n_pes;
 
@@ -217,9 +217,9 @@ int run_job(const LaunchOptions& o) {
         --running;
         bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         if (failed && !kill_deadline) {
-          stop_all(exit_code_of(status), fmt::format("PE {} (pid {}) {}; stopping the other {} PEs",
-                                                     pe.rank, pe.pid, describe_status(status),
-                                                     running));
+          stop_all(exit_code_of(status),
+                   fmt::format("PE {} (pid {}) {}; stopping the other {} PEs", pe.rank, pe.pid,
+                               describe_status(status), running));
         }
       }
     }

@@ -1,8 +1,7 @@
 // shmoerun -n N [options] PROGRAM ARGS...: the oshrun of shmoe.
-#include <CLI/CLI.hpp>
-
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "bootstrap/config_store.hpp"

@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "bootstrap/config_store.hpp"
 #include "launcher.hpp"
 
 int main(int argc, char** argv) {
@@ -28,11 +27,6 @@ int main(int argc, char** argv) {
   }
   options.job_timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   try {
-    shmoe::bootstrap::ConfigStoreServer::Options store_options;
-    store_options.job_size = options.n_pes;
-    shmoe::bootstrap::ConfigStoreServer store(store_options);
-    store.start();
-    options.store_address = fmt::format("127.0.0.1:{}", store.port());
     return shmoe::tools::run_job(options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shmoerun: %s\n", e.what());

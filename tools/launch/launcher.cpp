@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "bootstrap/config_store.hpp"
 #include "heap/segment.hpp"
 
 namespace shmoe::tools {
@@ -147,7 +148,16 @@ void sweep_segments(const std::vector<Pe>& pes) {
 
 }  // namespace
 
-int run_job(const LaunchOptions& o) {
+int run_job(LaunchOptions o) {
+  // The launcher runs the job's config store, as oshrun's daemon would.
+  std::optional<bootstrap::ConfigStoreServer> store;
+  if (o.store_address.empty()) {
+    bootstrap::ConfigStoreServer::Options store_options;
+    store_options.job_size = o.n_pes;
+    store.emplace(store_options);
+    store->start();
+    o.store_address = fmt::format("127.0.0.1:{}", store->port());
+  }
   install_handlers();
   std::vector<Pe> pes(o.n_pes);
   for (int r = 0; r < o.n_pes; ++r) {

@@ -1,0 +1,52 @@
+// The second data plane: an asynchronous copy engine (one thread per PE) that moves large
+// segments while the workers carry on, like a DMA engine beside the cores. Control flags never
+// travel through it: the caller quiets the engine before it raises a flag, so a flag can never
+// overtake its data.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace shmoe::kernel {
+
+struct RemoteCopy {
+  void* dest;          // symmetric address (as on this PE)
+  const void* source;  // local address
+  std::size_t bytes;
+  int pe;
+};
+
+class CopyEngine {
+ public:
+  CopyEngine();
+  ~CopyEngine();
+  CopyEngine(const CopyEngine&) = delete;
+  CopyEngine& operator=(const CopyEngine&) = delete;
+
+  // Thread-safe. The copies of one call run in order; calls from several threads interleave.
+  void submit(std::vector<RemoteCopy> copies);
+  // Returns once every copy submitted so far is complete and ordered before the caller's later
+  // stores (the engine thread fences its own stores before it reports completion).
+  void quiet();
+  std::size_t bytes_moved() const;
+
+ private:
+  void run();
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable idle_cv_;
+  std::deque<RemoteCopy> queue_;
+  std::size_t in_flight_ = 0;
+  std::size_t bytes_moved_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace shmoe::kernel

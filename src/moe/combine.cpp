@@ -1,0 +1,152 @@
+// combine: every expert PE sends each row of its experts' outputs back to the token's home PE,
+// into slot (token * topk + slot) of that PE's combine window; the home PE then sums the top-k
+// rows of each token, weighted, in fp32 and in increasing slot order. The fixed order makes the
+// result bitwise identical whatever the number of PEs, the arrival order or the worker count.
+//
+// Protocol of call g (vector workers; worker 0 runs the control steps):
+//  1. entry: each PE raises combine-ready g at every PE (its combine window is free again) and
+//     waits for everyone's; only then may rows be written into a peer's window.
+//  2. payload: workers put rows (big segments via the copy engine with the double plane), fence,
+//     barrier; worker 0 quiets the engine and raises combine-done g at every PE.
+//  3. reduce: wait for combine-done g from every PE, then each worker reduces its tokens.
+#include <fmt/format.h>
+#include <shmem.h>
+
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+#include "moe/context_state.hpp"
+
+namespace shmoe::moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check_args(const MoeContext::State& s, const CombineArgs& in) {
+  if (in.bs < 0 || in.bs > s.cfg.max_bs) {
+    throw MoeError(
+        fmt::format("combine: PE {}: bs={} is out of range (0..{}, the context's max_bs)", s.me,
+                    in.bs, s.cfg.max_bs));
+  }
+  if (in.assist_info == nullptr || in.ep_recv_count == nullptr ||
+      (in.bs > 0 &&
+       (in.expert_ids == nullptr || in.expert_scales == nullptr || in.x_out == nullptr))) {
+    throw MoeError(fmt::format("combine: PE {}: a required tensor is null", s.me));
+  }
+}
+
+void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
+  auto& s = ctx.state();
+  const auto& c = s.cfg;
+  const int P = s.n_pes, L = c.experts_per_pe;
+  // Refused before any flag moves. The peers, which did join the call, then wait for this PE
+  // and, after SHMOE_HANG_TIMEOUT, report by name what they wait for.
+  check_args(s, in);
+  const std::uint64_t g = ++s.combine_generation;
+  const std::size_t rows = static_cast<std::size_t>(in.ep_recv_count[L * P - 1]);
+  if (rows > s.recv_cap) {
+    throw MoeError(fmt::format("combine: PE {}: ep_recv_count[{}]={} exceeds the window's {} rows",
+                               s.me, L * P - 1, rows, s.recv_cap));
+  }
+  s.timing = OpTiming{};
+  std::vector<bool> by_engine;  // per (expert, source) block of expand_x
+  double comm_us = 0;
+  std::string bad_row;
+  std::mutex bad_row_mutex;
+
+  auto kernel = [&](kernel::KernelContext& w) {
+    const int id = w.kind_id(), nw = w.kind_count();
+    auto t0 = Clock::now();
+    if (id == 0) {
+      for (int pe = 0; pe < P; ++pe) s.combine_ready.raise(pe, s.me, g);
+      for (int src = 0; src < P; ++src) s.combine_ready.wait(src, g, "combine entry");
+      if (double_plane) {
+        std::vector<std::size_t> seg(static_cast<std::size_t>(L) * P);
+        std::int32_t prev = 0;
+        for (std::size_t b = 0; b < seg.size(); ++b) {
+          seg[b] = static_cast<std::size_t>(in.ep_recv_count[b] - prev) * s.row_bytes;
+          prev = in.ep_recv_count[b];
+        }
+        by_engine = segments_for_copy_engine(seg, c.doubleplane_threshold);
+      }
+    }
+    w.barrier();
+    const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
+    std::vector<kernel::RemoteCopy> engine_copies;
+    std::size_t block = 0;
+    for (std::size_t r = r0; r < r1; ++r) {
+      while (static_cast<std::size_t>(in.ep_recv_count[block]) <= r) ++block;
+      const std::int32_t src = in.assist_info[3 * r], t = in.assist_info[3 * r + 1],
+                         k = in.assist_info[3 * r + 2];
+      if (src < 0 || src >= P || t < 0 || t >= c.max_bs || k < 0 || k >= c.topk) {
+        std::lock_guard lock(bad_row_mutex);
+        if (bad_row.empty()) {
+          bad_row = fmt::format(
+              "combine: PE {}: assist_info[{}] = ({}, {}, {}) is out of range "
+              "(source 0..{}, token 0..{}, slot 0..{})",
+              s.me, r, src, t, k, P - 1, c.max_bs - 1, c.topk - 1);
+        }
+        continue;
+      }
+      void* to = s.combine_rows + (static_cast<std::size_t>(t) * c.topk + k) * s.row_bytes;
+      const void* row = static_cast<const std::byte*>(in.expand_x) + r * s.row_bytes;
+      if (!by_engine.empty() && by_engine[block]) {
+        engine_copies.push_back({to, row, s.row_bytes, src});
+      } else {
+        shmem_putmem(to, row, s.row_bytes, src);
+      }
+    }
+    s.engine->submit(std::move(engine_copies));
+    shmem_quiet();
+    w.barrier();
+    if (id == 0) {
+      s.engine->quiet();
+      shmem_fence();
+      for (int pe = 0; pe < P; ++pe) s.combine_done.raise(pe, s.me, g);
+      for (int src = 0; src < P; ++src) s.combine_done.wait(src, g, "combine payload");
+      comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    }
+    w.barrier();
+    // Reduce this worker's tokens: fp32, slots in increasing order.
+    const std::size_t t0_ = static_cast<std::size_t>(in.bs) * id / nw;
+    const std::size_t t1_ = static_cast<std::size_t>(in.bs) * (id + 1) / nw;
+    std::vector<float> acc(c.hidden);
+    for (std::size_t t = t0_; t < t1_; ++t) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int k = 0; k < c.topk; ++k) {
+        const std::size_t i = t * c.topk + k;
+        if (in.expert_ids[i] < 0) continue;
+        const float scale = in.expert_scales[i];
+        const void* row = s.combine_rows + i * s.row_bytes;
+        for (int j = 0; j < c.hidden; ++j) acc[j] += load_f32(c.dtype, row, j) * scale;
+      }
+      void* out = static_cast<std::byte*>(in.x_out) + t * s.row_bytes;
+      for (int j = 0; j < c.hidden; ++j) store_f32(c.dtype, out, j, acc[j]);
+    }
+  };
+  s.pool->launch({0, c.workers.vector}, kernel);
+  if (!bad_row.empty()) throw MoeError(bad_row);
+  for (int i = 0; i < c.workers.vector; ++i)
+    s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
+  s.timing.comm_us = comm_us;
+  s.timing.bytes_sent = rows * s.row_bytes;
+  for (std::size_t b = 0; b < by_engine.size(); ++b) {
+    if (by_engine[b]) {
+      s.timing.bytes_via_copy_engine +=
+          static_cast<std::size_t>(in.ep_recv_count[b] - (b ? in.ep_recv_count[b - 1] : 0)) *
+          s.row_bytes;
+    }
+  }
+}
+
+}  // namespace
+
+void combine_classic(MoeContext& ctx, const CombineArgs& in) {
+  run_combine(ctx, in, false);
+}
+void combine_doubleplane(MoeContext& ctx, const CombineArgs& in) {
+  run_combine(ctx, in, true);
+}
+
+}  // namespace shmoe::moe

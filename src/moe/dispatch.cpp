@@ -1,0 +1,255 @@
+// dispatch: every PE sends each (token, top-k slot) row to the PE owning that expert, straight
+// into its final place in the receiver's expand_x layout (grouped by local expert, then source
+// PE, then token order).
+//
+// Protocol of call g (vector workers only; worker 0 runs the control steps):
+//  1. header: each PE puts its CallHeader (counts per destination and expert, parameters, input
+//     errors) into every PE's header row (parity g % 2), then raises header flag g there.
+//  2. plan: once every header is in, each PE knows every count, so it computes where each of its
+//     rows lands at each destination and checks every destination's capacity (same verdict on
+//     every PE). A PE only writes rows after every PE's header of call g arrived, i.e. after every
+//     receiver has finished with its window for call g-1.
+//  3. payload: workers put rows and side-band; with the double plane, big segments go to the copy
+//     engine. Each worker fences its stores; after a worker barrier and the engine's quiet,
+//     worker 0 raises dispatch-done g at every PE.
+//  4. receive: wait for dispatch-done g from every PE, then copy rows out to the caller.
+#include <fmt/format.h>
+#include <shmem.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "moe/context_state.hpp"
+
+namespace shmoe::moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
+                       const DispatchOutputs& out, std::int32_t* counts) {
+  const auto& c = s.cfg;
+  CallHeader h;
+  h.hidden = c.hidden;
+  h.topk = c.topk;
+  h.experts_per_pe = c.experts_per_pe;
+  h.dtype = static_cast<std::int32_t>(c.dtype);
+  h.bs = in.bs;
+  std::fill(counts, counts + static_cast<std::size_t>(s.n_pes) * c.experts_per_pe, 0);
+  if (in.bs < 0 || in.bs > c.max_bs) {
+    h.error = kBsTooLarge;
+    h.error_index[0] = in.bs;
+    h.error_index[1] = c.max_bs;
+    return h;
+  }
+  if (in.bs > 0 && (in.x == nullptr || in.expert_ids == nullptr)) {
+    h.error = kBadPointer;
+    h.error_index[0] = in.x == nullptr ? 0 : 1;
+    return h;
+  }
+  if (out.expand_x == nullptr || out.assist_info == nullptr || out.ep_recv_count == nullptr ||
+      out.expert_token_nums == nullptr) {
+    h.error = kBadPointer;
+    h.error_index[0] = 2;
+    return h;
+  }
+  const int experts = s.experts();
+  for (int t = 0; t < in.bs; ++t) {
+    for (int k = 0; k < c.topk; ++k) {
+      const std::int32_t e = in.expert_ids[static_cast<std::size_t>(t) * c.topk + k];
+      if (e == -1) continue;
+      if (e < -1 || e >= experts) {
+        h.error = kExpertOutOfRange;
+        h.error_index[0] = t;
+        h.error_index[1] = k;
+        h.error_index[2] = e;
+        return h;
+      }
+      ++counts[e];  // e = dst * L + local expert
+    }
+  }
+  return h;
+}
+
+// Step 1 and 2, on worker 0. Returns the error text (empty if none).
+void exchange_and_plan(MoeContext::State& s, const DispatchArgs& in, const DispatchOutputs& out,
+                       std::uint64_t g) {
+  const auto& c = s.cfg;
+  const int P = s.n_pes, L = c.experts_per_pe, parity = static_cast<int>(g % 2);
+  // Build my header in my own row, then put that row to every PE.
+  CallHeader* mine = s.header(parity, s.me);
+  *mine = make_header(s, in, out, s.header_counts(parity, s.me));
+  for (int pe = 0; pe < P; ++pe) {
+    if (pe != s.me) shmem_putmem(mine, mine, s.header_stride, pe);
+  }
+  shmem_fence();
+  for (int pe = 0; pe < P; ++pe) s.header_flags[parity].raise(pe, s.me, g);
+  std::vector<const CallHeader*> headers(P);
+  for (int src = 0; src < P; ++src) {
+    s.header_flags[parity].wait(src, g, "dispatch header");
+    headers[src] = s.header(parity, src);
+  }
+  s.error = first_call_error("dispatch", headers, s.me, s.experts(), c.max_bs);
+  if (!s.error.empty()) return;
+
+  s.counts.assign(static_cast<std::size_t>(P) * P * L, 0);
+  for (int src = 0; src < P; ++src) {
+    std::copy_n(s.header_counts(parity, src), P * L,
+                s.counts.begin() + static_cast<std::size_t>(src) * P * L);
+  }
+  // Every destination's total, checked on every PE so that every PE refuses alike.
+  for (int dst = 0; dst < P; ++dst) {
+    std::size_t total = 0;
+    for (int src = 0; src < P; ++src) {
+      for (int e = 0; e < L; ++e) total += s.count(src, dst, e);
+    }
+    if (total > s.recv_cap) {
+      s.error = fmt::format(
+          "dispatch: PE {} would receive {} rows, but its window holds {} (max_recv_rows); raise "
+          "max_recv_rows (and SHMEM_SYMMETRIC_SIZE if needed)",
+          dst, total, s.recv_cap);
+      return;
+    }
+  }
+  // Where my rows start in each (destination, expert) block: all rows of earlier experts there,
+  // then the rows of lower-numbered sources for this expert.
+  std::vector<std::int64_t> next(static_cast<std::size_t>(P) * L);
+  for (int dst = 0; dst < P; ++dst) {
+    std::int64_t base = 0;
+    for (int e = 0; e < L; ++e) {
+      std::int64_t before_me = 0;
+      for (int src = 0; src < s.me; ++src) before_me += s.count(src, dst, e);
+      next[static_cast<std::size_t>(dst) * L + e] = base + before_me;
+      for (int src = 0; src < P; ++src) base += s.count(src, dst, e);
+    }
+  }
+  s.positions.assign(static_cast<std::size_t>(in.bs) * c.topk, -1);
+  for (int t = 0; t < in.bs; ++t) {
+    for (int k = 0; k < c.topk; ++k) {
+      const std::size_t i = static_cast<std::size_t>(t) * c.topk + k;
+      const std::int32_t e = in.expert_ids[i];
+      if (e >= 0) s.positions[i] = next[e]++;
+    }
+  }
+}
+
+int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out,
+                 bool double_plane) {
+  auto& s = ctx.state();
+  const auto& c = s.cfg;
+  const std::uint64_t g = ++s.dispatch_generation;
+  const int P = s.n_pes, L = c.experts_per_pe;
+  s.timing = OpTiming{};
+  s.error.clear();
+  std::vector<bool> by_engine;  // per (destination, expert) segment of mine
+  std::size_t engine_bytes = 0;
+  double comm_us = 0;
+  int total_rows = 0;
+
+  auto kernel = [&](kernel::KernelContext& w) {
+    const int id = w.kind_id(), nw = w.kind_count();
+    auto t0 = Clock::now();
+    if (id == 0) {
+      exchange_and_plan(s, in, out, g);
+      if (s.error.empty() && double_plane) {
+        std::vector<std::size_t> seg(static_cast<std::size_t>(P) * L);
+        for (int dst = 0; dst < P; ++dst) {
+          for (int e = 0; e < L; ++e)
+            seg[static_cast<std::size_t>(dst) * L + e] = s.row_bytes * s.count(s.me, dst, e);
+        }
+        by_engine = segments_for_copy_engine(seg, c.doubleplane_threshold);
+      }
+    }
+    w.barrier();
+    if (!s.error.empty()) return;
+
+    // Payload: the (token, slot) pairs are split evenly over the workers.
+    const std::size_t pairs = s.positions.size();
+    const std::size_t lo = pairs * id / nw, hi = pairs * (id + 1) / nw;
+    std::vector<kernel::RemoteCopy> engine_copies;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const std::int64_t pos = s.positions[i];
+      if (pos < 0) continue;
+      const int e = in.expert_ids[i], dst = e / L;
+      const int t = static_cast<int>(i / c.topk), k = static_cast<int>(i % c.topk);
+      const void* row =
+          static_cast<const std::byte*>(in.x) + static_cast<std::size_t>(t) * s.row_bytes;
+      void* to = s.recv_rows + static_cast<std::size_t>(pos) * s.row_bytes;
+      if (!by_engine.empty() && by_engine[e]) {
+        engine_copies.push_back({to, row, s.row_bytes, dst});
+      } else {
+        shmem_putmem(to, row, s.row_bytes, dst);
+      }
+      RowMeta meta{s.me, t, k, in.expert_scales ? in.expert_scales[i] : 1.0f};
+      shmem_putmem(&s.recv_meta[pos], &meta, sizeof meta, dst);
+    }
+    s.engine->submit(std::move(engine_copies));
+    shmem_quiet();  // this thread's stores, non-temporal ones included, before the barrier
+    w.barrier();
+    if (id == 0) {
+      s.engine->quiet();
+      shmem_fence();
+      for (int pe = 0; pe < P; ++pe) s.dispatch_done.raise(pe, s.me, g);
+      for (int src = 0; src < P; ++src) s.dispatch_done.wait(src, g, "dispatch payload");
+      comm_us = us_since(t0);
+      // Outputs that come from the counts alone.
+      std::int32_t running = 0;
+      for (int e = 0; e < L; ++e) {
+        std::int32_t expert_total = 0;
+        for (int src = 0; src < P; ++src) {
+          running += s.count(src, s.me, e);
+          expert_total += s.count(src, s.me, e);
+          out.ep_recv_count[e * P + src] = running;
+        }
+        out.expert_token_nums[e] = expert_total;
+      }
+      total_rows = running;
+    }
+    w.barrier();
+    // Copy-out, split by rows.
+    const std::size_t rows = static_cast<std::size_t>(total_rows);
+    const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
+    std::memcpy(static_cast<std::byte*>(out.expand_x) + r0 * s.row_bytes,
+                s.recv_rows + r0 * s.row_bytes, (r1 - r0) * s.row_bytes);
+    for (std::size_t r = r0; r < r1; ++r) {
+      const RowMeta& m = s.recv_meta[r];
+      out.assist_info[3 * r] = m.src_pe;
+      out.assist_info[3 * r + 1] = m.token;
+      out.assist_info[3 * r + 2] = m.slot;
+      if (out.expand_scales != nullptr) out.expand_scales[r] = m.scale;
+    }
+  };
+  s.pool->launch({0, c.workers.vector}, kernel);
+  if (!s.error.empty()) throw MoeError(s.error);
+  s.timing.worker_us.clear();
+  for (int i = 0; i < c.workers.vector; ++i)
+    s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
+  s.timing.comm_us = comm_us;
+  s.timing.rows_received = total_rows;
+  std::size_t sent = 0;
+  for (auto p : s.positions) sent += p >= 0;
+  s.timing.bytes_sent = sent * s.row_bytes;
+  for (std::size_t e = 0; e < by_engine.size(); ++e) {
+    if (by_engine[e])
+      engine_bytes += s.row_bytes * s.count(s.me, static_cast<int>(e) / L, static_cast<int>(e) % L);
+  }
+  s.timing.bytes_via_copy_engine = engine_bytes;
+  return total_rows;
+}
+
+}  // namespace
+
+int dispatch_classic(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out) {
+  return run_dispatch(ctx, in, out, false);
+}
+
+int dispatch_doubleplane(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out) {
+  return run_dispatch(ctx, in, out, true);
+}
+
+}  // namespace shmoe::moe

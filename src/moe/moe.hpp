@@ -1,0 +1,104 @@
+// Expert-parallel MoE communication operators on shmoe: dispatch sends each token to the PEs
+// that own its top-k experts; combine brings the experts' outputs back and sums them, weighted,
+// at the token's home PE.
+//
+// A MoeContext is created collectively (every PE, same config) and owns the symmetric windows and
+// flags. Calls on it are collective too: every PE calls the same operator, in the same order.
+// Buffers are reused from call to call without any reset: flags carry generation numbers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "kernel/worker_pool.hpp"
+#include "moe/dtype.hpp"
+
+namespace shmoe::moe {
+
+// A refused call: bad input on some PE, PEs that disagree on the parameters, or a window too
+// small. Every PE throws it with the same message, so none is left waiting.
+class MoeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct MoeConfig {
+  int experts_per_pe = 1;  // L; the job has E = n_pes * L experts, expert e lives on PE e / L
+  int max_bs = 0;          // the most tokens any call passes on any PE
+  int hidden = 0;          // h: elements per token row
+  int topk = 1;
+  DType dtype = DType::kFloat32;
+  // Rows a PE can receive in one dispatch; 0 means n_pes * max_bs * topk, which never overflows.
+  std::size_t max_recv_rows = 0;
+  kernel::WorkerCounts workers{0, 0};            // {0, 0}: default_worker_counts()
+  std::size_t doubleplane_threshold = 2u << 20;  // bytes; see dispatch_doubleplane
+};
+
+struct DispatchArgs {
+  const void* x = nullptr;                   // [bs, hidden] of dtype
+  const std::int32_t* expert_ids = nullptr;  // [bs, topk]; -1 = no expert
+  const float* expert_scales = nullptr;      // [bs, topk] or null; travels with each row
+  int bs = 0;
+};
+
+// Caller-provided outputs on the receiving PE; `expand_x` and `assist_info` must hold
+// MoeContext::recv_capacity() rows.
+struct DispatchOutputs {
+  void* expand_x = nullptr;               // [rows, hidden], grouped by local expert, then source PE
+  std::int32_t* assist_info = nullptr;    // [rows, 3]: source PE, source token, top-k slot
+  std::int32_t* ep_recv_count = nullptr;  // [L * n_pes]: inclusive prefix over (expert, source)
+  std::int32_t* expert_token_nums = nullptr;  // [L]
+  float* expand_scales = nullptr;             // [rows] or null
+};
+
+struct CombineArgs {
+  const void* expand_x = nullptr;  // the experts' outputs, in dispatch's expand_x layout
+  const std::int32_t* assist_info = nullptr;
+  const std::int32_t* ep_recv_count = nullptr;
+  const std::int32_t* expert_ids = nullptr;  // the routing of this PE's own tokens [bs, topk]
+  const float* expert_scales = nullptr;      // [bs, topk]
+  int bs = 0;
+  void* x_out = nullptr;  // [bs, hidden]
+};
+
+// What the last operator call measured on this PE.
+struct OpTiming {
+  std::vector<double> worker_us;  // each worker, whole kernel
+  double comm_us = 0;             // payload and control protocol only
+  std::size_t bytes_sent = 0;     // payload bytes this PE put into peers' windows
+  std::size_t bytes_via_copy_engine = 0;
+  int rows_received = 0;
+};
+
+class MoeContext {
+ public:
+  explicit MoeContext(const MoeConfig& config);  // collective
+  ~MoeContext();                                 // collective
+  MoeContext(const MoeContext&) = delete;
+  MoeContext& operator=(const MoeContext&) = delete;
+
+  const MoeConfig& config() const;
+  int n_pes() const;
+  int my_pe() const;
+  std::size_t recv_capacity() const;
+  const OpTiming& last_timing() const;
+
+  struct State;
+  State& state() { return *state_; }
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// Returns the rows this PE received.
+int dispatch_classic(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out);
+void combine_classic(MoeContext& ctx, const CombineArgs& in);
+// The same operators, with segments of at least config().doubleplane_threshold bytes that are
+// larger than the average segment moved by the copy engine while the workers carry on.
+int dispatch_doubleplane(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out);
+void combine_doubleplane(MoeContext& ctx, const CombineArgs& in);
+
+}  // namespace shmoe::moe

@@ -1,0 +1,63 @@
+// The pieces of the MoE protocol that every operator shares: the layout of the symmetric window,
+// generation-stamped flags, and the exchange of per-call headers (token counts, parameters, input
+// errors) that starts each call.
+//
+// Flags are never reset. Each operator keeps a generation counter, the same on every PE because
+// calls are collective; a flag is raised by storing the generation and waited on with ">=".
+// A PE's entry into call g is itself a signal that it is done with call g-1's buffers, which is
+// what lets the next call reuse every buffer without a host-side reset.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shmoe::moe {
+
+// One 64-bit flag per source PE, each on its own cache line, inside the symmetric window.
+class FlagArray {
+ public:
+  FlagArray() = default;
+  FlagArray(std::byte* base, int n_pes) : base_(base), n_(n_pes) {}
+  static std::size_t bytes(int n_pes) { return static_cast<std::size_t>(n_pes) * kStride; }
+
+  std::uint64_t* slot(int src) const {
+    return reinterpret_cast<std::uint64_t*>(base_ + static_cast<std::size_t>(src) * kStride);
+  }
+  // Sets flag `src` at PE `pe` to `generation` (release: everything this thread stored before,
+  // and everything ordered before it by a barrier and a store fence, is visible first).
+  void raise(int pe, int src, std::uint64_t generation) const;
+  // Waits until flag `src` here reaches `generation`; a hang names the PE and the call.
+  void wait(int src, std::uint64_t generation, const std::string& what) const;
+
+ private:
+  static constexpr std::size_t kStride = 64;
+  std::byte* base_ = nullptr;
+  int n_ = 0;
+};
+
+// The header every PE sends every PE at the start of dispatch: what it will send where, the
+// parameters it was called with, and any error it found in its inputs.
+struct CallHeader {
+  std::int32_t error = 0;  // an InputError code, 0 = none
+  std::int32_t error_index[3] = {0, 0, 0};
+  std::int32_t hidden = 0, topk = 0, experts_per_pe = 0, dtype = 0;
+  std::int32_t bs = 0;
+  std::int32_t reserved[7] = {};
+  // followed by n_pes * experts_per_pe int32 counts: rows for (destination PE, local expert)
+};
+static_assert(sizeof(CallHeader) == 64);
+
+enum InputError : std::int32_t {
+  kNoError = 0,
+  kExpertOutOfRange = 1,  // index = (token, slot, value)
+  kBsTooLarge = 2,        // index = (bs, max_bs)
+  kBadPointer = 3,        // index = (which)
+};
+
+// Turns the headers of all PEs into the first error, if any (the same text on every PE).
+std::string first_call_error(const char* op, const std::vector<const CallHeader*>& headers,
+                             int my_pe, int n_experts, int max_bs);
+
+}  // namespace shmoe::moe

@@ -1,0 +1,150 @@
+#include "options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <map>
+
+namespace shmoe::tools {
+namespace {
+
+// The reference system's single-dash spellings, mapped to ours.
+const std::map<std::string, std::string> kReferenceSpellings = {
+    {"-pes", "--pes"},
+    {"-bs", "--bs"},
+    {"-h", "--hidden"},
+    {"-topk", "--topk"},
+    {"-expertPerPe", "--experts-per-pe"},
+    {"-type", "--dtype"},
+    {"-warmup", "--warmup"},
+    {"-loops", "--loops"},
+    {"-perf", "--perf"},
+};
+
+}  // namespace
+
+std::string op_name(MoeOp op) {
+  switch (op) {
+    case MoeOp::kDispatch:
+      return "dispatch";
+    case MoeOp::kCombine:
+      return "combine";
+    case MoeOp::kDispatchDoublePlane:
+      return "dispatch-doubleplane";
+    case MoeOp::kCombineDoublePlane:
+      return "combine-doubleplane";
+    case MoeOp::kPipeline:
+      return "pipeline";
+  }
+  return "?";
+}
+
+bool op_is_combine(MoeOp op) {
+  return op == MoeOp::kCombine || op == MoeOp::kCombineDoublePlane;
+}
+
+bool op_uses_double_plane(const MoeRunOptions& o) {
+  return o.op == MoeOp::kDispatchDoublePlane || o.op == MoeOp::kCombineDoublePlane ||
+         (o.op == MoeOp::kPipeline && o.double_plane);
+}
+
+int parse_moe_options(int argc, char** argv, MoeRunOptions& o) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    auto it = kReferenceSpellings.find(argv[i]);
+    args.push_back(it != kReferenceSpellings.end() ? it->second : argv[i]);
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+
+  CLI::App app{
+      "shmoe-moe: run MoE dispatch/combine on N PEs of this machine, with generated "
+      "inputs, golden outputs, verification and perf CSVs"};
+  app.set_help_flag("--help", "print this help");
+  std::string op = "pipeline", routing = "uniform";
+  std::vector<int> bs{8}, hidden{16}, topk{2}, epp{2};
+  std::vector<std::string> dtypes{"int32"};
+  app.add_option("op", op,
+                 "dispatch | combine | dispatch-doubleplane | combine-doubleplane | "
+                 "pipeline (dispatch, expert step, combine)")
+      ->check(CLI::IsMember(
+          {"dispatch", "combine", "dispatch-doubleplane", "combine-doubleplane", "pipeline"}));
+  app.add_flag("--doubleplane", o.double_plane, "pipeline: use the two-data-plane operators");
+  app.add_option("--pes,-n", o.pes, "number of PEs (-pes)")->check(CLI::Range(1, 64));
+  app.add_option("--bs", bs, "tokens per PE; a list sweeps (-bs)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--hidden", hidden, "hidden size (-h)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--topk", topk, "experts per token (-topk)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--experts-per-pe", epp, "experts per PE (-expertPerPe)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--dtype", dtypes, "int32 | float16 | bfloat16 | float32 (-type int32_t ...)")
+      ->delimiter(',');
+  app.add_option("--seed", o.seed, "input seed (default: fresh, printed)");
+  app.add_option("--routing", routing,
+                 "uniform | zipf | hot (every token's first slot to expert 0)")
+      ->check(CLI::IsMember({"uniform", "zipf", "hot"}));
+  app.add_option("--zipf-s", o.zipf_s, "zipf exponent")->check(CLI::Range(0.0, 10.0));
+  app.add_option("--drop", o.drop, "probability of a -1 (no expert) entry")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--empty-pes", o.empty_pes, "the last N PEs have no tokens")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--iterations", o.iterations, "verified back-to-back calls")
+      ->check(CLI::Range(1, 1000000));
+  app.add_flag("--perf", o.perf, "time the operator and write a CSV");
+  app.add_option("--warmup", o.warmup)->check(CLI::Range(0, 1000000));
+  app.add_option("--loops", o.loops)->check(CLI::Range(1, 1000000));
+  app.add_option("--output-dir", o.output_dir, "where --perf writes its CSVs");
+  app.add_option("--matrix-workers", o.matrix_workers)->check(CLI::Range(0, 256));
+  app.add_option("--vector-workers", o.vector_workers)->check(CLI::Range(0, 256));
+  app.add_option("--max-recv-rows", o.max_recv_rows, "window rows per PE (0: never overflows)");
+  app.add_option("--threshold", o.threshold,
+                 "double plane: smallest segment for the copy engine, bytes");
+  app.add_option("--timeout", o.timeout_s, "stop the whole run after this many seconds")
+      ->check(CLI::Range(1.0, 1e6));
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  static const std::map<std::string, MoeOp> ops = {
+      {"dispatch", MoeOp::kDispatch},
+      {"combine", MoeOp::kCombine},
+      {"dispatch-doubleplane", MoeOp::kDispatchDoublePlane},
+      {"combine-doubleplane", MoeOp::kCombineDoublePlane},
+      {"pipeline", MoeOp::kPipeline}};
+  o.op = ops.at(op);
+  o.routing = routing == "zipf"  ? Routing::kZipf
+              : routing == "hot" ? Routing::kHot
+                                 : Routing::kUniform;
+  if (o.empty_pes > o.pes) {
+    std::fprintf(stderr, "shmoe-moe: --empty-pes=%d is out of range (0..%d)\n", o.empty_pes, o.pes);
+    return 2;
+  }
+  for (int b : bs)
+    for (int h : hidden)
+      for (int k : topk)
+        for (int e : epp)
+          for (const auto& d : dtypes) {
+            auto dt = moe::parse_dtype(d);
+            if (!dt) {
+              std::fprintf(
+                  stderr, "shmoe-moe: --dtype=%s is not one of int32, float16, bfloat16, float32\n",
+                  d.c_str());
+              return 2;
+            }
+            if (k > o.pes * e) {
+              std::fprintf(stderr,
+                           "shmoe-moe: --topk=%d is above the expert count %d (%d PEs x %d experts "
+                           "per PE)\n",
+                           k, o.pes * e, o.pes, e);
+              return 2;
+            }
+            o.cases.push_back({b, h, k, e, *dt});
+          }
+  return -1;
+}
+
+}  // namespace shmoe::tools

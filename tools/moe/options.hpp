@@ -1,0 +1,49 @@
+// shmoe-moe's command line: one or several shapes (list forms sweep their product), routing,
+// verification and perf settings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moe/dtype.hpp"
+
+namespace shmoe::tools {
+
+enum class MoeOp { kDispatch, kCombine, kDispatchDoublePlane, kCombineDoublePlane, kPipeline };
+enum class Routing { kUniform, kZipf, kHot };
+
+struct MoeCase {
+  int bs = 8, hidden = 16, topk = 2, experts_per_pe = 2;
+  moe::DType dtype = moe::DType::kInt32;
+};
+
+struct MoeRunOptions {
+  MoeOp op = MoeOp::kPipeline;
+  bool double_plane = false;  // for kPipeline
+  int pes = 2;
+  std::vector<MoeCase> cases;
+  std::uint64_t seed = 0;  // 0: a fresh random seed, printed
+  Routing routing = Routing::kUniform;
+  double zipf_s = 1.2;
+  double drop = 0;     // probability of a -1 ("no expert") entry
+  int empty_pes = 0;   // the last N PEs have no tokens
+  int iterations = 1;  // verified back-to-back calls, each with fresh inputs
+  bool perf = false;
+  int warmup = 5, loops = 50;
+  std::string output_dir = "output/perf";
+  int matrix_workers = 0, vector_workers = 0;
+  std::size_t max_recv_rows = 0;
+  std::size_t threshold = 2u << 20;
+  double timeout_s = 600;
+};
+
+std::string op_name(MoeOp op);
+bool op_is_combine(MoeOp op);
+bool op_uses_double_plane(const MoeRunOptions& o);
+
+// Parses argv (also the reference system's spellings: -pes -bs -h -topk -expertPerPe -type).
+// Returns an exit code to stop with (help, error), or -1 to go on.
+int parse_moe_options(int argc, char** argv, MoeRunOptions& out);
+
+}  // namespace shmoe::tools

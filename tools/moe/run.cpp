@@ -1,0 +1,328 @@
+#include "run.hpp"
+
+#include <fmt/format.h>
+#include <shmem.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "moe/moe.hpp"
+#include "workload.hpp"
+
+namespace shmoe::tools {
+namespace {
+
+using moe::DType;
+
+std::uint64_t agree_on_seed(std::uint64_t requested) {
+  auto* slot = static_cast<std::uint64_t*>(shmem_calloc(1, sizeof(std::uint64_t)));
+  if (shmem_my_pe() == 0) {
+    std::uint64_t seed = requested;
+    if (seed == 0) seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+    for (int pe = 0; pe < shmem_n_pes(); ++pe) shmem_uint64_p(slot, seed, pe);
+  }
+  shmem_barrier_all();
+  std::uint64_t seed = *slot;
+  shmem_free(slot);
+  return seed;
+}
+
+// Buffers of one PE for one case, sized for the context.
+struct Buffers {
+  std::vector<std::byte> expand_x, expert_out, x_out;
+  std::vector<std::int32_t> assist_info, ep_recv_count, expert_token_nums;
+  std::vector<float> expand_scales;
+};
+
+struct Verdict {
+  bool ok = true;
+  std::string detail;
+  void fail(std::string why) {
+    if (ok) detail = std::move(why);
+    ok = false;
+  }
+};
+
+void check_dispatch(const Buffers& b, const moe::MoeContext& ctx, int rows, const DispatchGolden& g,
+                    std::size_t row_bytes, Verdict& v) {
+  const int PL = static_cast<int>(g.ep_recv_count.size());
+  if (rows != g.rows)
+    return v.fail(fmt::format("dispatch received {} rows, expected {}", rows, g.rows));
+  if (!std::equal(g.ep_recv_count.begin(), g.ep_recv_count.end(), b.ep_recv_count.begin())) {
+    return v.fail("dispatch ep_recv_count differs");
+  }
+  if (!std::equal(g.expert_token_nums.begin(), g.expert_token_nums.end(),
+                  b.expert_token_nums.begin())) {
+    return v.fail("dispatch expert_token_nums differs");
+  }
+  for (int r = 0; r < rows; ++r) {
+    if (std::memcmp(&b.assist_info[3 * r], &g.assist_info[3 * r], 12) != 0) {
+      return v.fail(fmt::format("dispatch assist_info row {} = ({}, {}, {}), expected ({}, {}, {})",
+                                r, b.assist_info[3 * r], b.assist_info[3 * r + 1],
+                                b.assist_info[3 * r + 2], g.assist_info[3 * r],
+                                g.assist_info[3 * r + 1], g.assist_info[3 * r + 2]));
+    }
+    if (std::memcmp(b.expand_x.data() + r * row_bytes, g.expand_x.data() + r * row_bytes,
+                    row_bytes) != 0) {
+      return v.fail(fmt::format("dispatch expand_x row {} (from PE {} token {}) differs", r,
+                                g.assist_info[3 * r], g.assist_info[3 * r + 1]));
+    }
+    if (b.expand_scales[r] != g.expand_scales[r])
+      return v.fail(fmt::format("dispatch expand_scales[{}] differs", r));
+  }
+  (void)ctx;
+  (void)PL;
+}
+
+// The experts' work on the received rows: row r belongs to local expert le (from ep_recv_count).
+void run_experts(Buffers& b, const MoeCase& c, int me, int n_pes, int rows, std::size_t row_bytes) {
+  int block = 0;
+  for (int r = 0; r < rows; ++r) {
+    while (b.ep_recv_count[block] <= r) ++block;
+    const int expert = me * c.experts_per_pe + block / n_pes;
+    expert_step(c.dtype, expert, b.expand_x.data() + r * row_bytes,
+                b.expert_out.data() + r * row_bytes, c.hidden);
+  }
+}
+
+double check_combine(const Buffers& b, const PeInputs& mine, const MoeCase& c, int n_pes,
+                     Verdict& v) {
+  std::vector<double> value, magnitude;
+  golden_combine(mine, c, n_pes, value, magnitude);
+  double worst = 0;  // largest error as a fraction of its tolerance
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const double got = moe::load_f32(c.dtype, b.x_out.data(), i);
+    const double tol = combine_tolerance(c.dtype, c.topk, magnitude[i]);
+    const double err = std::fabs(got - value[i]);
+    if (!std::isfinite(got) || err > tol) {
+      v.fail(
+          fmt::format("combine x_out[{}][{}] = {} but the fp64 reference is {} (|err| {:.3g} > "
+                      "tolerance {:.3g})",
+                      i / c.hidden, i % c.hidden, got, value[i], err, tol));
+      return err / tol;
+    }
+    worst = std::max(worst, tol > 0 ? err / tol : 0);
+  }
+  return worst;
+}
+
+struct PerfSample {
+  std::vector<double> worker_us;
+  double comm_us = 0;
+  double bytes = 0;
+};
+
+void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name, int workers,
+               const std::vector<double>& all_worker_us, const std::vector<double>& all_comm_us,
+               double global_bytes) {
+  const int P = shmem_n_pes();
+  std::filesystem::create_directories(o.output_dir);
+  const std::string path =
+      fmt::format("{}/{}_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, P, c.bs, c.hidden,
+                  c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
+  std::ofstream f(path);
+  f << "DataSize/B,PEs,Workers,Bandwidth/GB/s,CoreMaxTime/us,Metric,GlobalDataSize/B,"
+       "PerPeBandwidth/GB/s,BS,H,TopK,ExpertPerPe,Dtype,Warmup,Loops";
+  for (int p = 0; p < P; ++p)
+    for (int w = 0; w < workers; ++w) f << fmt::format(",Time_pe{}_w{}/us", p, w);
+  f << "\n";
+  for (const char* metric : {"full_op", "comm_only"}) {
+    const bool full = std::strcmp(metric, "full_op") == 0;
+    double max_us = 0;
+    for (int p = 0; p < P; ++p) {
+      for (int w = 0; w < workers; ++w)
+        max_us = std::max(max_us, full ? all_worker_us[p * workers + w] : all_comm_us[p]);
+    }
+    const double gbps = max_us > 0 ? global_bytes / (max_us * 1e3) : 0;
+    f << fmt::format("{:.0f},{},{},{:.4f},{:.3f},{},{:.0f},{:.4f},{},{},{},{},{},{},{}",
+                     global_bytes / P, P, workers, gbps, max_us, metric, global_bytes, gbps / P,
+                     c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype), o.warmup,
+                     o.loops);
+    for (int p = 0; p < P; ++p)
+      for (int w = 0; w < workers; ++w)
+        f << fmt::format(",{:.3f}", full ? all_worker_us[p * workers + w] : all_comm_us[p]);
+    f << "\n";
+    fmt::print(
+        "perf: {} {} pes={} bs={} h={} topk={} experts_per_pe={} dtype={} time_max={:.1f} us "
+        "bandwidth={:.3f} GB/s per_pe={:.3f} GB/s csv={}\n",
+        name, metric, P, c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype), max_us,
+        gbps, gbps / P, path);
+  }
+}
+
+// Gathers each PE's averages to PE 0 (symmetric scratch) and writes the CSV there.
+void report_perf(const MoeRunOptions& o, const MoeCase& c, const std::string& name,
+                 const PerfSample& mine) {
+  const int P = shmem_n_pes(), me = shmem_my_pe();
+  const int W = static_cast<int>(mine.worker_us.size());
+  const int stride = W + 2;
+  auto* all =
+      static_cast<double*>(shmem_calloc(static_cast<std::size_t>(P) * stride, sizeof(double)));
+  std::vector<double> row(mine.worker_us);
+  row.push_back(mine.comm_us);
+  row.push_back(mine.bytes);
+  shmem_double_put(all + me * stride, row.data(), stride, 0);
+  shmem_barrier_all();
+  if (me == 0) {
+    std::vector<double> workers, comm;
+    double bytes = 0;
+    for (int p = 0; p < P; ++p) {
+      workers.insert(workers.end(), all + p * stride, all + p * stride + W);
+      comm.push_back(all[p * stride + W]);
+      bytes += all[p * stride + W + 1];
+    }
+    write_csv(o, c, name, W, workers, comm, bytes);
+  }
+  shmem_barrier_all();
+  shmem_free(all);
+}
+
+int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
+  const int P = shmem_n_pes(), me = shmem_my_pe();
+  moe::MoeConfig cfg;
+  cfg.experts_per_pe = c.experts_per_pe;
+  cfg.max_bs = c.bs;
+  cfg.hidden = c.hidden;
+  cfg.topk = c.topk;
+  cfg.dtype = c.dtype;
+  cfg.max_recv_rows = o.max_recv_rows;
+  cfg.workers = {o.matrix_workers, o.vector_workers};
+  cfg.doubleplane_threshold = o.threshold;
+  moe::MoeContext ctx(cfg);
+  const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
+  const std::size_t cap = ctx.recv_capacity();
+  Buffers b;
+  b.expand_x.resize(cap * row_bytes);
+  b.expert_out.resize(cap * row_bytes);
+  b.x_out.resize(static_cast<std::size_t>(c.bs) * row_bytes);
+  b.assist_info.resize(cap * 3);
+  b.ep_recv_count.resize(static_cast<std::size_t>(P) * c.experts_per_pe);
+  b.expert_token_nums.resize(c.experts_per_pe);
+  b.expand_scales.resize(cap);
+  const bool double_plane = op_uses_double_plane(o);
+  const bool check_dispatch_out = !op_is_combine(o.op);
+  const bool do_combine = op_is_combine(o.op) || o.op == MoeOp::kPipeline;
+
+  auto dispatch = [&](const PeInputs& in) {
+    moe::DispatchArgs a{in.x.data(), in.expert_ids.data(), in.scales.data(), in.bs};
+    moe::DispatchOutputs out{b.expand_x.data(), b.assist_info.data(), b.ep_recv_count.data(),
+                             b.expert_token_nums.data(), b.expand_scales.data()};
+    return double_plane ? moe::dispatch_doubleplane(ctx, a, out)
+                        : moe::dispatch_classic(ctx, a, out);
+  };
+  auto combine = [&](const PeInputs& in) {
+    moe::CombineArgs a{b.expert_out.data(),  b.assist_info.data(), b.ep_recv_count.data(),
+                       in.expert_ids.data(), in.scales.data(),     in.bs,
+                       b.x_out.data()};
+    double_plane ? moe::combine_doubleplane(ctx, a) : moe::combine_classic(ctx, a);
+  };
+
+  Verdict verdict;
+  double worst_combine = 0;
+  int rows = 0;
+  std::size_t engine_bytes = 0;
+  PeInputs mine;
+  for (int it = 0; it < o.iterations && verdict.ok; ++it) {
+    const std::uint64_t s = seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(it);
+    std::vector<PeInputs> all;
+    for (int pe = 0; pe < P; ++pe) all.push_back(make_inputs(o, c, s, pe, P));
+    mine = all[me];
+    rows = dispatch(mine);
+    engine_bytes += ctx.last_timing().bytes_via_copy_engine;
+    if (check_dispatch_out)
+      check_dispatch(b, ctx, rows, golden_dispatch(all, c, me), row_bytes, verdict);
+    if (do_combine) {
+      run_experts(b, c, me, P, rows, row_bytes);
+      combine(mine);
+      engine_bytes += ctx.last_timing().bytes_via_copy_engine;
+      worst_combine = std::max(worst_combine, check_combine(b, mine, c, P, verdict));
+    }
+  }
+  std::string checks = check_dispatch_out ? "dispatch_exact" : "";
+  if (do_combine) checks += std::string(checks.empty() ? "" : ",") + "combine_fp64";
+  fmt::print(
+      "PE {}: {} verify={}({}) bs={} h={} topk={} experts_per_pe={} dtype={} rows={} "
+      "iterations={}{}{}{}\n",
+      me, op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : ""),
+      verdict.ok ? "pass" : "FAIL", checks, mine.bs, c.hidden, c.topk, c.experts_per_pe,
+      moe::dtype_name(c.dtype), rows, o.iterations,
+      do_combine ? fmt::format(" combine_err/tol={:.3f} (tol: {})", worst_combine,
+                               c.dtype == DType::kInt32      ? "0.5 + fp32 accumulation"
+                               : c.dtype == DType::kFloat32  ? "(topk+1)*2^-24*sum|terms|"
+                               : c.dtype == DType::kBFloat16 ? "2^-8*sum|terms| + accumulation"
+                                                             : "2^-11*sum|terms| + accumulation")
+                 : "",
+      double_plane ? fmt::format(" copy_engine_bytes={}", engine_bytes) : "",
+      verdict.ok ? "" : " first mismatch: " + verdict.detail);
+  std::fflush(stdout);
+
+  if (o.perf && verdict.ok) {
+    // Timed calls reuse the last verified inputs; what is timed is what the op name says.
+    PerfSample sample;
+    sample.worker_us.assign(ctx.config().workers.vector, 0);
+    for (int i = 0; i < o.warmup + o.loops; ++i) {
+      double comm = 0, bytes = 0;
+      std::vector<double> w(sample.worker_us.size(), 0);
+      auto add = [&] {
+        const auto& t = ctx.last_timing();
+        for (std::size_t k = 0; k < w.size(); ++k) w[k] += t.worker_us[k];
+        comm += t.comm_us;
+        bytes += static_cast<double>(t.bytes_sent);
+      };
+      if (!op_is_combine(o.op)) {
+        dispatch(mine);
+        add();
+      }
+      if (do_combine) {
+        combine(mine);
+        add();
+      }
+      if (i >= o.warmup) {
+        for (std::size_t k = 0; k < w.size(); ++k) sample.worker_us[k] += w[k] / o.loops;
+        sample.comm_us += comm / o.loops;
+        sample.bytes += bytes / o.loops;
+      }
+    }
+    report_perf(o, c,
+                op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : ""),
+                sample);
+  }
+  return verdict.ok ? 0 : 1;
+}
+
+}  // namespace
+
+std::size_t symmetric_bytes_needed(const MoeRunOptions& o) {
+  std::size_t most = 0;
+  for (const auto& c : o.cases) {
+    const std::size_t row = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
+    const std::size_t cap =
+        o.max_recv_rows ? o.max_recv_rows : static_cast<std::size_t>(o.pes) * c.bs * c.topk;
+    const std::size_t flags =
+        8 * 64 * static_cast<std::size_t>(o.pes) * (o.pes * c.experts_per_pe + 32);
+    most = std::max(most, cap * (row + 16) + static_cast<std::size_t>(c.bs) * c.topk * row + flags);
+  }
+  return most + (64u << 20);
+}
+
+int run_moe_pe(const MoeRunOptions& o) {
+  const std::uint64_t seed = agree_on_seed(o.seed);
+  if (shmem_my_pe() == 0)
+    fmt::print("shmoe-moe: {} on {} PEs, seed={}\n", op_name(o.op), shmem_n_pes(), seed);
+  int status = 0;
+  for (const auto& c : o.cases) {
+    try {
+      status |= run_case(o, c, seed);
+    } catch (const moe::MoeError& e) {
+      fmt::print(stderr, "PE {}: refused: {}\n", shmem_my_pe(), e.what());
+      status = 2;
+    }
+  }
+  return status;
+}
+
+}  // namespace shmoe::tools

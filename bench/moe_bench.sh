@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# MoE dispatch and combine effective bandwidth (payload bytes moved / time) against single-thread
+# memcpy measured in the same run, for a decode shape (128 tokens per PE, hidden 7168, top-8,
+# bf16) and a prefill shape (4096 tokens per PE) at 2 and 4 PEs.
+#   bench/moe_bench.sh [BUILD_DIR] [--quick]
+set -euo pipefail
+build=${1:-build}
+quick=${2:-}
+moe="$build/tools/moe/shmoe-moe"
+bench="$build/bench/shmem_bench"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+loops=20 prefill_loops=3
+[[ $quick == --quick ]] && loops=5 prefill_loops=1
+
+# memcpy limit, measured now: 16 MiB (decode-sized) and 64 MiB (prefill-sized) copies.
+memcpy_line() { "$build/tools/shmoerun/shmoerun" -n 1 "$bench" -H -m "$1" -M "$1" memcpy | tail -1; }
+mc_small=$(memcpy_line 16M | cut -d, -f7)
+mc_large=$(memcpy_line 64M | cut -d, -f7)
+echo "memcpy (1 thread): 16 MiB ${mc_small} GB/s, 64 MiB ${mc_large} GB/s"
+printf '%-8s %-22s %4s %11s %10s %10s %12s\n' shape op pes time_us agg_GB/s per_pe_GB/s agg/memcpy
+for pes in 2 4; do
+  for shape in decode prefill; do
+    if [[ $shape == decode ]]; then bs=128 extra=() l=$loops mc=$mc_small
+    else bs=4096 extra=(--max-recv-rows $((4096 * 8 * 5 / 4))) l=$prefill_loops mc=$mc_large; fi
+    for op in dispatch combine dispatch-doubleplane combine-doubleplane; do
+      "$moe" "$op" --pes "$pes" --bs "$bs" --hidden 7168 --topk 8 --experts-per-pe 8 --dtype bfloat16 \
+        "${extra[@]}" --perf --warmup 1 --loops "$l" --output-dir "$out" >"$out/log" 2>&1 ||
+        { cat "$out/log"; exit 1; }
+      grep -q "verify=pass" "$out/log" || { cat "$out/log"; exit 1; }
+      line=$(grep "perf: .* full_op" "$out/log")
+      t=$(sed -E 's/.*time_max=([0-9.]+).*/\1/' <<<"$line")
+      bw=$(sed -E 's/.*bandwidth=([0-9.]+).*/\1/' <<<"$line")
+      per=$(sed -E 's/.*per_pe=([0-9.]+).*/\1/' <<<"$line")
+      printf '%-8s %-22s %4s %11.1f %10.2f %10.2f %12.2f\n' "$shape" "$op" "$pes" "$t" "$bw" "$per" \
+        "$(python3 -c "print($bw / $mc)")"
+    done
+  done
+done

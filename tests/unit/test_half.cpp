@@ -1,0 +1,101 @@
+// bf16 and fp16 conversions against independent references: the compiler's own _Float16 for
+// fp16 (all 65536 codes decoded, millions of floats encoded) and a nearest-of-neighbours search
+// in double precision for bf16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "numeric/half.hpp"
+
+namespace shmoe::numeric {
+namespace {
+
+float bits_to_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(Fp16, DecodesEveryCodeLikeTheCompiler) {
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    _Float16 h;
+    std::uint16_t code = static_cast<std::uint16_t>(b);
+    std::memcpy(&h, &code, 2);
+    const float want = static_cast<float>(h), got = fp16_to_float({code});
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << std::hex << b;
+    } else {
+      ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << std::hex << b << " " << got << " vs " << want;
+    }
+  }
+}
+
+TEST(Fp16, EncodesLikeTheCompilerOnRandomAndEdgeFloats) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto check = [](float f) {
+    const _Float16 h = static_cast<_Float16>(f);
+    std::uint16_t want;
+    std::memcpy(&want, &h, 2);
+    const std::uint16_t got = float_to_fp16(f).bits;
+    if (std::isnan(f)) {
+      ASSERT_EQ(got & 0x7c00, 0x7c00);
+      ASSERT_NE(got & 0x3ff, 0);
+    } else {
+      ASSERT_EQ(got, want) << std::hexfloat << f;
+    }
+  };
+  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 6.1e-5f, 5.96e-8f, 2.98e-8f, 2.99e-8f,
+                  INFINITY, -INFINITY, NAN}) {
+    check(f);
+  }
+  for (int i = 0; i < 3000000; ++i) {
+    const std::uint32_t u = static_cast<std::uint32_t>(rng());
+    float f = bits_to_float(u);
+    if (i % 3 == 1) f = std::ldexp(static_cast<float>(u % 100000) / 1000.0f, -20 + (i % 40));
+    check(f);
+  }
+}
+
+// The bf16 neighbours of f, and the one nearest in double arithmetic (ties to the even code).
+std::uint16_t nearest_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const std::uint16_t lo = static_cast<std::uint16_t>(u >> 16);
+  const std::uint16_t hi = static_cast<std::uint16_t>(lo + 1);
+  const double dl = std::fabs(static_cast<double>(bf16_to_float({lo})) - f);
+  // Past the largest finite value the next step is 2^128, where rounding turns into infinity.
+  const double hi_value = (hi & 0x7fff) == 0x7f80 ? std::copysign(0x1p128, f)
+                                                  : static_cast<double>(bf16_to_float({hi}));
+  const double dh = std::fabs(hi_value - f);
+  if (dl < dh) return lo;
+  if (dh < dl) return hi;
+  return (lo & 1) == 0 ? lo : hi;
+}
+
+TEST(Bf16, RoundsToNearestEvenAndKeepsNaN) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int i = 0; i < 3000000; ++i) {
+    const std::uint32_t u = static_cast<std::uint32_t>(rng());
+    const float f = bits_to_float(u);
+    const std::uint16_t got = float_to_bf16(f).bits;
+    if (std::isnan(f)) {
+      ASSERT_TRUE(std::isnan(bf16_to_float({got}))) << std::hex << u;
+      continue;
+    }
+    if (std::isinf(f) || (u & 0x7f800000u) == 0x7f800000u) continue;
+    // Values that round beyond the largest finite bf16 become infinity.
+    const std::uint16_t want = nearest_bf16(f);
+    if ((want & 0x7f80) == 0x7f80) {
+      ASSERT_EQ(got & 0x7fff, 0x7f80) << std::hexfloat << f;
+    } else {
+      ASSERT_EQ(got, want) << std::hexfloat << f;
+    }
+  }
+  EXPECT_EQ(float_to_bf16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(bf16_to_float({0x3f80}), 1.0f);
+}
+
+}  // namespace
+}  // namespace shmoe::numeric

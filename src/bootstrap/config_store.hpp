@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,9 @@ class ConfigStoreServer {
     std::uint16_t port = 0;     // 0: pick a free port
     std::int32_t job_size = 0;  // 0: learn it from the first PE hello
     std::size_t max_frame = 64u << 20;
+    // Called on the service thread for a PE that disconnected without BYE, after the abort is
+    // published: the owner cleans up what the dead PE could not (its shared-memory name).
+    std::function<void(const Hello&)> on_pe_lost;
   };
 
   explicit ConfigStoreServer(Options options);

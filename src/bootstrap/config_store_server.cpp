@@ -643,6 +643,7 @@ void ConfigStoreServer::Impl::close_conn(std::uint64_t id) {
                         ? fmt::format("{} disconnected without finalizing: it exited or was killed",
                                       describe(c.hello))
                         : fmt::format("{} {}", describe(c.hello), c.kill_reason));
+      if (opt.on_pe_lost) opt.on_pe_lost(c.hello);
     }
   }
 }

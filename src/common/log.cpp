@@ -8,7 +8,8 @@
 namespace shmoe::log {
 namespace {
 std::atomic<int> g_rank{-1};
-}
+std::atomic<void (*)()> g_fatal_cleanup{nullptr};
+}  // namespace
 
 void set_rank(int r) {
   g_rank.store(r, std::memory_order_relaxed);
@@ -26,8 +27,13 @@ void write(std::string_view level, std::string_view message) {
   (void)ignored;
 }
 
+void set_fatal_cleanup(void (*cleanup)()) {
+  g_fatal_cleanup.store(cleanup);
+}
+
 void fatal(std::string_view message, int exit_code) {
   write("error", message);
+  if (auto cleanup = g_fatal_cleanup.exchange(nullptr)) cleanup();
   ::_exit(exit_code);
 }
 

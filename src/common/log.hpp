@@ -30,4 +30,8 @@ void info(fmt::format_string<Args...> f, Args&&... args) {
 // collective finalize with peers that are already gone).
 [[noreturn]] void fatal(std::string_view message, int exit_code = 1);
 
+// Work fatal() does before the process ends: the layers above register what must not outlive
+// the process (shared-memory names). nullptr clears it.
+void set_fatal_cleanup(void (*cleanup)());
+
 }  // namespace shmoe::log

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace shmoe::heap {
 namespace {
@@ -24,7 +25,28 @@ std::byte* map_fd(int fd, std::size_t size, const std::string& name) {
   return static_cast<std::byte*>(p);
 }
 
+// Written before the fatal hook is armed and read only by it, so no lock is needed.
+std::vector<std::string> g_names_to_remove;
+
+void remove_names() {
+  for (const auto& name : g_names_to_remove) ::shm_unlink(name.c_str());
+}
+
 }  // namespace
+
+void Segment::remove_names_at_fatal_exit(std::vector<std::string> names) {
+  log::set_fatal_cleanup(nullptr);
+  g_names_to_remove = std::move(names);
+  log::set_fatal_cleanup(remove_names);
+}
+
+void Segment::forget_names_at_fatal_exit() {
+  log::set_fatal_cleanup(nullptr);
+}
+
+void Segment::remove_name_of(int pid, int rank) {
+  ::shm_unlink(name_for(pid, rank).c_str());
+}
 
 std::string Segment::name_for(int pid, int rank) {
   return fmt::format("/shmoe-{}-{}", pid, rank);

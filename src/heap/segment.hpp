@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace shmoe::heap {
 
@@ -26,6 +27,15 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   void unlink();  // removes the name; the mapping stays valid
+
+  // Until forget_names_at_fatal_exit(), a fatal exit of this process removes these names (its
+  // own segment's and the peers' it knows), so a job that fails during start-up leaves nothing
+  // in /dev/shm even when the peer that owned a name was killed.
+  static void remove_names_at_fatal_exit(std::vector<std::string> names);
+  static void forget_names_at_fatal_exit();
+  // Removes the name of PE `rank` of process `pid` if it is still there (the process died
+  // before removing it).
+  static void remove_name_of(int pid, int rank);
   std::byte* base() const { return base_; }
   std::size_t size() const { return size_; }
   const std::string& name() const { return name_; }

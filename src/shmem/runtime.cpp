@@ -88,6 +88,9 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
     o.bind_host = store.host;
     o.port = store.port;
     o.job_size = size_;
+    o.on_pe_lost = [host = config_.host](const bootstrap::Hello& lost) {
+      if (lost.host == host) heap::Segment::remove_name_of(lost.pid, lost.rank);
+    };
     server_ = std::make_unique<bootstrap::ConfigStoreServer>(o);
     server_->start();
     store.port = server_->port();

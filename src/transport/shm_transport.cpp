@@ -75,8 +75,12 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
     : rank_(rank) {
   segments_.resize(size);
   segments_[rank] = heap::Segment::create(heap::Segment::name_for(::getpid(), rank), segment_size);
+  heap::Segment::remove_names_at_fatal_exit({segments_[rank].name()});
   PeerInfo mine{host, segments_[rank].name(), segment_size};
   auto records = collectives.allgather("shm-segments", encode(mine), timeout);
+  std::vector<std::string> names;
+  for (const auto& r : records) names.push_back(decode(r, static_cast<int>(names.size())).segment);
+  heap::Segment::remove_names_at_fatal_exit(std::move(names));
   for (int pe = 0; pe < size; ++pe) {
     PeerInfo peer = decode(records[pe], pe);
     if (peer.host != host) {
@@ -96,6 +100,7 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
   // Names go once every peer holds a mapping, so nothing is left in /dev/shm after this point.
   collectives.barrier("shm-mapped", timeout);
   segments_[rank].unlink();
+  heap::Segment::forget_names_at_fatal_exit();
 }
 
 void ShmTransport::put(int pe, std::size_t offset, const void* src, std::size_t bytes) {

@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -116,6 +119,34 @@ void expect_no_leaked_segments(const Result& r) {
   for (std::sregex_iterator it(r.output.begin(), r.output.end(), pid_re), end; it != end; ++it) {
     auto path = fmt::format("/dev/shm/shmoe-{}-{}", (*it)[1].str(), (*it)[2].str());
     EXPECT_FALSE(std::filesystem::exists(path)) << path << " leaked";
+  }
+}
+
+std::set<std::string> shm_names() {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("shmoe-", 0) == 0) names.insert(n);
+  }
+  return names;
+}
+
+// A zombie (dead, not yet reaped by whatever adopted it) counts as dead.
+bool alive(int pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
+// Names that appeared since `before` and belong to a process that no longer exists are leaks.
+// (Tests running in parallel only add names of live processes.)
+void expect_no_new_dead_segments(const std::set<std::string>& before) {
+  for (const auto& n : shm_names()) {
+    if (before.count(n)) continue;
+    const int pid = std::atoi(n.c_str() + 6);
+    EXPECT_FALSE(pid > 0 && !alive(pid)) << "/dev/shm/" << n << " leaked";
   }
 }
 
@@ -227,6 +258,7 @@ TEST(Startup, ForeignLauncherWithPe0HostingTheStore) {
 }
 
 TEST(Startup, DuplicateRankIsRefusedOnEveryPe) {
+  const auto before = shm_names();
   int port = free_port();
   Proc a = start(by_hand(0, 3, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
   ::usleep(300 * 1000);
@@ -239,9 +271,11 @@ TEST(Startup, DuplicateRankIsRefusedOnEveryPe) {
     expect_match(*r, "rank 1");
     EXPECT_LT(r->seconds, 15);
   }
+  expect_no_new_dead_segments(before);
 }
 
 TEST(Startup, DifferentSizesAreRefused) {
+  const auto before = shm_names();
   int port = free_port();
   Proc a = start(by_hand(0, 2, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
   ::usleep(300 * 1000);
@@ -252,6 +286,7 @@ TEST(Startup, DifferentSizesAreRefused) {
     expect_match(*r, "size");
     EXPECT_LT(r->seconds, 15);
   }
+  expect_no_new_dead_segments(before);
 }
 
 TEST(Startup, UnreachableStoreIsNamed) {
@@ -263,6 +298,7 @@ TEST(Startup, UnreachableStoreIsNamed) {
 }
 
 TEST(Startup, MissingPesAreListedAfterTheInitTimeout) {
+  const auto before = shm_names();
   int port = free_port();
   Proc a = start(by_hand(0, 4, port, "ok", "SHMOE_INIT_TIMEOUT=2"));
   Proc b = start(by_hand(2, 4, port, "ok", "SHMOE_INIT_TIMEOUT=2"));
@@ -272,9 +308,27 @@ TEST(Startup, MissingPesAreListedAfterTheInitTimeout) {
     expect_match(*r, "PEs 1, 3");
     EXPECT_LT(r->seconds, 15);
   }
+  expect_no_new_dead_segments(before);
+}
+
+// A PE killed while the job is still starting cannot remove its segment's name: the store
+// does it, and the PE that then aborts removes its own.
+TEST(Startup, PeKilledDuringStartupLeavesNoSegment) {
+  const auto before = shm_names();
+  int port = free_port();
+  Proc a = start(by_hand(0, 3, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
+  Proc b = start(by_hand(1, 3, port, "ok", "SHMOE_INIT_TIMEOUT=20"));
+  ::usleep(800 * 1000);  // both are now in start-up, waiting for PE 2
+  ::kill(-b.pid, SIGKILL);
+  Result rb = finish(b, 10), ra = finish(a, 30);
+  EXPECT_EQ(rb.status, 128 + SIGKILL);
+  EXPECT_NE(ra.status, 0);
+  expect_match(ra, "PE 1 \\(pid \\d+ on .*\\) disconnected without finalizing");
+  expect_no_new_dead_segments(before);
 }
 
 TEST(Startup, PeDeathWithoutLauncherIsNamedByTheOthers) {
+  const auto before = shm_names();
   int port = free_port();
   Proc a = start(by_hand(0, 3, port, "kill9"));
   Proc b = start(by_hand(1, 3, port, "kill9"));
@@ -287,6 +341,7 @@ TEST(Startup, PeDeathWithoutLauncherIsNamedByTheOthers) {
     expect_match(*r, "PE 1 \\(pid \\d+ on .*\\) disconnected without finalizing");
     EXPECT_LT(r->seconds, 15);
   }
+  expect_no_new_dead_segments(before);
 }
 
 }  // namespace

@@ -154,6 +154,9 @@ int run_job(LaunchOptions o) {
   if (o.store_address.empty()) {
     bootstrap::ConfigStoreServer::Options store_options;
     store_options.job_size = o.n_pes;
+    store_options.on_pe_lost = [](const bootstrap::Hello& lost) {
+      heap::Segment::remove_name_of(lost.pid, lost.rank);
+    };
     store.emplace(store_options);
     store->start();
     o.store_address = fmt::format("127.0.0.1:{}", store->port());

@@ -123,6 +123,14 @@ int parse_moe_options(int argc, char** argv, MoeRunOptions& o) {
     std::fprintf(stderr, "shmoe-moe: --empty-pes=%d is out of range (0..%d)\n", o.empty_pes, o.pes);
     return 2;
   }
+  // The lists sweep their product: refuse a sweep too large to be meant.
+  const std::size_t sweep = bs.size() * hidden.size() * topk.size() * epp.size() * dtypes.size();
+  constexpr std::size_t kMaxCases = 4096;
+  if (sweep > kMaxCases) {
+    std::fprintf(stderr, "shmoe-moe: the option lists make %zu shapes; at most %zu are allowed\n",
+                 sweep, kMaxCases);
+    return 2;
+  }
   for (int b : bs)
     for (int h : hidden)
       for (int k : topk)

@@ -1,0 +1,68 @@
+#!/bin/sh
+# shmoe-config's tests, run from the build tree: test_shmoe_config.sh CASE PATH/TO/shmoe-config
+set -u
+case_name=$1
+tool=$2
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- output:" >&2
+  cat "$out" >&2
+  exit 1
+}
+
+# --diagnose must print one JSON document, and exit 0 (healthy) or 1 (problems found), never
+# crash; the exit status must agree with "healthy" and with next_steps being empty.
+diagnose() {
+  "$tool" --diagnose "$@" >"$out"
+  status=$?
+  [ "$status" -eq 0 ] || [ "$status" -eq 1 ] || fail "--diagnose exited $status"
+  python3 - "$out" "$status" <<'PY' || fail "--diagnose printed bad JSON or inconsistent fields"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+status = int(sys.argv[2])
+for key in ("version", "install_root", "files", "loader_path", "shared_memory", "open_files",
+            "ucx", "healthy", "next_steps"):
+    assert key in doc, f"missing key {key}"
+assert doc["healthy"] == (status == 0), "exit status disagrees with 'healthy'"
+assert doc["healthy"] == (not doc["next_steps"]), "'healthy' disagrees with next_steps"
+assert isinstance(doc["files"]["complete"], bool)
+PY
+}
+
+case $case_name in
+  flags)
+    "$tool" --cflags >"$out" || fail "--cflags exited $?"
+    grep -q '^-I/.*include$' "$out" || fail "--cflags printed no -I<dir>/include"
+    [ -f "$(sed 's/^-I//' "$out")/shmem.h" ] || fail "--cflags names a directory without shmem.h"
+    "$tool" --libs >"$out" || fail "--libs exited $?"
+    grep -q '^-L/.* -lshmoe -Wl,-rpath,/' "$out" || fail "--libs printed no -L... -lshmoe -Wl,-rpath,..."
+    "$tool" --version >"$out" || fail "--version exited $?"
+    grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+$' "$out" || fail "--version printed no version"
+    # The build tree is not an installation, and --prefix must say so rather than print a path.
+    if "$tool" --prefix >"$out" 2>&1; then fail "--prefix succeeded in the build tree"; fi
+    grep -q 'build tree' "$out" || fail "--prefix did not say it runs from the build tree"
+    ;;
+  diagnose_parses)
+    diagnose --pes 2
+    ;;
+  too_large_heap)
+    SHMEM_SYMMETRIC_SIZE=100T diagnose --pes 4
+    [ "$status" -eq 1 ] || fail "SHMEM_SYMMETRIC_SIZE=100T was not reported as a problem"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); \
+      assert d["shared_memory"]["ok"] is False; \
+      assert any("SHMEM_SYMMETRIC_SIZE" in s for s in d["next_steps"])' "$out" \
+      || fail "no next step about SHMEM_SYMMETRIC_SIZE"
+    ;;
+  bad_heap_size)
+    SHMEM_SYMMETRIC_SIZE=lots diagnose --pes 1
+    [ "$status" -eq 1 ] || fail "SHMEM_SYMMETRIC_SIZE=lots was not reported as a problem"
+    grep -q "SHMEM_SYMMETRIC_SIZE='lots' is not a size" "$out" || fail "no parse error for 'lots'"
+    ;;
+  *)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "PASS: $case_name"

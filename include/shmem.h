@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shmoe/collective_types.h"
 #include "shmoe/type_tables.h"
 
 #ifdef __cplusplus
@@ -253,8 +254,144 @@ SHMOE_P2P_SYNC_TYPES(SHMOE_DECL_P2P_SYNC)
 void shmem_barrier_all(void);
 void shmem_sync_all(void);
 
+
+/* ---- Teams (OpenSHMEM 1.5 section 9.4) --------------------------------------------------- */
+typedef struct shmoe_team* shmem_team_t;
+extern struct shmoe_team shmoe_team_world, shmoe_team_shared;
+#define SHMEM_TEAM_WORLD (&shmoe_team_world)
+#define SHMEM_TEAM_SHARED (&shmoe_team_shared)
+#define SHMEM_TEAM_INVALID ((shmem_team_t)0)
+
+typedef struct {
+  int num_contexts;
+} shmem_team_config_t;
+#define SHMEM_TEAM_NUM_CONTEXTS (1L << 0)
+
+int shmem_team_my_pe(shmem_team_t team);
+int shmem_team_n_pes(shmem_team_t team);
+int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config);
+int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team);
+int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, int size,
+                             const shmem_team_config_t* config, long config_mask,
+                             shmem_team_t* new_team);
+int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
+                        const shmem_team_config_t* xaxis_config, long xaxis_mask,
+                        shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
+                        long yaxis_mask, shmem_team_t* yaxis_team);
+void shmem_team_destroy(shmem_team_t team);
+int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx);
+int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team);
+int shmem_team_sync(shmem_team_t team);
+
+/* ---- Collectives on teams (section 9.9) -------------------------------------------------- */
+/* shmem_sync(team) is the type-generic name of shmem_team_sync (see the end of this file); the
+ * C symbol shmem_sync is the deprecated active-set form below. */
+#define SHMOE_DECL_TEAM_COLL(T, N)                                                                 \
+  int shmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems,            \
+                            int PE_root);                                                          \
+  int shmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems);             \
+  int shmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems);            \
+  int shmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems);            \
+  int shmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst,            \
+                            ptrdiff_t sst, size_t nelems);
+SHMOE_RMA_TYPES(SHMOE_DECL_TEAM_COLL)
+int shmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t nelems,
+                       int PE_root);
+int shmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
+int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
+int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
+int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
+                       ptrdiff_t sst, size_t nelems);
+
+#define SHMOE_DECL_REDUCE(T, N, OP) \
+  int shmem_##N##_##OP##_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce);
+#define SHMOE_DECL_REDUCE_BITWISE(T, N) \
+  SHMOE_DECL_REDUCE(T, N, and) SHMOE_DECL_REDUCE(T, N, or) SHMOE_DECL_REDUCE(T, N, xor)
+#define SHMOE_DECL_REDUCE_MINMAX(T, N) SHMOE_DECL_REDUCE(T, N, max) SHMOE_DECL_REDUCE(T, N, min)
+#define SHMOE_DECL_REDUCE_ARITH(T, N) SHMOE_DECL_REDUCE(T, N, sum) SHMOE_DECL_REDUCE(T, N, prod)
+SHMOE_REDUCE_BITWISE_TYPES(SHMOE_DECL_REDUCE_BITWISE)
+SHMOE_REDUCE_MINMAX_TYPES(SHMOE_DECL_REDUCE_MINMAX)
+SHMOE_REDUCE_ARITH_TYPES(SHMOE_DECL_REDUCE_ARITH)
+
+/* ---- Deprecated active-set collectives (still defined by 1.5, Annex F) ------------------- */
+/* The active set is {PE_start + i * 2^logPE_stride : 0 <= i < PE_size}. shmoe keeps its own
+ * symmetric scratch per distinct active set (at most SHMOE_MAX_ACTIVE_SETS per job), so pSync
+ * and pWrk are accepted and never read or written. */
+#define SHMOE_MAX_ACTIVE_SETS 16
+void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync);
+void shmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync);
+#define SHMOE_DECL_ACTIVE_SET_SIZED(BITS, T)                                                      \
+  void shmem_broadcast##BITS(void* dest, const void* source, size_t nelems, int PE_root,          \
+                             int PE_start, int logPE_stride, int PE_size, long* pSync);           \
+  void shmem_collect##BITS(void* dest, const void* source, size_t nelems, int PE_start,           \
+                           int logPE_stride, int PE_size, long* pSync);                           \
+  void shmem_fcollect##BITS(void* dest, const void* source, size_t nelems, int PE_start,          \
+                            int logPE_stride, int PE_size, long* pSync);                          \
+  void shmem_alltoall##BITS(void* dest, const void* source, size_t nelems, int PE_start,          \
+                            int logPE_stride, int PE_size, long* pSync);                          \
+  void shmem_alltoalls##BITS(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,        \
+                             size_t nelems, int PE_start, int logPE_stride, int PE_size,          \
+                             long* pSync);
+SHMOE_DECL_ACTIVE_SET_SIZED(32, uint32_t)
+SHMOE_DECL_ACTIVE_SET_SIZED(64, uint64_t)
+
+#define SHMOE_DECL_TO_ALL(T, N, OP)                                                               \
+  void shmem_##N##_##OP##_to_all(T* dest, const T* source, int nreduce, int PE_start,             \
+                                 int logPE_stride, int PE_size, T* pWrk, long* pSync);
+#define SHMOE_DECL_TO_ALL_BITWISE(T, N) \
+  SHMOE_DECL_TO_ALL(T, N, and) SHMOE_DECL_TO_ALL(T, N, or) SHMOE_DECL_TO_ALL(T, N, xor)
+#define SHMOE_DECL_TO_ALL_MINMAX(T, N) SHMOE_DECL_TO_ALL(T, N, max) SHMOE_DECL_TO_ALL(T, N, min)
+#define SHMOE_DECL_TO_ALL_ARITH(T, N) SHMOE_DECL_TO_ALL(T, N, sum) SHMOE_DECL_TO_ALL(T, N, prod)
+SHMOE_TO_ALL_BITWISE_TYPES(SHMOE_DECL_TO_ALL_BITWISE)
+SHMOE_TO_ALL_MINMAX_TYPES(SHMOE_DECL_TO_ALL_MINMAX)
+SHMOE_TO_ALL_ARITH_TYPES(SHMOE_DECL_TO_ALL_ARITH)
+
+/* ---- Distributed locking (section 9.11) -------------------------------------------------- */
+/* The lock is a symmetric long set to 0 on every PE before first use. */
+void shmem_set_lock(long* lock);
+void shmem_clear_lock(long* lock);
+int shmem_test_lock(long* lock);
+
+/* ---- Deprecated routines older programs use (Annex F) ------------------------------------ */
+void start_pes(int npes);
+int _my_pe(void);
+int _num_pes(void);
+void* shmalloc(size_t size);
+void shfree(void* ptr);
+void* shrealloc(void* ptr, size_t size);
+void* shmemalign(size_t alignment, size_t size);
+
+#define SHMOE_DECL_AMO_OLD(T, N)                                 \
+  T shmem_##N##_cswap(T* dest, T cond, T value, int pe);         \
+  T shmem_##N##_fadd(T* dest, T value, int pe);                  \
+  T shmem_##N##_finc(T* dest, int pe);                           \
+  void shmem_##N##_add(T* dest, T value, int pe);                \
+  void shmem_##N##_inc(T* dest, int pe);
+SHMOE_DEPRECATED_AMO_TYPES(SHMOE_DECL_AMO_OLD)
+#define SHMOE_DECL_AMO_OLD_EXTENDED(T, N)   \
+  T shmem_##N##_swap(T* dest, T value, int pe); \
+  T shmem_##N##_fetch(const T* source, int pe); \
+  void shmem_##N##_set(T* dest, T value, int pe);
+SHMOE_DEPRECATED_AMO_EXTENDED_TYPES(SHMOE_DECL_AMO_OLD_EXTENDED)
+long shmem_swap(long* dest, long value, int pe);
+
+#define SHMOE_DECL_WAIT_OLD(T, N) void shmem_##N##_wait(T* ivar, T cmp_value);
+SHMOE_DEPRECATED_WAIT_TYPES(SHMOE_DECL_WAIT_OLD)
+void shmem_wait(long* ivar, long cmp_value);
+void shmem_short_wait_until(short* ivar, int cmp, short cmp_value);
+
+/* Cache management: shared memory is coherent, so these do nothing. */
+void shmem_clear_cache_inv(void);
+void shmem_set_cache_inv(void);
+void shmem_clear_cache_line_inv(void* dest);
+void shmem_set_cache_line_inv(void* dest);
+void shmem_udcflush(void);
+void shmem_udcflush_line(void* dest);
+
 #ifdef __cplusplus
 }
 #endif
+
+#include "shmoe/generic.h"
 
 #endif /* SHMEM_H */

@@ -1,11 +1,30 @@
 #include "common/backoff.hpp"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <climits>
 
 #include "common/log.hpp"
 
 namespace shmoe {
+namespace {
+
+// Not FUTEX_PRIVATE_FLAG: the word is shared between processes, which the kernel then identifies
+// by the page it lies in, not by this process's address.
+long futex(std::uint32_t* word, int op, std::uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
+}
+
+timespec to_timespec(std::chrono::nanoseconds d) {
+  auto s = std::chrono::duration_cast<std::chrono::seconds>(d);
+  return {static_cast<time_t>(s.count()), static_cast<long>((d - s).count())};
+}
+
+}  // namespace
 
 WaitPolicy& wait_policy() {
   static WaitPolicy policy;
@@ -42,6 +61,62 @@ void report_hang(const std::string& what, std::chrono::steady_clock::duration wa
   log::fatal(fmt::format("hang: {} has waited {:.1f} s (SHMOE_HANG_TIMEOUT={:.1f} s); giving up",
                          what, s,
                          std::chrono::duration<double>(wait_policy().hang_timeout).count()));
+}
+
+void WakeWord::publish(std::uint32_t v) {
+  const std::uint32_t before =
+      std::atomic_ref(*word_).exchange(value(v), std::memory_order_acq_rel);
+  if ((before & kSleepers) != 0) futex(word_, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+bool WakeWord::spin_for(std::uint32_t v, std::uint32_t spins) const {
+  for (std::uint32_t i = 0; i < spins; ++i) {
+    cpu_relax();
+    if (holds(v)) return true;
+  }
+  return false;
+}
+
+bool WakeWord::yield_for(std::uint32_t v, std::chrono::steady_clock::time_point until) const {
+  do {
+    sched_yield();
+    if (holds(v)) return true;
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+
+// Raises the waiters' flag, then sleeps while the word still holds what this PE saw; publish()
+// swaps the flag out, so it cannot miss this sleeper. Spurious returns (EINTR, EAGAIN: the word
+// changed, timeouts) are fine: the caller looks again.
+bool WakeWord::sleep_once(std::uint32_t v, const timespec* timeout) {
+  std::atomic_ref word(*word_);
+  std::uint32_t seen = word.load(std::memory_order_acquire);
+  if (value(seen) == value(v)) return true;
+  if ((seen & kSleepers) == 0 &&
+      !word.compare_exchange_strong(seen, seen | kSleepers, std::memory_order_acquire)) {
+    return value(seen) == value(v);
+  }
+  futex(word_, FUTEX_WAIT, seen | kSleepers, timeout);
+  return holds(v);
+}
+
+std::optional<std::chrono::steady_clock::duration> WakeWord::wait_slowly(std::uint32_t v,
+                                                                        std::uint32_t spin) {
+  const WaitPolicy& p = wait_policy();
+  if (spin_for(v, spin)) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  if (yield_for(v, start + p.yield_time)) return std::nullopt;
+  for (;;) {
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (p.hang_timeout.count() == 0) {
+      if (sleep_once(v, nullptr)) return std::nullopt;
+    } else if (waited < p.hang_timeout) {
+      const timespec left = to_timespec(p.hang_timeout - waited);
+      if (sleep_once(v, &left)) return std::nullopt;
+    } else {
+      return waited;
+    }
+  }
 }
 
 }  // namespace shmoe

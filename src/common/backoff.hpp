@@ -2,10 +2,16 @@
 // yield the core (with 8 PEs on 2 cores the peer needs it), then sleep in growing steps (so idle
 // waiters cost nothing). A wait that lasts longer than the hang timeout stops the PE with a
 // report of what it waited for, instead of hanging silently.
+//
+// A wait for a word whose writer cooperates can do better than polling: see WakeWord below.
 #pragma once
 
+#include <time.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace shmoe {
@@ -13,8 +19,14 @@ namespace shmoe {
 struct WaitPolicy {
   std::uint32_t spin_iterations = 256;    // pause instructions before the first yield
   std::uint32_t yield_iterations = 4096;  // sched_yield calls before sleeping
+  // How long a WakeWord waiter yields before it sleeps: about what waking a sleeper costs when
+  // its core has gone idle, so that sleeping never costs more than twice the best choice.
+  std::chrono::microseconds yield_time{200};
   std::chrono::microseconds max_sleep{200};
   std::chrono::milliseconds hang_timeout{60'000};  // 0: never report
+  int cores = 1;                                   // cores this PE may run on
+  // PEs on this host outnumber its cores, so the PE waited for is often not running.
+  bool oversubscribed = false;
 };
 
 // Process-wide; set once by shmem_init from SHMOE_HANG_TIMEOUT and friends.
@@ -52,5 +64,53 @@ void wait_until(Ready&& ready, Describe&& describe) {
     if (backoff.pause()) report_hang(describe(), backoff.waited());
   }
 }
+
+// A 32-bit word in shared memory (a MAP_SHARED mapping, possibly at different addresses in each
+// process) that waiters can sleep on in the kernel (a futex) and be woken by the very store they
+// wait for, instead of polling with sleeps of a guessed length. That needs the writer's help, so
+// it only suits protocols in which every writer uses publish(); user words written by plain puts
+// cannot use it.
+//
+// Bit 0 is the waiters' flag, "someone may be asleep here": a waiter sets it before sleeping and
+// publish() swaps it out with the new value, so publish() makes the (costly) wake-up system call
+// only when somebody may be asleep, and no wake-up can fall between a waiter's last look and its
+// sleep. Values therefore live in bits 1..31, and wrap: compare them for equality only.
+class WakeWord {
+ public:
+  explicit WakeWord(std::uint32_t* word) : word_(word) {}
+
+  bool holds(std::uint32_t v) const {
+    return value(std::atomic_ref(*word_).load(std::memory_order_acquire)) == value(v);
+  }
+
+  // Stores `v` with release order (what this PE wrote before is visible to whoever sees `v`)
+  // and wakes every sleeper.
+  void publish(std::uint32_t v);
+
+  // Returns once the word holds `v` (acquire order), or stops the PE with describe()'s text after
+  // the hang timeout. Spins `spin` pause instructions (worth it only while the writer may be
+  // running), then yields the core for wait_policy().yield_time, then sleeps until publish()
+  // wakes it. Yields come before sleeping because a sleeper can leave its core idle,
+  // and waking an idle core costs far more than a yield (~50-200 us against ~5 us in a VM).
+  template <typename Describe>
+  void wait_for(std::uint32_t v, std::uint32_t spin, Describe&& describe) {
+    if (holds(v)) return;
+    if (auto waited = wait_slowly(v, spin)) report_hang(describe(), *waited);
+  }
+
+ private:
+  static constexpr std::uint32_t kSleepers = 1;  // the waiters' flag
+
+  static std::uint32_t value(std::uint32_t v) { return v & ~kSleepers; }
+  // Each returns true once the word holds `v`.
+  bool spin_for(std::uint32_t v, std::uint32_t spins) const;
+  bool yield_for(std::uint32_t v, std::chrono::steady_clock::time_point until) const;
+  bool sleep_once(std::uint32_t v, const timespec* timeout);
+  // Returns how long it waited if it gave up at the hang timeout.
+  std::optional<std::chrono::steady_clock::duration> wait_slowly(std::uint32_t v,
+                                                                 std::uint32_t spin);
+
+  std::uint32_t* word_;
+};
 
 }  // namespace shmoe

@@ -37,11 +37,18 @@ T from_bits(std::uint64_t bits) {
 }
 
 // The checks every remote operation makes: live context, PE in range, symmetric target.
-// Returns the target's offset.
+// Translates `pe` from the context's team numbering to the world's. Returns the target's offset.
 inline std::size_t check_remote(shmem_ctx_t ctx, const Runtime& rt, const void* target,
-                                std::size_t bytes, int pe, const char* fn, const char* param) {
+                                std::size_t bytes, int& pe, const char* fn, const char* param) {
   check_ctx(ctx, fn);
-  check_pe(rt, pe, fn);
+  if (ctx->pe_count >= 0) {
+    if (pe < 0 || pe >= ctx->pe_count) [[unlikely]] {
+      api_error(fn, "pe={} is out of range for the context's team (0..{})", pe, ctx->pe_count - 1);
+    }
+    pe = ctx->pe_start + pe * ctx->pe_stride;
+  } else {
+    check_pe(rt, pe, fn);
+  }
   return symmetric_offset(rt, target, bytes, fn, param);
 }
 

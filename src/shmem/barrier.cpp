@@ -1,39 +1,134 @@
 #include "shmem/barrier.hpp"
 
+#include <fmt/ranges.h>
+
 #include <atomic>
+#include <vector>
 
 #include "common/backoff.hpp"
+#include "common/env.hpp"
+#include "common/error.hpp"
 #include "common/log.hpp"
 
 namespace shmoe {
+namespace {
 
-DisseminationBarrier::DisseminationBarrier(transport::Transport& transport,
-                                           std::size_t flags_offset, std::byte* local_flags,
-                                           PeSet pes, int my_index)
+using transport::AmoOp;
+
+// The central barrier's release word holds the barrier number in bits 1..31 (see WakeWord).
+std::uint32_t release_value(std::uint64_t epoch) {
+  return static_cast<std::uint32_t>(epoch) << 1;
+}
+
+}  // namespace
+
+Barrier::Algorithm Barrier::choose(bool oversubscribed) {
+  auto forced = env::get("SHMOE_BARRIER");
+  return forced ? parse(*forced) : oversubscribed ? Algorithm::kCentral : Algorithm::kDissemination;
+}
+
+std::string_view Barrier::name(Algorithm algorithm) {
+  return algorithm == Algorithm::kCentral ? "central" : "dissemination";
+}
+
+Barrier::Algorithm Barrier::parse(std::string_view name) {
+  if (name == "dissemination") return Algorithm::kDissemination;
+  if (name == "central") return Algorithm::kCentral;
+  throw make_error("SHMOE_BARRIER={} is not a barrier algorithm (dissemination or central)", name);
+}
+
+Barrier::Barrier(transport::Transport& transport, std::size_t flags_offset, std::byte* local_flags,
+                 PeSet pes, int my_index, Algorithm algorithm)
     : transport_(transport),
       flags_offset_(flags_offset),
       local_flags_(local_flags),
+      root_flags_(transport.direct_base(pes.pe(0))),
       pes_(pes),
       my_index_(my_index),
-      rounds_(0) {
+      algorithm_(algorithm) {
   while ((1 << rounds_) < pes.size) ++rounds_;
+  if (algorithm_ != Algorithm::kCentral) return;
+  // The waiters sleep on a word in the first PE's segment, which takes a mapping of it.
+  if (root_flags_ == nullptr) {
+    throw make_error("the central barrier needs PE {}'s symmetric heap mapped, and the {} "
+                     "transport does not map it: set SHMOE_BARRIER=dissemination",
+                     pes.pe(0), transport.name());
+  }
+  root_flags_ += flags_offset;
 }
 
-void DisseminationBarrier::arrive_and_wait() {
+void Barrier::arrive_and_wait() {
   ++epoch_;
+  if (algorithm_ == Algorithm::kCentral) {
+    gather_and_release();
+  } else {
+    disseminate();
+  }
+}
+
+// A release store of the barrier number, not an atomic add: exactly one PE signals a given
+// counter, once per barrier and in order, so a store suffices, and unlike a locked add it lets
+// this PE go on to poll its own counter while the store travels (about 0.1 us less per round).
+void Barrier::disseminate() {
   for (int r = 0; r < rounds_; ++r) {
     const int to = pes_.pe((my_index_ + (1 << r)) % pes_.size);
-    transport_.atomic(to, flags_offset_ + r * kFlagStride, {transport::AmoOp::kAdd, 8, 1, 0});
-    auto* counter = reinterpret_cast<std::uint64_t*>(local_flags_ + r * kFlagStride);
-    std::atomic_ref<std::uint64_t> seen(*counter);
-    wait_until([&] { return seen.load(std::memory_order_acquire) >= epoch_; },
-               [&] {
-                 const int from =
-                     pes_.pe((my_index_ - (1 << r) % pes_.size + pes_.size) % pes_.size);
-                 return fmt::format("barrier #{} round {} (waiting for PE {}: counter {} < {})",
-                                    epoch_, r, from, seen.load(), epoch_);
-               });
+    transport_.atomic(to, flags_offset_ + r * kLineBytes, {AmoOp::kStore, 8, epoch_, 0});
+    wait_for_round(r);
   }
+}
+
+void Barrier::wait_for_round(int round) {
+  std::atomic_ref<std::uint64_t> seen(*local_word(round * kLineBytes));
+  wait_until([&] { return seen.load(std::memory_order_acquire) >= epoch_; },
+             [&] {
+               const int from =
+                   pes_.pe((my_index_ - (1 << round) % pes_.size + pes_.size) % pes_.size);
+               return fmt::format("barrier #{} round {} (waiting for PE {}: counter {} < {})",
+                                  epoch_, round, from, seen.load(), epoch_);
+             });
+}
+
+// The arrival counter's acq_rel add makes the last arrival see every other PE's data, and its
+// release publication passes that on to the waiters.
+void Barrier::gather_and_release() {
+  std::atomic_ref(*local_word(kEnteredOffset)).store(epoch_, std::memory_order_relaxed);
+  const std::uint64_t before =
+      transport_.atomic(pes_.pe(0), flags_offset_ + kArrivalsOffset, {AmoOp::kAdd, 8, 1, 0});
+  const std::uint64_t to_come = epoch_ * static_cast<std::uint64_t>(pes_.size) - before - 1;
+  WakeWord release(reinterpret_cast<std::uint32_t*>(root_flags_ + kReleaseOffset));
+  if (to_come == 0) {
+    release.publish(release_value(epoch_));
+    return;
+  }
+  // Spinning pays only while every PE still to come may be running on another core. When more
+  // are to come than there are other cores, one of them waits for a core, perhaps this one.
+  const WaitPolicy& p = wait_policy();
+  const bool may_all_run = to_come < static_cast<std::uint64_t>(p.cores);
+  static const std::uint32_t xs = getenv("XS") ? atoi(getenv("XS")) : 8;
+  release.wait_for(release_value(epoch_), may_all_run ? xs : 0,
+                   [&] { return describe_missing(); });
+}
+
+// Which PEs have not entered this barrier yet. The central barrier has a single round; calling
+// it round 0 keeps hang reports alike whichever algorithm runs.
+std::string Barrier::describe_missing() const {
+  std::vector<int> missing;
+  for (int i = 0; i < pes_.size; ++i) {
+    const int pe = pes_.pe(i);
+    if (transport_.atomic(pe, flags_offset_ + kEnteredOffset, {AmoOp::kLoad, 8, 0, 0}) < epoch_) {
+      missing.push_back(pe);
+    }
+  }
+  if (missing.empty()) {
+    return fmt::format("barrier #{} round 0 (every PE has arrived, waiting for the release)",
+                       epoch_);
+  }
+  return fmt::format("barrier #{} round 0 (waiting for PE {}; PEs yet to arrive: {})", epoch_,
+                     missing.front(), fmt::join(missing, ", "));
+}
+
+std::uint64_t* Barrier::local_word(std::size_t offset) const {
+  return reinterpret_cast<std::uint64_t*>(local_flags_ + offset);
 }
 
 }  // namespace shmoe

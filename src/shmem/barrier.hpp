@@ -1,15 +1,31 @@
-// A dissemination barrier (Hensgen, Finkel and Manber): ceil(log2 n) rounds, in round r each PE
-// signals the PE 2^r places ahead and waits for the one 2^r places behind. No PE ever polls a word
-// that more than one PE writes, so it scales with the team size instead of queueing on one flag.
+// Barriers over a set of PEs, with their state in the symmetric heap. Which algorithm is fastest
+// depends on whether every PE has a core of its own:
 //
-// Each PE holds one 64-bit counter per round (each on its own cache line) in its symmetric heap.
-// Counters only grow: in the k-th barrier a PE waits until its round-r counter reaches k. Since
-// exactly one PE sends to a given counter, once per barrier and in order, reaching k proves that
-// the k-th signal came, and nothing ever needs resetting.
+// Dissemination (Hensgen, Finkel and Manber), when it does: ceil(log2 n) rounds, in round r each
+// PE signals the PE 2^r places ahead and waits for the one 2^r places behind. No PE ever polls a
+// word that more than one PE writes, so it scales with the team size instead of queueing on one
+// flag, and every hand-off is a single cache line moving between two running cores.
+//
+// Central, when PEs outnumber the cores: there the cost is not cache lines but context switches.
+// A dissemination round waits on a PE that is often not running, so each PE may give up its core
+// once per round, ~n log2 n switches per barrier, each worth microseconds. Here each PE adds one
+// to an arrival counter on the first PE of the set and, unless it was the last to arrive, sleeps
+// in the kernel on a release word that the last arrival publishes: one sleep per PE and one
+// wake-up call, the fewest switches any barrier can have. Only PEs that hold a core can touch the
+// counter at one time, so it is contended by the number of cores, not by the number of PEs, and
+// no PE polls the release word once it sleeps.
+//
+// Both count barriers instead of resetting flags. Dissemination: each PE holds one 64-bit counter
+// per round (each on its own cache line), and in the k-th barrier the one PE that signals it in
+// round r stores k there; reaching k proves that the k-th signal came. Central: the k-th barrier
+// is complete when the arrival counter reaches k * n, and the release word then holds k (modulo
+// 2^31). Back-to-back barriers need no resetting, because nothing is ever reset.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "transport/transport.hpp"
 
@@ -23,28 +39,55 @@ struct PeSet {
   int pe(int index) const { return start + index * stride; }
 };
 
-class DisseminationBarrier {
+class Barrier {
  public:
+  enum class Algorithm { kDissemination, kCentral };
+
+  // Layout of the reserved bytes, one cache line per word: the dissemination round counters,
+  // then the number of the last barrier this PE entered (read only by hang reports), then the
+  // central arrival counter and release word (used on the set's first PE only).
+  static constexpr std::size_t kLineBytes = 64;
   static constexpr std::size_t kMaxRounds = 32;
-  static constexpr std::size_t kFlagStride = 64;
-  static constexpr std::size_t kFlagBytes = kMaxRounds * kFlagStride;
+  static constexpr std::size_t kEnteredOffset = kMaxRounds * kLineBytes;
+  static constexpr std::size_t kArrivalsOffset = kEnteredOffset + kLineBytes;
+  static constexpr std::size_t kReleaseOffset = kArrivalsOffset + kLineBytes;
+  static constexpr std::size_t kFlagBytes = kReleaseOffset + kLineBytes;
+
+  // The algorithm for this PE's host; SHMOE_BARRIER (a name()) overrides the choice. PEs must
+  // agree on the algorithm, so a runtime takes one PE's choice for all.
+  static Algorithm choose(bool oversubscribed);
+  static std::string_view name(Algorithm algorithm);
+  static Algorithm parse(std::string_view name);  // throws shmoe::Error if it is no name()
 
   // `flags_offset`: symmetric offset of kFlagBytes of zeroed memory reserved for this barrier;
-  // `local_flags`: the same bytes in this PE's own segment.
-  DisseminationBarrier(transport::Transport& transport, std::size_t flags_offset,
-                       std::byte* local_flags, PeSet pes, int my_index);
+  // `local_flags`: the same bytes in this PE's own segment. kCentral needs every PE's segment
+  // mapped (transport.direct_base) and falls back to kDissemination where it is not.
+  Barrier(transport::Transport& transport, std::size_t flags_offset, std::byte* local_flags,
+          PeSet pes, int my_index, Algorithm algorithm = Algorithm::kDissemination);
 
   void arrive_and_wait();
   std::uint64_t epoch() const { return epoch_; }
+  Algorithm algorithm() const { return algorithm_; }
 
  private:
+  void disseminate();
+  void wait_for_round(int round);
+  void gather_and_release();
+  std::string describe_missing() const;
+  std::uint64_t* local_word(std::size_t offset) const;
+
   transport::Transport& transport_;
   std::size_t flags_offset_;
   std::byte* local_flags_;
+  std::byte* root_flags_;  // kCentral: the flags in the segment of the set's first PE
   PeSet pes_;
   int my_index_;
-  int rounds_;
+  int rounds_ = 0;
+  Algorithm algorithm_;
   std::uint64_t epoch_ = 0;
 };
+
+// The runtime still names the barrier by its first algorithm.
+using DisseminationBarrier = Barrier;
 
 }  // namespace shmoe

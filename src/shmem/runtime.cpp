@@ -9,6 +9,7 @@
 #include "common/backoff.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
+#include "shmem/team.hpp"
 
 namespace shmoe {
 namespace {
@@ -48,7 +49,10 @@ void tune_waits_for_cores(int pes_on_host) {
   CPU_ZERO(&set);
   int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
   WaitPolicy& w = wait_policy();
-  w.spin_iterations = pes_on_host > cores ? 8 : 256;
+  w.cores = cores;
+  w.oversubscribed = pes_on_host > cores;
+  w.spin_iterations = w.oversubscribed ? 8 : 256;
+  w.yield_time = std::chrono::microseconds(env::int_or("XYT", 200, 0, 1 << 30));
   w.spin_iterations =
       static_cast<std::uint32_t>(env::int_or("SHMOE_WAIT_SPIN", w.spin_iterations, 0, 1 << 30));
 }
@@ -64,7 +68,9 @@ RuntimeConfig read_runtime_config() {
     heap = env::size_or("SMA_SYMMETRIC_SIZE", heap);
   }
   // Room for the runtime's own symmetric state comes on top of what the user asked for.
-  c.heap_size = (heap + DisseminationBarrier::kFlagBytes + kPageSize - 1) / kPageSize * kPageSize;
+  c.heap_size = (heap + DisseminationBarrier::kFlagBytes + TeamRegistry::kReservedBytes +
+                 kPageSize - 1) /
+                kPageSize * kPageSize;
   c.init_timeout = env::seconds_or("SHMOE_INIT_TIMEOUT", 60);
   if (c.init_timeout.count() == 0) c.init_timeout = std::chrono::milliseconds(INT_MAX);
   c.debug_allocations = env::flag("SHMOE_DEBUG");
@@ -137,8 +143,14 @@ void Runtime::connect_transport() {
   heap_base_ = transport_->local_base();
   // The runtime's own symmetric state comes first, so it has the same offset on every PE.
   auto flags = allocator_.allocate(DisseminationBarrier::kFlagBytes, 64);
-  world_barrier_ = std::make_unique<DisseminationBarrier>(*transport_, *flags, heap_base_ + *flags,
-                                                          PeSet{0, 1, size_}, rank_);
+  // PEs must run the same barrier algorithm, but their affinity masks (hence what they count as
+  // oversubscribed) and environments may differ: all follow PE 0.
+  auto choices = collectives_->allgather(
+      "barrier", Barrier::name(Barrier::choose(wait_policy().oversubscribed)), config_.init_timeout);
+  world_barrier_ = std::make_unique<Barrier>(*transport_, *flags, heap_base_ + *flags,
+                                             PeSet{0, 1, size_}, rank_, Barrier::parse(choices[0]));
+  auto team_scratch = allocator_.allocate(TeamRegistry::kReservedBytes, 64);
+  teams_ = std::make_unique<TeamRegistry>(*this, *team_scratch);
 }
 
 Runtime::~Runtime() {

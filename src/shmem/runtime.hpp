@@ -24,9 +24,16 @@
 struct shmoe_ctx {
   long options = 0;
   bool live = true;
+  struct shmoe_team* team = nullptr;  // the team it was created on; nullptr: SHMEM_TEAM_WORLD
+  // PE numbers given to this context are team numbers: world PE = start + pe * stride.
+  int pe_start = 0;
+  int pe_stride = 1;
+  int pe_count = -1;  // -1: the world's numbering
 };
 
 namespace shmoe {
+
+class TeamRegistry;
 
 struct RuntimeConfig {
   std::size_t heap_size = 0;
@@ -64,6 +71,9 @@ class Runtime {
   heap::BestFitAllocator& allocator() { return allocator_; }
   bootstrap::StoreCollectives& store_collectives() { return *collectives_; }
 
+  // Teams and the symmetric scratch of every team and active set (team.hpp).
+  TeamRegistry& teams() { return *teams_; }
+
   void barrier_all();  // quiet + sync_all
   void sync_all();
 
@@ -95,6 +105,7 @@ class Runtime {
   heap::BestFitAllocator allocator_;
   std::unique_ptr<DisseminationBarrier> world_barrier_;
   std::mutex barrier_mutex_;
+  std::unique_ptr<TeamRegistry> teams_;
 };
 
 // The PE's runtime; stops the process with a message naming `fn` if shmem_init was not called.

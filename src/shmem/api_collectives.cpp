@@ -1,0 +1,265 @@
+// Collective routines (OpenSHMEM 1.5 section 9.9) on teams, and the deprecated active-set forms,
+// which run the same algorithms on an internal team per active set (team.hpp): their pSync and
+// pWrk arguments are accepted and never touched.
+#include <mutex>
+
+#include "shmem/collectives.hpp"
+#include "shmem/runtime.hpp"
+
+namespace {
+
+namespace coll = shmoe::collectives;
+using shmoe::Team;
+
+// The team of a team-based call with its lock held, or nullptr (the call returns nonzero).
+struct Locked {
+  Team* team = nullptr;
+  std::unique_lock<std::mutex> lock;
+};
+
+Locked lock_team(shmem_team_t handle, const char* fn) {
+  shmoe::runtime(fn);
+  Locked l;
+  l.team = shmoe::TeamRegistry::resolve(handle);
+  if (l.team != nullptr) l.lock = std::unique_lock(l.team->mutex());
+  return l;
+}
+
+void check_dest(Team& team, const void* dest, std::size_t bytes, const char* fn) {
+  if (bytes > 0) shmoe::symmetric_offset(team.runtime(), dest, bytes, fn, "dest");
+}
+
+int broadcast(const char* fn, shmem_team_t handle, void* dest, const void* source,
+              std::size_t bytes, int root) {
+  auto l = lock_team(handle, fn);
+  if (l.team == nullptr || root < 0 || root >= l.team->size()) return -1;
+  check_dest(*l.team, dest, bytes, fn);
+  coll::broadcast(*l.team, dest, source, bytes, root, true);
+  return 0;
+}
+
+int fcollect(const char* fn, shmem_team_t handle, void* dest, const void* source,
+             std::size_t bytes) {
+  auto l = lock_team(handle, fn);
+  if (l.team == nullptr) return -1;
+  check_dest(*l.team, dest, bytes * l.team->size(), fn);
+  coll::fcollect(*l.team, dest, source, bytes);
+  return 0;
+}
+
+int collect(const char* fn, shmem_team_t handle, void* dest, const void* source,
+            std::size_t bytes) {
+  auto l = lock_team(handle, fn);
+  if (l.team == nullptr) return -1;
+  check_dest(*l.team, dest, bytes, fn);  // the whole extent is known only inside
+  coll::collect(*l.team, dest, source, bytes);
+  return 0;
+}
+
+int alltoall(const char* fn, shmem_team_t handle, void* dest, const void* source,
+             std::size_t bytes) {
+  auto l = lock_team(handle, fn);
+  if (l.team == nullptr) return -1;
+  check_dest(*l.team, dest, bytes * l.team->size(), fn);
+  coll::alltoall(*l.team, dest, source, bytes);
+  return 0;
+}
+
+void check_strides(ptrdiff_t dst, ptrdiff_t sst, const char* fn) {
+  if (dst < 1 || sst < 1) {
+    shmoe::api_error(fn, "dst={} and sst={} must be positive strides (in elements)", dst, sst);
+  }
+}
+
+int alltoalls(const char* fn, shmem_team_t handle, void* dest, const void* source, ptrdiff_t dst,
+              ptrdiff_t sst, std::size_t nelems, std::size_t elem) {
+  auto l = lock_team(handle, fn);
+  if (l.team == nullptr) return -1;
+  check_strides(dst, sst, fn);
+  if (nelems > 0) {
+    check_dest(*l.team, dest, ((l.team->size() * nelems - 1) * dst + 1) * elem, fn);
+  }
+  coll::alltoalls(*l.team, dest, source, dst, sst, nelems, elem);
+  return 0;
+}
+
+template <typename T, typename Op>
+int reduce(const char* fn, shmem_team_t handle, T* dest, const T* source, std::size_t n) {
+  auto l = lock_team(handle, fn);
+  if (l.team == nullptr) return -1;
+  coll::reduce<T, Op>(*l.team, dest, source, n);
+  return 0;
+}
+
+// ---- Active sets ------------------------------------------------------------------------------
+
+Team& active_set(const char* fn, int start, int log_stride, int size) {
+  auto& rt = shmoe::runtime(fn);
+  if (start < 0 || size < 1 || log_stride < 0 || log_stride > 30) {
+    shmoe::api_error(fn, "PE_start={}, logPE_stride={}, PE_size={} is not an active set", start,
+                     log_stride, size);
+  }
+  const long stride = 1L << log_stride;
+  const long last = start + stride * (size - 1);
+  if (last >= rt.size()) {
+    shmoe::api_error(fn,
+                     "the active set PE_start={}, logPE_stride={}, PE_size={} reaches PE {}, "
+                     "beyond the last PE {}",
+                     start, log_stride, size, last, rt.size() - 1);
+  }
+  if (rt.rank() < start || (rt.rank() - start) % stride != 0 || rt.rank() > last) {
+    shmoe::api_error(fn, "PE {} is not in the active set PE_start={}, logPE_stride={}, PE_size={}",
+                     rt.rank(), start, log_stride, size);
+  }
+  return rt.teams().active_set(shmoe::PeSet{start, static_cast<int>(stride), size}, fn);
+}
+
+}  // namespace
+
+extern "C" {
+
+#define SHMOE_DEF_TEAM_COLL(T, N)                                                                \
+  int shmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems,          \
+                            int PE_root) {                                                       \
+    return broadcast("shmem_" #N "_broadcast", team, dest, source, nelems * sizeof(T), PE_root); \
+  }                                                                                              \
+  int shmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems) {          \
+    return collect("shmem_" #N "_collect", team, dest, source, nelems * sizeof(T));              \
+  }                                                                                              \
+  int shmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
+    return fcollect("shmem_" #N "_fcollect", team, dest, source, nelems * sizeof(T));            \
+  }                                                                                              \
+  int shmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
+    return alltoall("shmem_" #N "_alltoall", team, dest, source, nelems * sizeof(T));            \
+  }                                                                                              \
+  int shmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst,          \
+                            ptrdiff_t sst, size_t nelems) {                                      \
+    return alltoalls("shmem_" #N "_alltoalls", team, dest, source, dst, sst, nelems, sizeof(T)); \
+  }
+SHMOE_RMA_TYPES(SHMOE_DEF_TEAM_COLL)
+
+int shmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t nelems,
+                       int PE_root) {
+  return broadcast("shmem_broadcastmem", team, dest, source, nelems, PE_root);
+}
+int shmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return collect("shmem_collectmem", team, dest, source, nelems);
+}
+int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return fcollect("shmem_fcollectmem", team, dest, source, nelems);
+}
+int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return alltoall("shmem_alltoallmem", team, dest, source, nelems);
+}
+int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
+                       ptrdiff_t sst, size_t nelems) {
+  return alltoalls("shmem_alltoallsmem", team, dest, source, dst, sst, nelems, 1);
+}
+
+#define SHMOE_DEF_REDUCE(T, N, OP, CLASS)                                                      \
+  int shmem_##N##_##OP##_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce) { \
+    return reduce<T, coll::CLASS>("shmem_" #N "_" #OP "_reduce", team, dest, source, nreduce); \
+  }
+#define SHMOE_DEF_REDUCE_BITWISE(T, N) \
+  SHMOE_DEF_REDUCE(T, N, and, And)     \
+  SHMOE_DEF_REDUCE(T, N, or, Or) SHMOE_DEF_REDUCE(T, N, xor, Xor)
+#define SHMOE_DEF_REDUCE_MINMAX(T, N) \
+  SHMOE_DEF_REDUCE(T, N, max, Max) SHMOE_DEF_REDUCE(T, N, min, Min)
+#define SHMOE_DEF_REDUCE_ARITH(T, N) \
+  SHMOE_DEF_REDUCE(T, N, sum, Sum) SHMOE_DEF_REDUCE(T, N, prod, Prod)
+SHMOE_REDUCE_BITWISE_TYPES(SHMOE_DEF_REDUCE_BITWISE)
+SHMOE_REDUCE_MINMAX_TYPES(SHMOE_DEF_REDUCE_MINMAX)
+SHMOE_REDUCE_ARITH_TYPES(SHMOE_DEF_REDUCE_ARITH)
+
+// ---- Deprecated active-set forms ------------------------------------------------------------
+
+void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync) {
+  (void)pSync;
+  Team& team = active_set("shmem_barrier", PE_start, logPE_stride, PE_size);
+  std::lock_guard lock(team.mutex());
+  coll::finish(team);  // quiet, then the barrier
+}
+
+void shmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync) {
+  (void)pSync;
+  Team& team = active_set("shmem_sync", PE_start, logPE_stride, PE_size);
+  std::lock_guard lock(team.mutex());
+  team.sync();
+}
+
+#define SHMOE_DEF_ACTIVE_SET_SIZED(BITS, T)                                                     \
+  void shmem_broadcast##BITS(void* dest, const void* source, size_t nelems, int PE_root,        \
+                             int PE_start, int logPE_stride, int PE_size, long* pSync) {        \
+    (void)pSync;                                                                                \
+    const char* fn = "shmem_broadcast" #BITS;                                                   \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
+    if (PE_root < 0 || PE_root >= PE_size) {                                                    \
+      shmoe::api_error(fn, "PE_root={} is out of range (0..{})", PE_root, PE_size - 1);         \
+    }                                                                                           \
+    std::lock_guard lock(team.mutex());                                                         \
+    check_dest(team, dest, nelems * sizeof(T), fn);                                             \
+    coll::broadcast(team, dest, source, nelems * sizeof(T), PE_root, false);                    \
+  }                                                                                             \
+  void shmem_collect##BITS(void* dest, const void* source, size_t nelems, int PE_start,         \
+                           int logPE_stride, int PE_size, long* pSync) {                        \
+    (void)pSync;                                                                                \
+    const char* fn = "shmem_collect" #BITS;                                                     \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
+    std::lock_guard lock(team.mutex());                                                         \
+    check_dest(team, dest, nelems * sizeof(T), fn);                                             \
+    coll::collect(team, dest, source, nelems * sizeof(T));                                      \
+  }                                                                                             \
+  void shmem_fcollect##BITS(void* dest, const void* source, size_t nelems, int PE_start,        \
+                            int logPE_stride, int PE_size, long* pSync) {                       \
+    (void)pSync;                                                                                \
+    const char* fn = "shmem_fcollect" #BITS;                                                    \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
+    std::lock_guard lock(team.mutex());                                                         \
+    check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                                   \
+    coll::fcollect(team, dest, source, nelems * sizeof(T));                                     \
+  }                                                                                             \
+  void shmem_alltoall##BITS(void* dest, const void* source, size_t nelems, int PE_start,        \
+                            int logPE_stride, int PE_size, long* pSync) {                       \
+    (void)pSync;                                                                                \
+    const char* fn = "shmem_alltoall" #BITS;                                                    \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
+    std::lock_guard lock(team.mutex());                                                         \
+    check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                                   \
+    coll::alltoall(team, dest, source, nelems * sizeof(T));                                     \
+  }                                                                                             \
+  void shmem_alltoalls##BITS(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,      \
+                             size_t nelems, int PE_start, int logPE_stride, int PE_size,        \
+                             long* pSync) {                                                     \
+    (void)pSync;                                                                                \
+    const char* fn = "shmem_alltoalls" #BITS;                                                   \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
+    check_strides(dst, sst, fn);                                                                \
+    std::lock_guard lock(team.mutex());                                                         \
+    if (nelems > 0) check_dest(team, dest, ((PE_size * nelems - 1) * dst + 1) * sizeof(T), fn); \
+    coll::alltoalls(team, dest, source, dst, sst, nelems, sizeof(T));                           \
+  }
+SHMOE_DEF_ACTIVE_SET_SIZED(32, uint32_t)
+SHMOE_DEF_ACTIVE_SET_SIZED(64, uint64_t)
+
+#define SHMOE_DEF_TO_ALL(T, N, OP, CLASS)                                                \
+  void shmem_##N##_##OP##_to_all(T* dest, const T* source, int nreduce, int PE_start,    \
+                                 int logPE_stride, int PE_size, T* pWrk, long* pSync) {  \
+    (void)pWrk;                                                                          \
+    (void)pSync;                                                                         \
+    const char* fn = "shmem_" #N "_" #OP "_to_all";                                      \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                        \
+    if (nreduce < 0) shmoe::api_error(fn, "nreduce={} is negative", nreduce);            \
+    std::lock_guard lock(team.mutex());                                                  \
+    coll::reduce<T, coll::CLASS>(team, dest, source, static_cast<std::size_t>(nreduce)); \
+  }
+#define SHMOE_DEF_TO_ALL_BITWISE(T, N) \
+  SHMOE_DEF_TO_ALL(T, N, and, And) SHMOE_DEF_TO_ALL(T, N, or, Or) SHMOE_DEF_TO_ALL(T, N, xor, Xor)
+#define SHMOE_DEF_TO_ALL_MINMAX(T, N) \
+  SHMOE_DEF_TO_ALL(T, N, max, Max) SHMOE_DEF_TO_ALL(T, N, min, Min)
+#define SHMOE_DEF_TO_ALL_ARITH(T, N) \
+  SHMOE_DEF_TO_ALL(T, N, sum, Sum) SHMOE_DEF_TO_ALL(T, N, prod, Prod)
+SHMOE_TO_ALL_BITWISE_TYPES(SHMOE_DEF_TO_ALL_BITWISE)
+SHMOE_TO_ALL_MINMAX_TYPES(SHMOE_DEF_TO_ALL_MINMAX)
+SHMOE_TO_ALL_ARITH_TYPES(SHMOE_DEF_TO_ALL_ARITH)
+
+}  // extern "C"

@@ -1,0 +1,98 @@
+// Distributed locks (OpenSHMEM 1.5 section 9.11): an MCS queue lock, so waiters are served in
+// the order they arrived and each spins only on a word in its own segment.
+//
+// The symmetric long of the lock holds two 32-bit words. The first, on PE 0 only, is the tail of
+// the queue (PE + 1 of the last waiter, 0: free). The second, on every PE, is that PE's queue
+// node: the PE + 1 of its successor in the low 31 bits and kWaiting while it waits for the lock.
+// A successor links itself with an atomic OR and the holder grants with an atomic AND, so the
+// two never overwrite each other.
+#include <atomic>
+
+#include "common/backoff.hpp"
+#include "shmem/runtime.hpp"
+
+namespace {
+
+using shmoe::transport::AmoOp;
+
+constexpr std::uint32_t kWaiting = 0x80000000u;
+constexpr std::uint32_t kNextMask = 0x7fffffffu;
+constexpr std::size_t kTail = 0;  // byte offsets inside the long
+constexpr std::size_t kNode = 4;
+
+struct Lock {
+  shmoe::Runtime& rt;
+  std::size_t off;
+  int me;
+  std::uint32_t* node;  // this PE's node word
+};
+
+Lock resolve(long* lock, const char* fn) {
+  auto& rt = shmoe::runtime(fn);
+  std::size_t off = shmoe::symmetric_offset(rt, lock, sizeof(long), fn, "lock");
+  if (off % alignof(long) != 0) {
+    shmoe::api_error(fn, "lock={} is not aligned to {} bytes", static_cast<void*>(lock),
+                     alignof(long));
+  }
+  return {rt, off, rt.rank(), reinterpret_cast<std::uint32_t*>(rt.heap_base() + off + kNode)};
+}
+
+std::uint32_t amo32(Lock& l, int pe, std::size_t word, AmoOp op, std::uint32_t operand,
+                    std::uint32_t compare = 0) {
+  return static_cast<std::uint32_t>(
+      l.rt.transport().atomic(pe, l.off + word, {op, 4, operand, compare}));
+}
+
+std::uint32_t node_value(const Lock& l) {
+  return std::atomic_ref<std::uint32_t>(*l.node).load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+extern "C" {
+
+void shmem_set_lock(long* lock) {
+  Lock l = resolve(lock, "shmem_set_lock");
+  // Nobody writes this PE's node while it is not queued: reset it, then join the queue.
+  amo32(l, l.me, kNode, AmoOp::kStore, kWaiting);
+  std::uint32_t prev = amo32(l, 0, kTail, AmoOp::kSwap, static_cast<std::uint32_t>(l.me + 1));
+  if (prev == 0) return;
+  amo32(l, static_cast<int>(prev - 1), kNode, AmoOp::kOr, static_cast<std::uint32_t>(l.me + 1));
+  shmoe::wait_until([&] { return (node_value(l) & kWaiting) == 0; },
+                    [&] {
+                      return fmt::format(
+                          "shmem_set_lock on symmetric offset {:#x}: queued behind PE {}", l.off,
+                          prev - 1);
+                    });
+}
+
+int shmem_test_lock(long* lock) {
+  Lock l = resolve(lock, "shmem_test_lock");
+  if (amo32(l, 0, kTail, AmoOp::kLoad, 0) != 0) return 1;
+  amo32(l, l.me, kNode, AmoOp::kStore, 0);
+  return amo32(l, 0, kTail, AmoOp::kCompareSwap, static_cast<std::uint32_t>(l.me + 1), 0) == 0 ? 0
+                                                                                               : 1;
+}
+
+void shmem_clear_lock(long* lock) {
+  Lock l = resolve(lock, "shmem_clear_lock");
+  l.rt.transport().quiet();  // what was written under the lock is complete before it passes on
+  std::uint32_t next = node_value(l) & kNextMask;
+  if (next == 0) {
+    if (amo32(l, 0, kTail, AmoOp::kCompareSwap, 0, static_cast<std::uint32_t>(l.me + 1)) ==
+        static_cast<std::uint32_t>(l.me + 1)) {
+      return;  // nobody was waiting
+    }
+    // A successor swapped itself into the tail and is about to link itself to this node.
+    shmoe::wait_until([&] { return (next = node_value(l) & kNextMask) != 0; },
+                      [&] {
+                        return fmt::format(
+                            "shmem_clear_lock on symmetric offset {:#x}: waiting for the next PE "
+                            "to link itself",
+                            l.off);
+                      });
+  }
+  amo32(l, static_cast<int>(next - 1), kNode, AmoOp::kAnd, ~kWaiting);
+}
+
+}  // extern "C"

@@ -52,7 +52,6 @@ void tune_waits_for_cores(int pes_on_host) {
   w.cores = cores;
   w.oversubscribed = pes_on_host > cores;
   w.spin_iterations = w.oversubscribed ? 8 : 256;
-  w.yield_time = std::chrono::microseconds(env::int_or("XYT", 200, 0, 1 << 30));
   w.spin_iterations =
       static_cast<std::uint32_t>(env::int_or("SHMOE_WAIT_SPIN", w.spin_iterations, 0, 1 << 30));
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "common/log.hpp"
@@ -24,6 +25,9 @@ timespec to_timespec(std::chrono::nanoseconds d) {
   return {static_cast<time_t>(s.count()), static_cast<long>((d - s).count())};
 }
 
+// This thread's spin budget for wait_until (see WaitPolicy); 0 until its first wait ends.
+thread_local std::uint32_t spin_budget = 0;
+
 }  // namespace
 
 WaitPolicy& wait_policy() {
@@ -31,15 +35,21 @@ WaitPolicy& wait_policy() {
   return policy;
 }
 
+Backoff::Backoff() {
+  const WaitPolicy& p = wait_policy();
+  spin_ = std::clamp(spin_budget != 0 ? spin_budget : p.max_spin_iterations, p.min_spin_iterations,
+                     p.max_spin_iterations);
+}
+
 bool Backoff::pause() {
   const WaitPolicy& p = wait_policy();
   ++steps_;
-  if (steps_ <= p.spin_iterations) {
+  if (steps_ <= spin_) {
     cpu_relax();
     return false;
   }
-  if (steps_ == p.spin_iterations + 1) start_ = std::chrono::steady_clock::now();
-  if (steps_ <= p.spin_iterations + p.yield_iterations) {
+  if (steps_ == spin_ + 1) start_ = std::chrono::steady_clock::now();
+  if (steps_ <= spin_ + p.yield_iterations) {
     sched_yield();
   } else {
     timespec ts{0, static_cast<long>(sleep_us_) * 1000};
@@ -52,8 +62,15 @@ bool Backoff::pause() {
 }
 
 std::chrono::steady_clock::duration Backoff::waited() const {
-  if (steps_ <= wait_policy().spin_iterations) return {};
+  if (steps_ <= spin_) return {};
   return std::chrono::steady_clock::now() - start_;
+}
+
+void Backoff::finished() const {
+  if (steps_ == 0) return;  // never waited: says nothing about spinning
+  const WaitPolicy& p = wait_policy();
+  spin_budget = steps_ <= spin_ ? std::min(spin_ * 2, p.max_spin_iterations)
+                                : std::max(spin_ / 2, p.min_spin_iterations);
 }
 
 void report_hang(const std::string& what, std::chrono::steady_clock::duration waited) {
@@ -101,7 +118,7 @@ bool WakeWord::sleep_once(std::uint32_t v, const timespec* timeout) {
 }
 
 std::optional<std::chrono::steady_clock::duration> WakeWord::wait_slowly(std::uint32_t v,
-                                                                        std::uint32_t spin) {
+                                                                         std::uint32_t spin) {
   const WaitPolicy& p = wait_policy();
   if (spin_for(v, spin)) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();

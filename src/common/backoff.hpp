@@ -17,10 +17,18 @@
 namespace shmoe {
 
 struct WaitPolicy {
-  std::uint32_t spin_iterations = 256;    // pause instructions before the first yield
+  // Pause instructions (~20 ns each) before the first yield: about what a context switch costs,
+  // so that guessing wrong either way costs at most twice the best choice.
+  std::uint32_t spin_iterations = 256;
+  // wait_until spins between these bounds instead, adapting per thread: each wait that spinning
+  // ended doubles the budget, each that had to yield anyway halves it. That matters when PEs
+  // outnumber cores: two PEs ping-ponging on their own cores want long spins, a ring of PEs that
+  // take turns on one core wants none. Equal bounds turn adaptation off.
+  std::uint32_t min_spin_iterations = 256;
+  std::uint32_t max_spin_iterations = 256;
   std::uint32_t yield_iterations = 4096;  // sched_yield calls before sleeping
   // How long a WakeWord waiter yields before it sleeps: about what waking a sleeper costs when
-  // its core has gone idle, so that sleeping never costs more than twice the best choice.
+  // its core has gone idle (~50-200 us in a VM), for the same reason as spin_iterations.
   std::chrono::microseconds yield_time{200};
   std::chrono::microseconds max_sleep{200};
   std::chrono::milliseconds hang_timeout{60'000};  // 0: never report
@@ -42,11 +50,15 @@ inline void cpu_relax() {
 
 class Backoff {
  public:
+  Backoff();  // takes this thread's spin budget
   // One step of waiting. Returns true when the hang timeout has passed.
   bool pause();
   std::chrono::steady_clock::duration waited() const;
+  // Call when the wait is over: adapts this thread's spin budget to how it ended.
+  void finished() const;
 
  private:
+  std::uint32_t spin_;
   std::uint32_t steps_ = 0;
   std::uint32_t sleep_us_ = 1;
   std::chrono::steady_clock::time_point start_{};
@@ -63,6 +75,7 @@ void wait_until(Ready&& ready, Describe&& describe) {
   while (!ready()) {
     if (backoff.pause()) report_hang(describe(), backoff.waited());
   }
+  backoff.finished();
 }
 
 // A 32-bit word in shared memory (a MAP_SHARED mapping, possibly at different addresses in each

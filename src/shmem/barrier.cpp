@@ -50,9 +50,10 @@ Barrier::Barrier(transport::Transport& transport, std::size_t flags_offset, std:
   if (algorithm_ != Algorithm::kCentral) return;
   // The waiters sleep on a word in the first PE's segment, which takes a mapping of it.
   if (root_flags_ == nullptr) {
-    throw make_error("the central barrier needs PE {}'s symmetric heap mapped, and the {} "
-                     "transport does not map it: set SHMOE_BARRIER=dissemination",
-                     pes.pe(0), transport.name());
+    throw make_error(
+        "the central barrier needs PE {}'s symmetric heap mapped, and the {} "
+        "transport does not map it: set SHMOE_BARRIER=dissemination",
+        pes.pe(0), transport.name());
   }
   root_flags_ += flags_offset;
 }
@@ -104,8 +105,7 @@ void Barrier::gather_and_release() {
   // are to come than there are other cores, one of them waits for a core, perhaps this one.
   const WaitPolicy& p = wait_policy();
   const bool may_all_run = to_come < static_cast<std::uint64_t>(p.cores);
-  static const std::uint32_t xs = getenv("XS") ? atoi(getenv("XS")) : 8;
-  release.wait_for(release_value(epoch_), may_all_run ? xs : 0,
+  release.wait_for(release_value(epoch_), may_all_run ? p.spin_iterations : 0,
                    [&] { return describe_missing(); });
 }
 

@@ -43,7 +43,8 @@ int abort_status(std::string& message) {
 }
 
 // When PEs outnumber the cores, the PE a waiter waits for is often not running: spinning then
-// only delays it, so waiters yield almost at once. SHMOE_WAIT_SPIN overrides the choice.
+// only delays it, unless it runs on another core. Waits adapt their spin between yielding almost
+// at once and spinning for ~20 us (see WaitPolicy). SHMOE_WAIT_SPIN fixes the spin instead.
 void tune_waits_for_cores(int pes_on_host) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -51,9 +52,14 @@ void tune_waits_for_cores(int pes_on_host) {
   WaitPolicy& w = wait_policy();
   w.cores = cores;
   w.oversubscribed = pes_on_host > cores;
-  w.spin_iterations = w.oversubscribed ? 8 : 256;
-  w.spin_iterations =
-      static_cast<std::uint32_t>(env::int_or("SHMOE_WAIT_SPIN", w.spin_iterations, 0, 1 << 30));
+  if (w.oversubscribed) {
+    w.min_spin_iterations = 8;
+    w.max_spin_iterations = 1024;
+  }
+  if (auto spin = env::get("SHMOE_WAIT_SPIN")) {
+    w.spin_iterations = static_cast<std::uint32_t>(env::parse_int(*spin, "SHMOE_WAIT_SPIN", 0, 1 << 30));
+    w.min_spin_iterations = w.max_spin_iterations = w.spin_iterations;
+  }
 }
 
 }  // namespace

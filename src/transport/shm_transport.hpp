@@ -40,6 +40,10 @@ class ShmTransport final : public Transport {
   std::vector<heap::Segment> segments_;
 };
 
+// A store into a peer's mapped window: memcpy, or non-temporal stores past the cache size. Not
+// ordered until the next fence() or quiet().
+void copy_to_peer(std::byte* dst, const void* src, std::size_t bytes);
+
 // Orders every earlier store of this thread (non-temporal ones too) before every later one.
 void store_fence();
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -55,6 +56,7 @@ struct Pe {
   int rank = 0;
   pid_t pid = -1;
   bool running = false;
+  int status = 0;  // from waitpid, once it has ended
   Relay relays[2];
 };
 
@@ -137,6 +139,22 @@ int exit_code_of(int status) {
   return 1;
 }
 
+bool ended_badly(const Pe& pe) {
+  return !pe.running && !(WIFEXITED(pe.status) && WEXITSTATUS(pe.status) == 0);
+}
+
+// Among the PEs that failed: the one the store saw die first, else one killed by a signal (the
+// others exit with a status after hearing of a death), else the lowest rank.
+const Pe& pick_culprit(const std::vector<Pe>& pes, int first_lost) {
+  if (first_lost >= 0 && ended_badly(pes[first_lost])) return pes[first_lost];
+  const Pe* pick = nullptr;
+  for (const auto& pe : pes) {
+    if (!ended_badly(pe)) continue;
+    if (pick == nullptr || (WIFSIGNALED(pe.status) && !WIFSIGNALED(pick->status))) pick = &pe;
+  }
+  return *pick;
+}
+
 // Segments are unlinked once the job has started; a PE that died before that leaves its name.
 void sweep_segments(const std::vector<Pe>& pes) {
   for (const auto& pe : pes) {
@@ -149,13 +167,18 @@ void sweep_segments(const std::vector<Pe>& pes) {
 }  // namespace
 
 int run_job(LaunchOptions o) {
+  // The first PE the store saw leave without finalizing: when several PEs fail at once (the
+  // others stop because that one died), it is the one to name.
+  std::atomic<int> first_lost{-1};
   // The launcher runs the job's config store, as oshrun's daemon would.
   std::optional<bootstrap::ConfigStoreServer> store;
   if (o.store_address.empty()) {
     bootstrap::ConfigStoreServer::Options store_options;
     store_options.job_size = o.n_pes;
-    store_options.on_pe_lost = [](const bootstrap::Hello& lost) {
+    store_options.on_pe_lost = [&first_lost](const bootstrap::Hello& lost) {
       heap::Segment::remove_name_of(lost.pid, lost.rank);
+      int none = -1;
+      first_lost.compare_exchange_strong(none, lost.rank);
     };
     store.emplace(store_options);
     store->start();
@@ -171,6 +194,7 @@ int run_job(LaunchOptions o) {
   const auto start = Clock::now();
   std::optional<int> verdict;  // the launcher's exit status, once decided
   std::optional<Clock::time_point> kill_deadline;
+  std::optional<Clock::time_point> blame_at;  // when to name the failed PE
   int running = o.n_pes;
 
   auto stop_all = [&](int code, const std::string& why) {
@@ -199,7 +223,7 @@ int run_job(LaunchOptions o) {
         }
       }
     }
-    int wait_ms = 200;
+    int wait_ms = blame_at ? 20 : 200;
     ::poll(fds.data(), fds.size(), wait_ms);
     if (fds[0].revents & POLLIN) {
       char buf[64];
@@ -228,13 +252,20 @@ int run_job(LaunchOptions o) {
         if (pe.pid != pid || !pe.running) continue;
         pe.running = false;
         --running;
+        pe.status = status;
         bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (failed && !kill_deadline) {
-          stop_all(exit_code_of(status),
-                   fmt::format("PE {} (pid {}) {}; stopping the other {} PEs", pe.rank, pe.pid,
-                               describe_status(status), running));
+        if (failed && !kill_deadline && !blame_at) {
+          // The others may be failing too, only because of this one or of another: give the
+          // exits a moment to arrive before naming a culprit.
+          blame_at = Clock::now() + std::chrono::milliseconds(300);
         }
       }
+    }
+    if (blame_at && !kill_deadline && (Clock::now() >= *blame_at || running == 0)) {
+      const Pe& culprit = pick_culprit(pes, first_lost.load());
+      stop_all(exit_code_of(culprit.status),
+               fmt::format("PE {} (pid {}) {}; stopping the other {} PEs", culprit.rank,
+                           culprit.pid, describe_status(culprit.status), running));
     }
     if (g_interrupted && !kill_deadline) {
       stop_all(130, fmt::format("interrupted by {}; stopping {} PEs", ::strsignal(g_interrupted),

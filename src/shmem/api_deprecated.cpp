@@ -1,40 +1,15 @@
 // Deprecated names that older OpenSHMEM programs still use (OpenSHMEM 1.5 Annex F), each a thin
 // alias of its current form, and the cache routines, which have nothing to do on coherent
 // shared memory.
-#include "common/backoff.hpp"
-#include "shmem/api_stamp.hpp"
+#include "shmem/p2p_sync.hpp"
 
 namespace {
 
-// shmem_TYPE_wait (until the value differs) and shmem_short_wait_until: short has no current
-// wait routine, so these compare here.
-template <typename T>
-bool holds(T a, int cmp, T b) {
-  switch (cmp) {
-    case SHMEM_CMP_EQ:
-      return a == b;
-    case SHMEM_CMP_NE:
-      return a != b;
-    case SHMEM_CMP_GT:
-      return a > b;
-    case SHMEM_CMP_GE:
-      return a >= b;
-    case SHMEM_CMP_LT:
-      return a < b;
-    case SHMEM_CMP_LE:
-      return a <= b;
-  }
-  shmoe::api_error("shmem_wait_until", "cmp={} is not a comparison", cmp);
-}
-
+// shmem_TYPE_wait (until the value differs) and shmem_short_wait_until (short has no current
+// wait routine) wait like the current routines do.
 template <typename T>
 void wait_cmp(const char* fn, T* ivar, int cmp, T value) {
-  std::atomic_ref<T> word(*ivar);
-  shmoe::wait_until([&] { return holds(word.load(std::memory_order_acquire), cmp, value); },
-                    [&] {
-                      return fmt::format("{} at {}: value {} (comparison {} against {})", fn,
-                                         static_cast<const void*>(ivar), word.load(), cmp, value);
-                    });
+  shmoe::api::wait_all(fn, ivar, 1, nullptr, cmp, shmoe::api::Scalar<T>{value});
 }
 
 }  // namespace

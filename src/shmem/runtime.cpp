@@ -57,7 +57,8 @@ void tune_waits_for_cores(int pes_on_host) {
     w.max_spin_iterations = 1024;
   }
   if (auto spin = env::get("SHMOE_WAIT_SPIN")) {
-    w.spin_iterations = static_cast<std::uint32_t>(env::parse_int(*spin, "SHMOE_WAIT_SPIN", 0, 1 << 30));
+    w.spin_iterations =
+        static_cast<std::uint32_t>(env::parse_int(*spin, "SHMOE_WAIT_SPIN", 0, 1 << 30));
     w.min_spin_iterations = w.max_spin_iterations = w.spin_iterations;
   }
 }
@@ -151,7 +152,8 @@ void Runtime::connect_transport() {
   // PEs must run the same barrier algorithm, but their affinity masks (hence what they count as
   // oversubscribed) and environments may differ: all follow PE 0.
   auto choices = collectives_->allgather(
-      "barrier", Barrier::name(Barrier::choose(wait_policy().oversubscribed)), config_.init_timeout);
+      "barrier", Barrier::name(Barrier::choose(wait_policy().oversubscribed)),
+      config_.init_timeout);
   world_barrier_ = std::make_unique<Barrier>(*transport_, *flags, heap_base_ + *flags,
                                              PeSet{0, 1, size_}, rank_, Barrier::parse(choices[0]));
   auto team_scratch = allocator_.allocate(TeamRegistry::kReservedBytes, 64);

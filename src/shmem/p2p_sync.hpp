@@ -1,0 +1,168 @@
+// The point-to-point wait and test machinery (OpenSHMEM 1.5 section 9.10), shared by the
+// current routines and the deprecated ones. Every wait reads its words with acquire loads (the
+// writer's data-then-flag order is then seen by this PE) and waits through shmoe::wait_until,
+// which backs off and reports hangs.
+#pragma once
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "common/backoff.hpp"
+#include "shmem/api_stamp.hpp"
+
+namespace shmoe::api {
+
+inline const char* cmp_name(int cmp) {
+  switch (cmp) {
+    case SHMEM_CMP_EQ:
+      return "EQ";
+    case SHMEM_CMP_NE:
+      return "NE";
+    case SHMEM_CMP_GT:
+      return "GT";
+    case SHMEM_CMP_GE:
+      return "GE";
+    case SHMEM_CMP_LT:
+      return "LT";
+    case SHMEM_CMP_LE:
+      return "LE";
+  }
+  return nullptr;
+}
+
+inline void check_cmp(int cmp, const char* fn) {
+  if (cmp_name(cmp) == nullptr) {
+    shmoe::api_error(fn, "cmp={} is not a comparison (SHMEM_CMP_EQ={} .. SHMEM_CMP_LE={})", cmp,
+                     SHMEM_CMP_EQ, SHMEM_CMP_LE);
+  }
+}
+
+template <typename T>
+bool compare(T a, int cmp, T b) {
+  switch (cmp) {
+    case SHMEM_CMP_EQ:
+      return a == b;
+    case SHMEM_CMP_NE:
+      return a != b;
+    case SHMEM_CMP_GT:
+      return a > b;
+    case SHMEM_CMP_GE:
+      return a >= b;
+    case SHMEM_CMP_LT:
+      return a < b;
+    case SHMEM_CMP_LE:
+      return a <= b;
+  }
+  return false;
+}
+
+template <typename T>
+T load(T* ivar) {
+  return std::atomic_ref<T>(*ivar).load(std::memory_order_acquire);
+}
+
+// The comparison value of element i: one for all (scalar forms) or one each (vector forms).
+template <typename T>
+struct Scalar {
+  T value;
+  T operator[](std::size_t) const { return value; }
+};
+
+inline bool included(const int* status, std::size_t i) {
+  return status == nullptr || status[i] == 0;
+}
+
+template <typename T, typename Values>
+bool test_all(T* ivars, std::size_t n, const int* status, int cmp, const Values& v) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (included(status, i) && !compare(load(ivars + i), cmp, v[i])) return false;
+  }
+  return true;
+}
+
+template <typename T, typename Values>
+std::size_t test_any(T* ivars, std::size_t n, const int* status, int cmp, const Values& v) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (included(status, i) && compare(load(ivars + i), cmp, v[i])) return i;
+  }
+  return SIZE_MAX;
+}
+
+template <typename T, typename Values>
+std::size_t test_some(T* ivars, std::size_t n, std::size_t* indices, const int* status, int cmp,
+                      const Values& v) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (included(status, i) && compare(load(ivars + i), cmp, v[i])) indices[count++] = i;
+  }
+  return count;
+}
+
+inline bool any_included(std::size_t n, const int* status) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (included(status, i)) return true;
+  }
+  return false;
+}
+
+// What a hung wait reports: the call, where the word lives and what it holds.
+template <typename T, typename Values>
+std::string describe(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
+                     const Values& v) {
+  auto* rt = shmoe::runtime_or_null();
+  std::string where = rt != nullptr && rt->is_symmetric(ivars, sizeof(T))
+                          ? fmt::format("symmetric offset {:#x}", rt->offset_of(ivars))
+                          : fmt::format("address {}", static_cast<const void*>(ivars));
+  std::string seen;
+  std::size_t shown = 0;
+  for (std::size_t i = 0; i < n && shown < 8; ++i) {
+    if (!included(status, i)) continue;
+    seen += fmt::format("{}[{}]={} (want {} {}) ", shown ? "" : "", i, load(ivars + i),
+                        cmp_name(cmp), v[i]);
+    ++shown;
+  }
+  return fmt::format(
+      "{} on {} ({} elements): {}; the value is written by whichever PE puts to "
+      "it",
+      fn, where, n, seen);
+}
+
+template <typename T, typename Values>
+void wait_all(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
+              const Values& v) {
+  check_cmp(cmp, fn);
+  shmoe::wait_until([&] { return test_all(ivars, n, status, cmp, v); },
+                    [&] { return describe(fn, ivars, n, status, cmp, v); });
+}
+
+template <typename T, typename Values>
+std::size_t wait_any(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
+                     const Values& v) {
+  check_cmp(cmp, fn);
+  if (!any_included(n, status)) return SIZE_MAX;
+  std::size_t found = SIZE_MAX;
+  shmoe::wait_until([&] { return (found = test_any(ivars, n, status, cmp, v)) != SIZE_MAX; },
+                    [&] { return describe(fn, ivars, n, status, cmp, v); });
+  return found;
+}
+
+template <typename T, typename Values>
+std::size_t wait_some(const char* fn, T* ivars, std::size_t n, std::size_t* indices,
+                      const int* status, int cmp, const Values& v) {
+  check_cmp(cmp, fn);
+  if (!any_included(n, status)) return 0;
+  std::size_t count = 0;
+  shmoe::wait_until([&] { return (count = test_some(ivars, n, indices, status, cmp, v)) > 0; },
+                    [&] { return describe(fn, ivars, n, status, cmp, v); });
+  return count;
+}
+
+template <typename T>
+int test_one(const char* fn, T* ivar, int cmp, T value) {
+  check_cmp(cmp, fn);
+  return compare(load(ivar), cmp, value) ? 1 : 0;
+}
+
+}  // namespace shmoe::api

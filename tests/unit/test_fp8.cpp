@@ -3,6 +3,7 @@
 // the nearest finite value (ties to the even code) over millions of random and hand-picked floats.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -28,18 +29,6 @@ static_assert(decode_fp8(0x01, Fp8Format::kE5M2) == 0x1p-16f);
 
 std::string name(Fp8Format f) {
   return f == Fp8Format::kE4M3 ? "E4M3" : "E5M2";
-}
-
-std::uint32_t float_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float bits_float(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 // The formats written out again from the OCP OFP8 text rather than taken from fp8_spec.
@@ -89,7 +78,9 @@ TEST(Fp8, DecodesEveryCodeLikeTheDefinition) {
         ASSERT_EQ(std::signbit(got), (c & 0x80) != 0) << name(f) << std::hex << " " << c;
       }
       // The table is the same function, bit for bit (NaNs included).
-      ASSERT_EQ(float_bits(fp8_decode_table(f)[c]), float_bits(got)) << name(f) << " " << c;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(fp8_decode_table(f)[c]),
+                std::bit_cast<std::uint32_t>(got))
+          << name(f) << " " << c;
     }
     EXPECT_EQ(nans, f == Fp8Format::kE4M3 ? 2 : 6) << name(f);
   }
@@ -146,7 +137,8 @@ void expect_encodes(const Oracle& o, Fp8Format f, float x) {
   const std::uint8_t want = o.expected(x);
   const std::uint8_t got = encode_fp8(x, f);
   ASSERT_EQ(got, want) << name(f) << " x=" << std::hexfloat << x << " bits=" << std::hex
-                       << float_bits(x) << " got=0x" << int(got) << " want=0x" << int(want);
+                       << std::bit_cast<std::uint32_t>(x) << " got=0x" << int(got) << " want=0x"
+                       << int(want);
 }
 
 TEST(Fp8, EncodesBoundariesAndSpecials) {
@@ -169,8 +161,8 @@ TEST(Fp8, EncodesBoundariesAndSpecials) {
                              FLT_MAX,
                              INFINITY,
                              NAN,
-                             bits_float(0x7f800001u),  // signalling NaN
-                             bits_float(0x7fffffffu),
+                             std::bit_cast<float>(0x7f800001u),  // signalling NaN
+                             std::bit_cast<float>(0x7fffffffu),
                              min_sub,
                              min_sub / 2,  // tie between 0 and min_sub: 0 is even
                              std::nextafter(min_sub / 2, INFINITY),
@@ -231,13 +223,13 @@ TEST(Fp8, EncodesMillionsOfRandomFloatsLikeTheOracle) {
       float x;
       switch (i % 5) {
         case 0:  // any bit pattern: huge, tiny, NaN, inf, fp32 subnormals
-          x = bits_float(static_cast<std::uint32_t>(r));
+          x = std::bit_cast<float>(static_cast<std::uint32_t>(r));
           break;
         case 1:
         case 2: {  // around the format's range, uniformly in exponent
           const int e = lo_exp + static_cast<int>((r >> 32) % (hi_exp - lo_exp + 1));
           const std::uint32_t mant = static_cast<std::uint32_t>(r) & 0x7fffffu;
-          x = bits_float(sign | (std::uint32_t(e + 127) << 23) | mant);
+          x = std::bit_cast<float>(sign | (std::uint32_t(e + 127) << 23) | mant);
           break;
         }
         case 3: {  // exact midpoint of two adjacent codes, or one fp32 ulp either side
@@ -249,7 +241,7 @@ TEST(Fp8, EncodesMillionsOfRandomFloatsLikeTheOracle) {
           break;
         }
         default:  // fp32 subnormals
-          x = bits_float(sign | (static_cast<std::uint32_t>(r) & 0x7fffffu));
+          x = std::bit_cast<float>(sign | (static_cast<std::uint32_t>(r) & 0x7fffffu));
       }
       expect_encodes(o, f, x);
       if (HasFatalFailure()) return;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -26,18 +27,6 @@ std::string name(Fp8Format f) {
 }
 std::string name(MxKernel k) {
   return k == MxKernel::kScalar ? "scalar" : "avx2";
-}
-
-std::uint32_t float_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float bits_float(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 std::uint64_t fresh_seed() {
@@ -91,7 +80,7 @@ TEST(E8m0, ScaleCodeIsFloorLog2MinusEmaxClamped) {
       if (HasFatalFailure()) return;
     }
     for (int i = 0; i < 200000; ++i) {
-      const float x = bits_float(static_cast<std::uint32_t>(rng()) & 0x7fffffffu);
+      const float x = std::bit_cast<float>(static_cast<std::uint32_t>(rng()) & 0x7fffffffu);
       if (std::isfinite(x)) check(x);
       if (HasFatalFailure()) return;
     }
@@ -214,7 +203,7 @@ TEST(Mx, SpecialBlocks) {
       EXPECT_EQ(r.scale, 0);
       for (int i = 0; i < 32; ++i) {
         EXPECT_EQ(r.codes[i], (i & 1) ? 0x80 : 0x00);
-        EXPECT_EQ(float_bits(r.y[i]), float_bits(x[i]));
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(r.y[i]), std::bit_cast<std::uint32_t>(x[i]));
       }
       // Exact powers of two: the largest lands on 2^emax, everything comes back exactly.
       for (int i = 0; i < 32; ++i) x[i] = std::ldexp(1.0f, 20 - (i % 6));
@@ -239,7 +228,8 @@ TEST(Mx, SpecialBlocks) {
         x[7] = bad;
         r = roundtrip(x, f, k);
         EXPECT_EQ(r.scale, 0xff) << bad;
-        for (int i = 0; i < 32; ++i) EXPECT_EQ(float_bits(r.y[i]), 0x7fc00000u) << bad << " " << i;
+        for (int i = 0; i < 32; ++i)
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(r.y[i]), 0x7fc00000u) << bad << " " << i;
       }
     }
   }
@@ -292,9 +282,11 @@ std::vector<float> random_input(std::mt19937_64& rng, std::size_t n) {
   x.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t r = rng();
-    if (r % 4096 == 0) x[i] = bits_float(static_cast<std::uint32_t>(r >> 32));  // any pattern
+    if (r % 4096 == 0)
+      x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(r >> 32));  // any pattern
     if (r % 65536 == 1) x[i] = (r & (1u << 20)) ? NAN : INFINITY;
-    if (r % 512 == 2) x[i] = bits_float(static_cast<std::uint32_t>(r >> 32) & 0x807fffffu);
+    if (r % 512 == 2)
+      x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(r >> 32) & 0x807fffffu);
   }
   return x;
 }
@@ -337,7 +329,8 @@ TEST(Mx, Avx2KernelIsBitIdenticalToScalar) {
   const std::size_t nb = mx_num_blocks(n);
   const std::vector<float> x = random_input(rng, n);
   std::vector<std::uint16_t> h(n);
-  for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<std::uint16_t>(float_bits(x[i]) >> 16);
+  for (std::size_t i = 0; i < n; ++i)
+    h[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(x[i]) >> 16);
   std::vector<std::uint8_t> rand_codes(n), rand_scales(nb);
   for (auto& c : rand_codes) c = static_cast<std::uint8_t>(rng());
   for (auto& s : rand_scales) s = static_cast<std::uint8_t>(rng());

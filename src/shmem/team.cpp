@@ -103,7 +103,7 @@ bool TeamRegistry::split(Team& parent, const std::vector<PeSet>& sets,
   for (std::size_t i = 0; i < sets.size(); ++i) {
     if (sets[i].size == 0) continue;
     slots_in_use_ |= std::uint64_t{1} << slots[i];
-    auto* handle = new shmoe_team;
+    auto* handle = handles_.emplace_back(std::make_unique<shmoe_team>()).get();
     handle->team = create(sets[i], slots[i], configs[i], handle);
     out[i] = handle;
   }
@@ -117,7 +117,7 @@ void TeamRegistry::destroy(Team& team) {
   std::lock_guard lock(mutex_);
   std::memset(rt_.heap_base() + slot_offset(team.slot()), 0, TeamScratch::kBytes);
   slots_in_use_ &= ~(std::uint64_t{1} << team.slot());
-  team.handle()->team = nullptr;  // the handle itself stays, reading as invalid
+  team.handle()->team = nullptr;  // the handle stays (reading as invalid) until finalize
   std::erase_if(teams_, [&](const std::unique_ptr<Team>& t) { return t.get() == &team; });
 }
 

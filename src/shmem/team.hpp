@@ -138,6 +138,9 @@ class TeamRegistry {
   std::size_t offset_;
   std::uint64_t slots_in_use_ = 0;  // team slots whose scratch this PE uses
   std::vector<std::unique_ptr<Team>> teams_;
+  // Every handle split ever returned: a destroyed team's handle must stay readable (as
+  // invalid) until finalize, when these are freed.
+  std::vector<std::unique_ptr<shmoe_team>> handles_;
   std::map<std::uint64_t, std::unique_ptr<Team>> active_sets_;
   std::mutex mutex_;
 };

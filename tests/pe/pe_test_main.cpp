@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   char brief[] = "--gtest_brief=1";
   if (shmem_my_pe() != 0) args.push_back(brief);
   int n_args = static_cast<int>(args.size());
+  args.push_back(nullptr);  // argv[argc] is null, and GoogleTest moves it along
   testing::InitGoogleTest(&n_args, args.data());
   int failed = RUN_ALL_TESTS();
   shmem_finalize();

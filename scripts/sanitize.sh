@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds shmoe with a sanitizer into build-SANITIZER/ and runs the tests under it.
+#   scripts/sanitize.sh address|thread [ctest arguments...]
+# address = AddressSanitizer + UndefinedBehaviorSanitizer; thread = ThreadSanitizer (it sees the
+# worker threads of a PE; what PEs share across processes is outside its view).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind=${1:?usage: scripts/sanitize.sh address|thread [ctest args]}
+shift
+dir=build-$kind
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMOE_WERROR=ON \
+  -DSHMOE_SANITIZE="$kind" -DSHMOE_BUILD_BENCH=OFF >/dev/null
+cmake --build "$dir" -j "$(nproc)"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
+ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@"

@@ -166,21 +166,14 @@ void run_sized(void (*put)(void*, const void*, size_t, int),
   shmem_free(rows);
 }
 
-TEST(RmaSized, Put8) {
-  run_sized<1>(shmem_put8, shmem_get8, shmem_iput8);
-}
-TEST(RmaSized, Put16) {
-  run_sized<2>(shmem_put16, shmem_get16, shmem_iput16);
-}
-TEST(RmaSized, Put32) {
-  run_sized<4>(shmem_put32, shmem_get32, shmem_iput32);
-}
-TEST(RmaSized, Put64) {
-  run_sized<8>(shmem_put64, shmem_get64, shmem_iput64);
-}
-TEST(RmaSized, Put128) {
-  run_sized<16>(shmem_put128, shmem_get128, shmem_iput128);
-}
+#define SIZED_TEST(BITS, T)                                                               \
+  TEST(RmaSized, Put##BITS) {                                                             \
+    run_sized<sizeof(T)>(shmem_put##BITS, shmem_get##BITS, shmem_iput##BITS);             \
+  }                                                                                       \
+  TEST(RmaSized, Put##BITS##Nbi) {                                                        \
+    run_sized<sizeof(T)>(shmem_put##BITS##_nbi, shmem_get##BITS##_nbi, shmem_iput##BITS); \
+  }
+SHMOE_RMA_SIZES(SIZED_TEST)
 TEST(RmaSized, Putmem) {
   run_sized<1>(shmem_putmem, shmem_getmem, shmem_iput8);
 }

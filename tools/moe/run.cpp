@@ -47,9 +47,8 @@ struct Verdict {
   }
 };
 
-void check_dispatch(const Buffers& b, const moe::MoeContext& ctx, int rows, const DispatchGolden& g,
-                    std::size_t row_bytes, Verdict& v) {
-  const int PL = static_cast<int>(g.ep_recv_count.size());
+void check_dispatch(const Buffers& b, int rows, const DispatchGolden& g, std::size_t row_bytes,
+                    Verdict& v) {
   if (rows != g.rows)
     return v.fail(fmt::format("dispatch received {} rows, expected {}", rows, g.rows));
   if (!std::equal(g.ep_recv_count.begin(), g.ep_recv_count.end(), b.ep_recv_count.begin())) {
@@ -74,8 +73,6 @@ void check_dispatch(const Buffers& b, const moe::MoeContext& ctx, int rows, cons
     if (b.expand_scales[r] != g.expand_scales[r])
       return v.fail(fmt::format("dispatch expand_scales[{}] differs", r));
   }
-  (void)ctx;
-  (void)PL;
 }
 
 // The experts' work on the received rows: row r belongs to local expert le (from ep_recv_count).
@@ -89,10 +86,9 @@ void run_experts(Buffers& b, const MoeCase& c, int me, int n_pes, int rows, std:
   }
 }
 
-double check_combine(const Buffers& b, const PeInputs& mine, const MoeCase& c, int n_pes,
-                     Verdict& v) {
+double check_combine(const Buffers& b, const PeInputs& mine, const MoeCase& c, Verdict& v) {
   std::vector<double> value, magnitude;
-  golden_combine(mine, c, n_pes, value, magnitude);
+  golden_combine(mine, c, value, magnitude);
   double worst = 0;  // largest error as a fraction of its tolerance
   for (std::size_t i = 0; i < value.size(); ++i) {
     const double got = moe::load_f32(c.dtype, b.x_out.data(), i);
@@ -234,12 +230,12 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
     rows = dispatch(mine);
     engine_bytes += ctx.last_timing().bytes_via_copy_engine;
     if (check_dispatch_out)
-      check_dispatch(b, ctx, rows, golden_dispatch(all, c, me), row_bytes, verdict);
+      check_dispatch(b, rows, golden_dispatch(all, c, me), row_bytes, verdict);
     if (do_combine) {
       run_experts(b, c, me, P, rows, row_bytes);
       combine(mine);
       engine_bytes += ctx.last_timing().bytes_via_copy_engine;
-      worst_combine = std::max(worst_combine, check_combine(b, mine, c, P, verdict));
+      worst_combine = std::max(worst_combine, check_combine(b, mine, c, verdict));
     }
   }
   std::string checks = check_dispatch_out ? "dispatch_exact" : "";

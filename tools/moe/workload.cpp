@@ -114,9 +114,8 @@ DispatchGolden golden_dispatch(const std::vector<PeInputs>& all, const MoeCase& 
   return g;
 }
 
-void golden_combine(const PeInputs& mine, const MoeCase& c, int n_pes, std::vector<double>& value,
+void golden_combine(const PeInputs& mine, const MoeCase& c, std::vector<double>& value,
                     std::vector<double>& magnitude) {
-  (void)n_pes;
   const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
   value.assign(static_cast<std::size_t>(mine.bs) * c.hidden, 0.0);
   magnitude.assign(value.size(), 0.0);

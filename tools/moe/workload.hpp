@@ -38,7 +38,7 @@ DispatchGolden golden_dispatch(const std::vector<PeInputs>& all, const MoeCase& 
 
 // x_out of PE `me` in fp64: sum over k of expert_step(x[t])[j] * scale[t][k], and the sum of the
 // absolute values of the terms (for the tolerance).
-void golden_combine(const PeInputs& mine, const MoeCase& c, int n_pes, std::vector<double>& value,
+void golden_combine(const PeInputs& mine, const MoeCase& c, std::vector<double>& value,
                     std::vector<double>& magnitude);
 
 // The tolerance for a combine output element: rounding of the output type, plus fp32

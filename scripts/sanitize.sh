@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh address|thread [ctest args]}
 shift
 dir=build-$kind
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMOE_WERROR=ON \
+# Warnings are errors in the ordinary build (test.sh); here they are not, because GCC 12 under
+# -fsanitize reports false -Wmaybe-uninitialized in libstdc++ headers (std::regex, std::function).
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMOE_WERROR=OFF \
   -DSHMOE_SANITIZE="$kind" -DSHMOE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$dir" -j "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -25,7 +25,7 @@ timespec to_timespec(std::chrono::nanoseconds d) {
   return {static_cast<time_t>(s.count()), static_cast<long>((d - s).count())};
 }
 
-// This thread's spin budget for wait_until (see WaitPolicy); 0 until its first wait ends.
+// This thread's spin budget for wait_until (see WaitPolicy); 0 until a wait first sets it.
 thread_local std::uint32_t spin_budget = 0;
 
 }  // namespace
@@ -35,20 +35,33 @@ WaitPolicy& wait_policy() {
   return policy;
 }
 
-Backoff::Backoff() {
+// Adapts this thread's budget (see WaitPolicy) as the wait goes: it first bets that spinning will
+// pay and doubles the budget for the next wait, and halves it instead when the spin runs out.
+// Learning here, not when the wait ends, keeps it off the path of a wait that spinning ended.
+void Backoff::start_spinning() {
   const WaitPolicy& p = wait_policy();
+  if (p.min_spin_iterations == p.max_spin_iterations) {
+    spin_ = p.max_spin_iterations;
+    return;
+  }
   spin_ = std::clamp(spin_budget != 0 ? spin_budget : p.max_spin_iterations, p.min_spin_iterations,
                      p.max_spin_iterations);
+  spin_budget = std::min(spin_ * 2, p.max_spin_iterations);
 }
 
 bool Backoff::pause() {
   const WaitPolicy& p = wait_policy();
-  ++steps_;
+  if (steps_++ == 0) start_spinning();
   if (steps_ <= spin_) {
     cpu_relax();
     return false;
   }
-  if (steps_ == spin_ + 1) start_ = std::chrono::steady_clock::now();
+  if (steps_ == spin_ + 1) {
+    start_ = std::chrono::steady_clock::now();
+    if (p.min_spin_iterations != p.max_spin_iterations) {
+      spin_budget = std::max(spin_ / 2, p.min_spin_iterations);
+    }
+  }
   if (steps_ <= spin_ + p.yield_iterations) {
     sched_yield();
   } else {
@@ -64,13 +77,6 @@ bool Backoff::pause() {
 std::chrono::steady_clock::duration Backoff::waited() const {
   if (steps_ <= spin_) return {};
   return std::chrono::steady_clock::now() - start_;
-}
-
-void Backoff::finished() const {
-  if (steps_ == 0) return;  // never waited: says nothing about spinning
-  const WaitPolicy& p = wait_policy();
-  spin_budget = steps_ <= spin_ ? std::min(spin_ * 2, p.max_spin_iterations)
-                                : std::max(spin_ / 2, p.min_spin_iterations);
 }
 
 void report_hang(const std::string& what, std::chrono::steady_clock::duration waited) {

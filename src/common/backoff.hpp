@@ -50,15 +50,14 @@ inline void cpu_relax() {
 
 class Backoff {
  public:
-  Backoff();  // takes this thread's spin budget
   // One step of waiting. Returns true when the hang timeout has passed.
   bool pause();
   std::chrono::steady_clock::duration waited() const;
-  // Call when the wait is over: adapts this thread's spin budget to how it ended.
-  void finished() const;
 
  private:
-  std::uint32_t spin_;
+  void start_spinning();
+
+  std::uint32_t spin_ = 0;  // this wait's spin budget; set by the first pause()
   std::uint32_t steps_ = 0;
   std::uint32_t sleep_us_ = 1;
   std::chrono::steady_clock::time_point start_{};
@@ -75,7 +74,6 @@ void wait_until(Ready&& ready, Describe&& describe) {
   while (!ready()) {
     if (backoff.pause()) report_hang(describe(), backoff.waited());
   }
-  backoff.finished();
 }
 
 // A 32-bit word in shared memory (a MAP_SHARED mapping, possibly at different addresses in each

@@ -1,7 +1,6 @@
 // combine: every expert PE sends each row of its experts' outputs back to the token's home PE,
 // into slot (token * topk + slot) of that PE's combine window; the home PE then sums the top-k
-// rows of each token, weighted, in fp32 and in increasing slot order. The fixed order makes the
-// result bitwise identical whatever the number of PEs, the arrival order or the worker count.
+// rows of each token (see combine_reduce.hpp).
 //
 // Protocol of call g (vector workers; worker 0 runs the control steps):
 //  1. entry: each PE raises combine-ready g at every PE (its combine window is free again) and
@@ -16,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "moe/combine_reduce.hpp"
 #include "moe/context_state.hpp"
 
 namespace shmoe::moe {
@@ -33,42 +33,6 @@ void check_args(const MoeContext::State& s, const CombineArgs& in) {
       (in.bs > 0 &&
        (in.expert_ids == nullptr || in.expert_scales == nullptr || in.x_out == nullptr))) {
     throw MoeError(fmt::format("combine: PE {}: a required tensor is null", s.me));
-  }
-}
-
-// x_out[t] = sum over k (increasing) of row(t, k) * scale(t, k), in fp32. The element type is
-// resolved once per call, so the inner loops are plain conversions, multiplies and adds that the
-// compiler vectorises (without fusing them: the sums must be the same everywhere).
-template <DType kType>
-void reduce_typed(const MoeConfig& c, const std::byte* rows, std::size_t row_bytes,
-                  const CombineArgs& in, std::size_t first, std::size_t last) {
-  std::vector<float> buffer(c.hidden);
-  float* __restrict acc = buffer.data();
-  for (std::size_t t = first; t < last; ++t) {
-    std::fill(acc, acc + c.hidden, 0.0f);
-    for (int k = 0; k < c.topk; ++k) {
-      const std::size_t i = t * c.topk + k;
-      if (in.expert_ids[i] < 0) continue;
-      const float scale = in.expert_scales[i];
-      const std::byte* __restrict row = rows + i * row_bytes;
-      for (int j = 0; j < c.hidden; ++j) acc[j] += load_f32(kType, row, j) * scale;
-    }
-    void* out = static_cast<std::byte*>(in.x_out) + t * row_bytes;
-    for (int j = 0; j < c.hidden; ++j) store_f32(kType, out, j, acc[j]);
-  }
-}
-
-void reduce_tokens(const MoeConfig& c, const std::byte* rows, std::size_t row_bytes,
-                   const CombineArgs& in, std::size_t first, std::size_t last) {
-  switch (c.dtype) {
-    case DType::kInt32:
-      return reduce_typed<DType::kInt32>(c, rows, row_bytes, in, first, last);
-    case DType::kFloat16:
-      return reduce_typed<DType::kFloat16>(c, rows, row_bytes, in, first, last);
-    case DType::kBFloat16:
-      return reduce_typed<DType::kBFloat16>(c, rows, row_bytes, in, first, last);
-    case DType::kFloat32:
-      return reduce_typed<DType::kFloat32>(c, rows, row_bytes, in, first, last);
   }
 }
 
@@ -147,7 +111,9 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     // Reduce this worker's tokens: fp32, slots in increasing order.
     const std::size_t first = static_cast<std::size_t>(in.bs) * id / nw;
     const std::size_t last = static_cast<std::size_t>(in.bs) * (id + 1) / nw;
-    reduce_tokens(c, s.combine_rows, s.row_bytes, in, first, last);
+    reduce_weighted_rows({c.dtype, c.hidden, c.topk, s.combine_rows, s.row_bytes, in.expert_ids,
+                          in.expert_scales, in.x_out},
+                         first, last);
   };
   s.pool->launch({0, c.workers.vector}, kernel);
   if (!bad_row.empty()) throw MoeError(bad_row);

@@ -8,8 +8,34 @@
 namespace shmoe::moe {
 namespace {
 
-constexpr std::size_t round64(std::size_t v) {
-  return (v + 63) / 64 * 64;
+// Where each part of the symmetric window lies: flags, the header exchange, received rows and
+// their side-band, combine rows.
+struct Window {
+  std::size_t dispatch_done, combine_ready, combine_done, headers, recv_rows, recv_meta,
+      combine_rows, total;
+};
+
+std::size_t row_bytes_of(const MoeConfig& c) {
+  return static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype);
+}
+std::size_t recv_capacity_of(const MoeConfig& c, int n_pes) {
+  return c.max_recv_rows ? c.max_recv_rows : static_cast<std::size_t>(n_pes) * c.max_bs * c.topk;
+}
+
+Window window_layout(const MoeConfig& c, int n_pes) {
+  WindowLayout l;
+  const std::size_t flags = FlagArray::bytes(n_pes), row = row_bytes_of(c);
+  const std::size_t cap = recv_capacity_of(c, n_pes);
+  Window w;
+  w.dispatch_done = l.take(flags);
+  w.combine_ready = l.take(flags);
+  w.combine_done = l.take(flags);
+  w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe));
+  w.recv_rows = l.take(cap * row);
+  w.recv_meta = l.take(cap * sizeof(RowMeta));
+  w.combine_rows = l.take(static_cast<std::size_t>(c.max_bs) * c.topk * row);
+  w.total = l.total();
+  return w;
 }
 
 void validate(const MoeConfig& c, int n_pes) {
@@ -58,27 +84,11 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   if (s.cfg.workers.total() == 0) s.cfg.workers = kernel::default_worker_counts(s.n_pes);
   if (s.cfg.workers.vector == 0) s.cfg.workers.vector = 1;
   const auto& c = s.cfg;
-  s.row_bytes = static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype);
-  s.recv_cap =
-      c.max_recv_rows ? c.max_recv_rows : static_cast<std::size_t>(s.n_pes) * c.max_bs * c.topk;
-  s.header_stride =
-      round64(sizeof(CallHeader) +
-              sizeof(std::int32_t) * static_cast<std::size_t>(s.n_pes) * c.experts_per_pe);
+  s.row_bytes = row_bytes_of(c);
+  s.recv_cap = recv_capacity_of(c, s.n_pes);
 
-  // Window: flags, two parities of headers, received rows and their side-band, combine rows.
-  const std::size_t flags = FlagArray::bytes(s.n_pes);
-  std::size_t off = 0;
-  auto take = [&](std::size_t bytes) {
-    std::size_t at = off;
-    off += round64(bytes);
-    return at;
-  };
-  const std::size_t f_header0 = take(flags), f_header1 = take(flags), f_dispatch = take(flags),
-                    f_ready = take(flags), f_combine = take(flags);
-  const std::size_t h0 = take(s.header_stride * s.n_pes), h1 = take(s.header_stride * s.n_pes);
-  const std::size_t rows = take(s.recv_cap * s.row_bytes);
-  const std::size_t meta = take(s.recv_cap * sizeof(RowMeta));
-  const std::size_t comb = take(static_cast<std::size_t>(c.max_bs) * c.topk * s.row_bytes);
+  const Window wl = window_layout(c, s.n_pes);
+  const std::size_t off = wl.total;
   s.window = static_cast<std::byte*>(shmem_calloc(1, off));
   if (s.window == nullptr) {
     throw MoeError(fmt::format(
@@ -87,16 +97,13 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
         "or lower max_recv_rows/max_bs",
         off, s.recv_cap, s.row_bytes, static_cast<std::size_t>(c.max_bs) * c.topk, s.row_bytes));
   }
-  s.header_flags[0] = FlagArray(s.window + f_header0, s.n_pes);
-  s.header_flags[1] = FlagArray(s.window + f_header1, s.n_pes);
-  s.dispatch_done = FlagArray(s.window + f_dispatch, s.n_pes);
-  s.combine_ready = FlagArray(s.window + f_ready, s.n_pes);
-  s.combine_done = FlagArray(s.window + f_combine, s.n_pes);
-  s.headers[0] = s.window + h0;
-  s.headers[1] = s.window + h1;
-  s.recv_rows = s.window + rows;
-  s.recv_meta = reinterpret_cast<RowMeta*>(s.window + meta);
-  s.combine_rows = s.window + comb;
+  s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
+  s.combine_ready = FlagArray(s.window + wl.combine_ready, s.n_pes);
+  s.combine_done = FlagArray(s.window + wl.combine_done, s.n_pes);
+  s.headers = HeaderExchange(s.window + wl.headers, s.n_pes, c.experts_per_pe);
+  s.recv_rows = s.window + wl.recv_rows;
+  s.recv_meta = reinterpret_cast<RowMeta*>(s.window + wl.recv_meta);
+  s.combine_rows = s.window + wl.combine_rows;
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
   s.engine = std::make_unique<kernel::CopyEngine>();
 }
@@ -105,6 +112,10 @@ MoeContext::~MoeContext() {
   state_->engine.reset();
   state_->pool.reset();
   shmem_free(state_->window);
+}
+
+std::size_t MoeContext::window_bytes(const MoeConfig& config, int n_pes) {
+  return window_layout(config, n_pes).total;
 }
 
 const MoeConfig& MoeContext::config() const {

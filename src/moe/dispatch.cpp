@@ -40,102 +40,31 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
   h.experts_per_pe = c.experts_per_pe;
   h.dtype = static_cast<std::int32_t>(c.dtype);
   h.bs = in.bs;
-  std::fill(counts, counts + static_cast<std::size_t>(s.n_pes) * c.experts_per_pe, 0);
-  if (in.bs < 0 || in.bs > c.max_bs) {
-    h.error = kBsTooLarge;
-    h.error_index[0] = in.bs;
-    h.error_index[1] = c.max_bs;
-    return h;
-  }
-  if (in.bs > 0 && (in.x == nullptr || in.expert_ids == nullptr)) {
+  const bool inputs_missing = in.bs > 0 && (in.x == nullptr || in.expert_ids == nullptr);
+  fill_route_header(h, counts, inputs_missing ? nullptr : in.expert_ids, inputs_missing ? 0 : in.bs,
+                    c.max_bs, c.topk, s.experts());
+  if (h.error != kNoError) return h;
+  if (inputs_missing) {
     h.error = kBadPointer;
     h.error_index[0] = in.x == nullptr ? 0 : 1;
-    return h;
-  }
-  if (out.expand_x == nullptr || out.assist_info == nullptr || out.ep_recv_count == nullptr ||
-      out.expert_token_nums == nullptr) {
+  } else if (out.expand_x == nullptr || out.assist_info == nullptr ||
+             out.ep_recv_count == nullptr || out.expert_token_nums == nullptr) {
     h.error = kBadPointer;
     h.error_index[0] = 2;
-    return h;
-  }
-  const int experts = s.experts();
-  for (int t = 0; t < in.bs; ++t) {
-    for (int k = 0; k < c.topk; ++k) {
-      const std::int32_t e = in.expert_ids[static_cast<std::size_t>(t) * c.topk + k];
-      if (e == -1) continue;
-      if (e < -1 || e >= experts) {
-        h.error = kExpertOutOfRange;
-        h.error_index[0] = t;
-        h.error_index[1] = k;
-        h.error_index[2] = e;
-        return h;
-      }
-      ++counts[e];  // e = dst * L + local expert
-    }
   }
   return h;
 }
 
-// Step 1 and 2, on worker 0. Returns the error text (empty if none).
+// Steps 1 and 2, on worker 0; a refusal goes to s.error.
 void exchange_and_plan(MoeContext::State& s, const DispatchArgs& in, const DispatchOutputs& out,
                        std::uint64_t g) {
   const auto& c = s.cfg;
-  const int P = s.n_pes, L = c.experts_per_pe, parity = static_cast<int>(g % 2);
-  // Build my header in my own row, then put that row to every PE.
-  CallHeader* mine = s.header(parity, s.me);
-  *mine = make_header(s, in, out, s.header_counts(parity, s.me));
-  for (int pe = 0; pe < P; ++pe) {
-    if (pe != s.me) shmem_putmem(mine, mine, s.header_stride, pe);
-  }
-  shmem_fence();
-  for (int pe = 0; pe < P; ++pe) s.header_flags[parity].raise(pe, s.me, g);
-  std::vector<const CallHeader*> headers(P);
-  for (int src = 0; src < P; ++src) {
-    s.header_flags[parity].wait(src, g, "dispatch header");
-    headers[src] = s.header(parity, src);
-  }
+  *s.headers.mine(g, s.me) = make_header(s, in, out, s.headers.counts(g, s.me));
+  const auto headers = s.headers.exchange(g, s.me, "dispatch header");
   s.error = first_call_error("dispatch", headers, s.me, s.experts(), c.max_bs);
   if (!s.error.empty()) return;
-
-  s.counts.assign(static_cast<std::size_t>(P) * P * L, 0);
-  for (int src = 0; src < P; ++src) {
-    std::copy_n(s.header_counts(parity, src), P * L,
-                s.counts.begin() + static_cast<std::size_t>(src) * P * L);
-  }
-  // Every destination's total, checked on every PE so that every PE refuses alike.
-  for (int dst = 0; dst < P; ++dst) {
-    std::size_t total = 0;
-    for (int src = 0; src < P; ++src) {
-      for (int e = 0; e < L; ++e) total += s.count(src, dst, e);
-    }
-    if (total > s.recv_cap) {
-      s.error = fmt::format(
-          "dispatch: PE {} would receive {} rows, but its window holds {} (max_recv_rows); raise "
-          "max_recv_rows (and SHMEM_SYMMETRIC_SIZE if needed)",
-          dst, total, s.recv_cap);
-      return;
-    }
-  }
-  // Where my rows start in each (destination, expert) block: all rows of earlier experts there,
-  // then the rows of lower-numbered sources for this expert.
-  std::vector<std::int64_t> next(static_cast<std::size_t>(P) * L);
-  for (int dst = 0; dst < P; ++dst) {
-    std::int64_t base = 0;
-    for (int e = 0; e < L; ++e) {
-      std::int64_t before_me = 0;
-      for (int src = 0; src < s.me; ++src) before_me += s.count(src, dst, e);
-      next[static_cast<std::size_t>(dst) * L + e] = base + before_me;
-      for (int src = 0; src < P; ++src) base += s.count(src, dst, e);
-    }
-  }
-  s.positions.assign(static_cast<std::size_t>(in.bs) * c.topk, -1);
-  for (int t = 0; t < in.bs; ++t) {
-    for (int k = 0; k < c.topk; ++k) {
-      const std::size_t i = static_cast<std::size_t>(t) * c.topk + k;
-      const std::int32_t e = in.expert_ids[i];
-      if (e >= 0) s.positions[i] = next[e]++;
-    }
-  }
+  s.error = plan_routes(s.headers, g, s.me, s.n_pes, c.experts_per_pe, in.expert_ids, in.bs, c.topk,
+                        s.recv_cap, "dispatch", "max_recv_rows", s.plan);
 }
 
 int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out,
@@ -160,7 +89,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
         std::vector<std::size_t> seg(static_cast<std::size_t>(P) * L);
         for (int dst = 0; dst < P; ++dst) {
           for (int e = 0; e < L; ++e)
-            seg[static_cast<std::size_t>(dst) * L + e] = s.row_bytes * s.count(s.me, dst, e);
+            seg[static_cast<std::size_t>(dst) * L + e] = s.row_bytes * s.plan.count(s.me, dst, e);
         }
         by_engine = segments_for_copy_engine(seg, c.doubleplane_threshold);
       }
@@ -169,11 +98,11 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     if (!s.error.empty()) return;
 
     // Payload: the (token, slot) pairs are split evenly over the workers.
-    const std::size_t pairs = s.positions.size();
+    const std::size_t pairs = s.plan.positions.size();
     const std::size_t lo = pairs * id / nw, hi = pairs * (id + 1) / nw;
     std::vector<kernel::RemoteCopy> engine_copies;
     for (std::size_t i = lo; i < hi; ++i) {
-      const std::int64_t pos = s.positions[i];
+      const std::int64_t pos = s.plan.positions[i];
       if (pos < 0) continue;
       const int e = in.expert_ids[i], dst = e / L;
       const int t = static_cast<int>(i / c.topk), k = static_cast<int>(i % c.topk);
@@ -202,8 +131,8 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
       for (int e = 0; e < L; ++e) {
         std::int32_t expert_total = 0;
         for (int src = 0; src < P; ++src) {
-          running += s.count(src, s.me, e);
-          expert_total += s.count(src, s.me, e);
+          running += s.plan.count(src, s.me, e);
+          expert_total += s.plan.count(src, s.me, e);
           out.ep_recv_count[e * P + src] = running;
         }
         out.expert_token_nums[e] = expert_total;
@@ -232,11 +161,12 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   s.timing.comm_us = comm_us;
   s.timing.rows_received = total_rows;
   std::size_t sent = 0;
-  for (auto p : s.positions) sent += p >= 0;
+  for (auto p : s.plan.positions) sent += p >= 0;
   s.timing.bytes_sent = sent * s.row_bytes;
   for (std::size_t e = 0; e < by_engine.size(); ++e) {
     if (by_engine[e])
-      engine_bytes += s.row_bytes * s.count(s.me, static_cast<int>(e) / L, static_cast<int>(e) % L);
+      engine_bytes +=
+          s.row_bytes * s.plan.count(s.me, static_cast<int>(e) / L, static_cast<int>(e) % L);
   }
   s.timing.bytes_via_copy_engine = engine_bytes;
   return total_rows;

@@ -85,6 +85,8 @@ class MoeContext {
   int my_pe() const;
   std::size_t recv_capacity() const;
   const OpTiming& last_timing() const;
+  // Symmetric heap bytes a context of this config takes on each of n_pes PEs.
+  static std::size_t window_bytes(const MoeConfig& config, int n_pes);
 
   struct State;
   State& state() { return *state_; }

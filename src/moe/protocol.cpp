@@ -22,18 +22,61 @@ void FlagArray::wait(int src, std::uint64_t generation, const std::string& what)
                     });
 }
 
+namespace {
+constexpr std::size_t round64(std::size_t v) {
+  return (v + 63) / 64 * 64;
+}
+std::size_t header_stride(int n_pes, int experts_per_pe) {
+  return round64(sizeof(CallHeader) +
+                 sizeof(std::int32_t) * static_cast<std::size_t>(n_pes) * experts_per_pe);
+}
+}  // namespace
+
+HeaderExchange::HeaderExchange(std::byte* base, int n_pes, int experts_per_pe)
+    : stride_(header_stride(n_pes, experts_per_pe)), n_(n_pes) {
+  const std::size_t flags = round64(FlagArray::bytes(n_pes));
+  const std::size_t rows = stride_ * static_cast<std::size_t>(n_pes);
+  for (int p = 0; p < 2; ++p) {
+    flags_[p] = FlagArray(base + p * flags, n_pes);
+    rows_[p] = base + 2 * flags + p * rows;
+  }
+}
+
+std::size_t HeaderExchange::bytes(int n_pes, int experts_per_pe) {
+  return 2 * round64(FlagArray::bytes(n_pes)) +
+         2 * header_stride(n_pes, experts_per_pe) * static_cast<std::size_t>(n_pes);
+}
+
+std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
+                                                        const std::string& what) const {
+  const int p = parity(g);
+  CallHeader* my_row = header(p, me);
+  for (int pe = 0; pe < n_; ++pe) {
+    if (pe != me) shmem_putmem(my_row, my_row, stride_, pe);
+  }
+  shmem_fence();
+  for (int pe = 0; pe < n_; ++pe) flags_[p].raise(pe, me, g);
+  std::vector<const CallHeader*> headers(n_);
+  for (int src = 0; src < n_; ++src) {
+    flags_[p].wait(src, g, what);
+    headers[src] = header(p, src);
+  }
+  return headers;
+}
+
 std::string first_call_error(const char* op, const std::vector<const CallHeader*>& headers,
                              int my_pe, int n_experts, int max_bs) {
   const CallHeader& mine = *headers[my_pe];
   for (std::size_t pe = 0; pe < headers.size(); ++pe) {
     const CallHeader& h = *headers[pe];
     if (h.hidden != mine.hidden || h.topk != mine.topk || h.experts_per_pe != mine.experts_per_pe ||
-        h.dtype != mine.dtype) {
+        h.dtype != mine.dtype || h.ffn != mine.ffn) {
       return fmt::format(
           "{}: PEs disagree on the parameters: PE {} called with hidden={} topk={} "
-          "experts_per_pe={} dtype={}, PE {} with hidden={} topk={} experts_per_pe={} dtype={}",
-          op, pe, h.hidden, h.topk, h.experts_per_pe, h.dtype, my_pe, mine.hidden, mine.topk,
-          mine.experts_per_pe, mine.dtype);
+          "experts_per_pe={} dtype={} ffn={}, PE {} with hidden={} topk={} experts_per_pe={} "
+          "dtype={} ffn={}",
+          op, pe, h.hidden, h.topk, h.experts_per_pe, h.dtype, h.ffn, my_pe, mine.hidden, mine.topk,
+          mine.experts_per_pe, mine.dtype, mine.ffn);
     }
   }
   for (std::size_t pe = 0; pe < headers.size(); ++pe) {
@@ -54,6 +97,8 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
         return fmt::format("{}: PE {}: required tensor '{}' is null", op, pe,
                            i[0] == 0   ? "x"
                            : i[0] == 1 ? "expert_ids"
+                           : i[0] == 3 ? "routing_weights"
+                           : i[0] == 4 ? "y"
                                        : "outputs");
       default:
         return fmt::format("{}: PE {} reported error code {}", op, pe, h.error);

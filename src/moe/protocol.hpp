@@ -15,6 +15,20 @@
 
 namespace shmoe::moe {
 
+// Lays out a symmetric window part by part, each part cache-line aligned.
+class WindowLayout {
+ public:
+  std::size_t take(std::size_t bytes) {
+    const std::size_t at = total_;
+    total_ += (bytes + 63) / 64 * 64;
+    return at;
+  }
+  std::size_t total() const { return total_; }
+
+ private:
+  std::size_t total_ = 0;
+};
+
 // One 64-bit flag per source PE, each on its own cache line, inside the symmetric window.
 class FlagArray {
  public:
@@ -37,6 +51,14 @@ class FlagArray {
   int n_ = 0;
 };
 
+// One dispatched row's side-band: where it came from and its routing weight.
+struct RowMeta {
+  std::int32_t src_pe;
+  std::int32_t token;
+  std::int32_t slot;
+  float scale;
+};
+
 // The header every PE sends every PE at the start of dispatch: what it will send where, the
 // parameters it was called with, and any error it found in its inputs.
 struct CallHeader {
@@ -44,7 +66,8 @@ struct CallHeader {
   std::int32_t error_index[3] = {0, 0, 0};
   std::int32_t hidden = 0, topk = 0, experts_per_pe = 0, dtype = 0;
   std::int32_t bs = 0;
-  std::int32_t reserved[7] = {};
+  std::int32_t ffn = 0;  // MegaMoE's ffn_dim; 0 for dispatch
+  std::int32_t reserved[6] = {};
   // followed by n_pes * experts_per_pe int32 counts: rows for (destination PE, local expert)
 };
 static_assert(sizeof(CallHeader) == 64);
@@ -54,6 +77,35 @@ enum InputError : std::int32_t {
   kExpertOutOfRange = 1,  // index = (token, slot, value)
   kBsTooLarge = 2,        // index = (bs, max_bs)
   kBadPointer = 3,        // index = (which)
+};
+
+// The header exchange that starts a call: two parities of header rows (call g uses parity g % 2,
+// so a PE that starts call g+1 never overwrites a header a slower PE still reads for call g) and
+// their flags, inside the caller's symmetric window.
+class HeaderExchange {
+ public:
+  HeaderExchange() = default;
+  // `base` points at bytes(n_pes, experts_per_pe) bytes of the symmetric window.
+  HeaderExchange(std::byte* base, int n_pes, int experts_per_pe);
+  static std::size_t bytes(int n_pes, int experts_per_pe);
+
+  // My header row of call g, to fill in before exchange(); its counts are [dst * L + expert].
+  CallHeader* mine(std::uint64_t g, int me) const { return header(parity(g), me); }
+  std::int32_t* counts(std::uint64_t g, int src) const {
+    return reinterpret_cast<std::int32_t*>(header(parity(g), src) + 1);
+  }
+  // Puts my filled-in header to every PE, then waits for everyone's; returns them by source PE.
+  std::vector<const CallHeader*> exchange(std::uint64_t g, int me, const std::string& what) const;
+
+ private:
+  static int parity(std::uint64_t g) { return static_cast<int>(g % 2); }
+  CallHeader* header(int parity, int src) const {
+    return reinterpret_cast<CallHeader*>(rows_[parity] + static_cast<std::size_t>(src) * stride_);
+  }
+  std::byte* rows_[2] = {};
+  FlagArray flags_[2];
+  std::size_t stride_ = 0;  // one header and its counts, cache-line rounded
+  int n_ = 0;
 };
 
 // Turns the headers of all PEs into the first error, if any (the same text on every PE).

@@ -18,19 +18,6 @@ namespace {
 
 using moe::DType;
 
-std::uint64_t agree_on_seed(std::uint64_t requested) {
-  auto* slot = static_cast<std::uint64_t*>(shmem_calloc(1, sizeof(std::uint64_t)));
-  if (shmem_my_pe() == 0) {
-    std::uint64_t seed = requested;
-    if (seed == 0) seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-    for (int pe = 0; pe < shmem_n_pes(); ++pe) shmem_uint64_p(slot, seed, pe);
-  }
-  shmem_barrier_all();
-  std::uint64_t seed = *slot;
-  shmem_free(slot);
-  return seed;
-}
-
 // Buffers of one PE for one case, sized for the context.
 struct Buffers {
   std::vector<std::byte> expand_x, expert_out, x_out;
@@ -291,6 +278,19 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
 }
 
 }  // namespace
+
+std::uint64_t agree_on_seed(std::uint64_t requested) {
+  auto* slot = static_cast<std::uint64_t*>(shmem_calloc(1, sizeof(std::uint64_t)));
+  if (shmem_my_pe() == 0) {
+    std::uint64_t seed = requested;
+    if (seed == 0) seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+    for (int pe = 0; pe < shmem_n_pes(); ++pe) shmem_uint64_p(slot, seed, pe);
+  }
+  shmem_barrier_all();
+  std::uint64_t seed = *slot;
+  shmem_free(slot);
+  return seed;
+}
 
 std::size_t symmetric_bytes_needed(const MoeRunOptions& o) {
   std::size_t most = 0;

@@ -4,28 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "random_stream.hpp"
+
 namespace shmoe::tools {
 namespace {
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// A reproducible stream per (seed, pe, purpose).
-class Stream {
- public:
-  Stream(std::uint64_t seed, int pe, int purpose)
-      : state_(mix(seed ^ mix((std::uint64_t(pe) << 8) | std::uint64_t(purpose)))) {}
-  std::uint64_t next() { return state_ = mix(state_); }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-
- private:
-  std::uint64_t state_;
-};
 
 int pick_expert(Stream& r, const MoeRunOptions& o, int experts,
                 const std::vector<double>& zipf_cdf) {

@@ -1,0 +1,71 @@
+// The expert's feed-forward network on MX FP8 rows, step by step: quantize tokens, GEMM1
+// (model_dim -> ffn_dim), SwiGLU and re-quantize, GEMM2 (ffn_dim/2 -> model_dim). Every rounding
+// of the MegaMoE layer happens here, and both the fused operator and the unfused chain call these
+// functions on the same row tiles, which is what makes their outputs bitwise identical.
+//
+// SwiGLU convention: GEMM1's output row h has ffn_dim elements; the first half is the gate, the
+// second the up projection: act[j] = silu(h[j]) * h[ffn_dim/2 + j], silu(z) = z / (1 + e^-z).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "numeric/fp8.hpp"
+#include "numeric/mx.hpp"
+
+namespace shmoe::moe {
+
+// A row of n elements in MX FP8: n codes, then one E8M0 scale per 32 elements, padded so that
+// rows stay 16-byte aligned (and can travel as int32 elements).
+struct MxRow {
+  int elems = 0;
+  std::size_t scales_offset() const { return static_cast<std::size_t>(elems); }
+  std::size_t bytes() const {
+    return (static_cast<std::size_t>(elems) + numeric::mx_num_blocks(elems) + 15) / 16 * 16;
+  }
+};
+
+struct ExpertFfnShape {
+  int model_dim = 0;  // D
+  int ffn_dim = 0;    // F, even
+  numeric::Fp8Format format = numeric::Fp8Format::kE4M3;
+  MxRow token_row() const { return {model_dim}; }
+  MxRow act_row() const { return {ffn_dim / 2}; }
+};
+
+// One expert's weights, in the form the GEMMs run fastest on here: dequantized once to fp32
+// (OpenBLAS has no FP8 kernels; dequantizing per call would redo D x F work per wave).
+struct ExpertWeights {
+  std::vector<float> w1;  // [F, D]
+  std::vector<float> w2;  // [D, F/2]
+};
+
+// Dequantizes MX FP8 weights given as rows along the reduction dimension: w1 [F] rows of D
+// elements, w2 [D] rows of F/2 elements, each in MxRow layout.
+ExpertWeights dequantize_expert(const ExpertFfnShape& s, const std::uint8_t* w1_rows,
+                                const std::uint8_t* w2_rows);
+
+// Row-wise MX quantization of BF16 tokens into token_row() rows, `stride` bytes apart.
+void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,
+                     std::byte* out, std::size_t stride);
+
+// Per-thread scratch for the dequantized tiles the GEMMs read.
+struct FfnScratch {
+  std::vector<float> a;
+};
+
+// h[n][F] = dequant(rows) . w1^T; rows are token_row() rows `stride` bytes apart.
+void gemm1_tile(const ExpertFfnShape& s, const ExpertWeights& w, const std::byte* rows,
+                std::size_t stride, int n, float* h, FfnScratch& scratch);
+// Rows [first, last) of h -> act_row() rows of act (contiguous, act_row().bytes() apart).
+void swiglu_quantize(const ExpertFfnShape& s, const float* h, int first, int last, std::byte* act);
+// out[n][D] (BF16) = dequant(act) . w2^T.
+void gemm2_tile(const ExpertFfnShape& s, const ExpertWeights& w, const std::byte* act, int n,
+                std::uint16_t* out, FfnScratch& scratch);
+
+// Limits OpenBLAS to the calling thread: the workers are the parallelism, and a single-threaded
+// GEMM gives the same bits whoever calls it.
+void use_single_threaded_blas();
+
+}  // namespace shmoe::moe

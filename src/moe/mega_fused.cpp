@@ -1,0 +1,312 @@
+// The fused MegaMoE operator: one launch of M matrix and 2M vector workers per PE.
+//
+// Call g, in order of what each worker kind does:
+//  vector 0   header: routing counts, parameters and input errors to every PE (HeaderExchange),
+//             then the plan (where each of this PE's rows lands) and this PE's waves.
+//  vectors    quantize this PE's tokens (MX FP8, one E8M0 scale per 32 elements), then push each
+//             (token, slot) row into its place in the destination's window; after a batch of
+//             rows, a fence and one atomic add per touched wave to that wave's arrival counter.
+//  matrix m   for its waves j = m, m + M, ...: wait until the wave's rows have all arrived, run
+//             GEMM1 into hand-over slot j % 2, then GEMM2 on the previous wave once the vector
+//             workers have applied SwiGLU to it: GEMM1 of wave j overlaps SwiGLU of wave j - 1,
+//             and GEMM2 of wave j - 1 overlaps the write-back of wave j - 2.
+//  vectors    (worker 2m + h takes half h of matrix m's tiles) SwiGLU and re-quantize, then write
+//             each output row straight into its source PE's combine window at (token, slot).
+//  vector 0   after all have quieted: combine-done g to every PE, and wait for everyone's.
+//  vectors    reduce this PE's tokens: top-k rows weighted, fp32, increasing slot -> BF16.
+//
+// Nothing is reset between calls: flags carry the generation and arrival counters only grow (this
+// PE remembers what each counter held when its wave last completed). A PE's rows for call g + 1
+// are written only after every PE's header of g + 1 arrived, i.e. after every PE finished call g.
+#include <fmt/format.h>
+#include <shmem.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "common/backoff.hpp"
+#include "moe/combine_reduce.hpp"
+#include "moe/mega_state.hpp"
+
+namespace shmoe::moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void wait_at_least(const std::atomic<std::uint64_t>& counter, std::uint64_t target,
+                   const char* what, int wave) {
+  shmoe::wait_until([&] { return counter.load(std::memory_order_acquire) >= target; },
+                    [&] {
+                      return fmt::format(
+                          "MegaMoE {} of local wave {}: counter at {}, waiting for {}", what, wave,
+                          counter.load(), target);
+                    });
+}
+
+// Uses of slot j % 2 up to and including the worker's j-th wave.
+std::uint64_t uses(std::size_t j) {
+  return j / 2 + 1;
+}
+
+class FusedCall {
+ public:
+  FusedCall(MegaMoe::State& s, const MegaMoeArgs& in, std::uint64_t g) : s_(s), in_(in), g_(g) {}
+
+  void operator()(kernel::KernelContext& w) {
+    if (w.kind() == kernel::WorkerKind::kVector) {
+      if (w.kind_id() == 0) plan();
+      quantize_my_tokens(w);
+    }
+    w.barrier();
+    if (!s_.error.empty()) return;
+    if (w.kind() == kernel::WorkerKind::kMatrix) {
+      matrix_pipeline(w);
+    } else {
+      push_rows(w);
+      vector_pipeline(w);
+      shmem_quiet();
+    }
+    w.barrier();
+    const bool vector = w.kind() == kernel::WorkerKind::kVector;
+    if (vector && w.kind_id() == 0) finish_combine(w);
+    w.barrier();
+    if (vector) reduce(w);
+  }
+
+ private:
+  const MegaMoeConfig& cfg() const { return s_.cfg; }
+
+  void plan() {
+    auto scope = s_.trace.scope(s_.cfg.workers.matrix, "header+plan");
+    const int L = cfg().experts_per_pe;
+    *s_.headers.mine(g_, s_.me) = mega_header(s_, in_, s_.headers.counts(g_, s_.me));
+    const auto headers = s_.headers.exchange(g_, s_.me, "MegaMoE header");
+    s_.error = first_call_error("MegaMoE", headers, s_.me, s_.experts(), cfg().tokens);
+    if (!s_.error.empty()) return;
+    s_.error =
+        plan_routes(s_.headers, g_, s_.me, s_.n_pes, L, in_.expert_ids, in_.tokens, cfg().topk,
+                    s_.recv_cap, "MegaMoE", "max_received_tokens (MAX_RECEIVED_TOKENS)", s_.plan);
+    if (!s_.error.empty()) return;
+    std::vector<std::int64_t> rows(L);
+    for (int e = 0; e < L; ++e) rows[e] = s_.plan.expert_rows(s_.me, e);
+    s_.waves = cut_waves(rows, cfg().wave_rows);
+    for (int e = 0; e < L; ++e) in_.expert_token_counts[e] = static_cast<std::int32_t>(rows[e]);
+    // Where each destination's expert blocks start, and their first wave, to address the
+    // arrival counters there.
+    const int P = s_.n_pes;
+    block_start_.assign(static_cast<std::size_t>(P) * L, 0);
+    block_wave_.assign(static_cast<std::size_t>(P) * L, 0);
+    for (int dst = 0; dst < P; ++dst) {
+      std::int64_t start = 0, wave = 0;
+      for (int e = 0; e < L; ++e) {
+        block_start_[dst * L + e] = start;
+        block_wave_[dst * L + e] = wave;
+        const std::int64_t n = s_.plan.expert_rows(dst, e);
+        start += n;
+        wave += (n + cfg().wave_rows - 1) / cfg().wave_rows;
+      }
+    }
+  }
+
+  std::pair<std::size_t, std::size_t> my_tokens(const kernel::KernelContext& w) const {
+    const auto T = static_cast<std::size_t>(in_.tokens);
+    const auto id = static_cast<std::size_t>(w.kind_id()),
+               n = static_cast<std::size_t>(w.kind_count());
+    return {T * id / n, T * (id + 1) / n};
+  }
+
+  void quantize_my_tokens(const kernel::KernelContext& w) {
+    auto scope = s_.trace.scope(w.worker_id(), "quantize");
+    const auto [t0, t1] = my_tokens(w);
+    const std::size_t stride = s_.shape.token_row().bytes();
+    quantize_tokens(s_.shape, in_.x + t0 * cfg().model_dim, t1 - t0,
+                    s_.my_rows.data() + t0 * stride, stride);
+  }
+
+  // Rows of this worker's tokens to their destinations; arrival counts go out after each batch
+  // of rows, behind a fence, so a counter never runs ahead of its rows.
+  void push_rows(const kernel::KernelContext& w) {
+    auto scope = s_.trace.scope(w.worker_id(), "dispatch");
+    const int L = cfg().experts_per_pe, k = cfg().topk, W = cfg().wave_rows;
+    const std::size_t stride = s_.shape.token_row().bytes();
+    const auto [t0, t1] = my_tokens(w);
+    struct Arrival {
+      int dst;
+      std::int64_t wave;
+      std::uint64_t rows;
+    };
+    std::vector<Arrival> pending;
+    auto flush = [&] {
+      if (pending.empty()) return;
+      shmem_fence();
+      for (const auto& a : pending)
+        shmem_uint64_atomic_add(s_.arrivals(static_cast<std::size_t>(a.wave)), a.rows, a.dst);
+      pending.clear();
+    };
+    constexpr int kBatch = 16;
+    int batch = 0;
+    for (std::size_t t = t0; t < t1; ++t) {
+      for (int slot = 0; slot < k; ++slot) {
+        const std::size_t i = t * k + slot;
+        const std::int64_t pos = s_.plan.positions[i];
+        if (pos < 0) continue;
+        const int e = in_.expert_ids[i], dst = e / L;
+        shmem_putmem(s_.recv_rows + static_cast<std::size_t>(pos) * stride,
+                     s_.my_rows.data() + t * stride, stride, dst);
+        const RowMeta meta{s_.me, static_cast<std::int32_t>(t), slot, 1.0f};
+        shmem_putmem(&s_.recv_meta[pos], &meta, sizeof meta, dst);
+        const std::int64_t wave = block_wave_[e] + (pos - block_start_[e]) / W;
+        if (!pending.empty() && pending.back().dst == dst && pending.back().wave == wave) {
+          ++pending.back().rows;
+        } else {
+          pending.push_back({dst, wave, 1});
+        }
+        if (++batch == kBatch) {
+          flush();
+          batch = 0;
+        }
+      }
+    }
+    flush();
+  }
+
+  std::vector<std::size_t> waves_of_matrix(int m) const {
+    std::vector<std::size_t> mine;
+    for (std::size_t v = static_cast<std::size_t>(m); v < s_.waves.size();
+         v += static_cast<std::size_t>(cfg().workers.matrix))
+      mine.push_back(v);
+    return mine;
+  }
+
+  void matrix_pipeline(const kernel::KernelContext& w) {
+    TileSlots& t = *s_.slots[w.kind_id()];
+    const auto mine = waves_of_matrix(w.kind_id());
+    const std::size_t stride = s_.shape.token_row().bytes();
+    FfnScratch scratch;
+    auto gemm2 = [&](std::size_t j) {
+      const Wave& wave = s_.waves[mine[j]];
+      const int p = static_cast<int>(j % 2);
+      wait_at_least(t.act_full[p], 2 * uses(j), "SwiGLU", static_cast<int>(mine[j]));
+      if (j >= 2)
+        wait_at_least(t.out_free[p], 2 * uses(j - 2), "write-back", static_cast<int>(mine[j]));
+      auto scope = s_.trace.scope(w.worker_id(), "gemm2", static_cast<int>(mine[j]));
+      gemm2_tile(s_.shape, s_.weights[wave.expert], t.act[p].data(), wave.rows, t.out[p].data(),
+                 scratch);
+      t.out_full[p].store(uses(j), std::memory_order_release);
+    };
+    for (std::size_t j = 0; j < mine.size(); ++j) {
+      const std::size_t v = mine[j];
+      const Wave& wave = s_.waves[v];
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "wait rows", static_cast<int>(v));
+        std::atomic_ref<std::uint64_t> arrived(*s_.arrivals(v));
+        const std::uint64_t target = s_.arrivals_seen[v] + static_cast<std::uint64_t>(wave.rows);
+        shmoe::wait_until(
+            [&] { return arrived.load(std::memory_order_acquire) >= target; },
+            [&] {
+              return fmt::format(
+                  "MegaMoE #{} wave {} (local expert {}, rows {}..{}): {} of {} rows arrived", g_,
+                  v, wave.expert, wave.row0, wave.row0 + wave.rows - 1,
+                  arrived.load() - s_.arrivals_seen[v], wave.rows);
+            });
+        s_.arrivals_seen[v] = target;
+      }
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "gemm1", static_cast<int>(v));
+        const int p = static_cast<int>(j % 2);
+        gemm1_tile(s_.shape, s_.weights[wave.expert],
+                   s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
+                   t.h[p].data(), scratch);
+        t.h_full[p].store(uses(j), std::memory_order_release);
+      }
+      if (j >= 1) gemm2(j - 1);
+    }
+    if (!mine.empty()) gemm2(mine.size() - 1);
+  }
+
+  void vector_pipeline(const kernel::KernelContext& w) {
+    const int v = w.kind_id(), m = v / 2, half = v % 2;
+    if (m >= cfg().workers.matrix) return;
+    TileSlots& t = *s_.slots[m];
+    const auto mine = waves_of_matrix(m);
+    auto halves = [&](const Wave& wave) {
+      const int mid = wave.rows / 2;
+      return half == 0 ? std::pair{0, mid} : std::pair{mid, wave.rows};
+    };
+    auto write_back = [&](std::size_t j) {
+      const Wave& wave = s_.waves[mine[j]];
+      const int p = static_cast<int>(j % 2);
+      wait_at_least(t.out_full[p], uses(j), "GEMM2", static_cast<int>(mine[j]));
+      auto scope = s_.trace.scope(w.worker_id(), "write-back", static_cast<int>(mine[j]));
+      const auto [r0, r1] = halves(wave);
+      const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
+      for (int r = r0; r < r1; ++r) {
+        const RowMeta& meta = s_.recv_meta[wave.row0 + r];
+        const std::size_t at = static_cast<std::size_t>(meta.token) * cfg().topk + meta.slot;
+        shmem_putmem(s_.combine_rows + at * row_bytes,
+                     t.out[p].data() + static_cast<std::size_t>(r) * cfg().model_dim, row_bytes,
+                     meta.src_pe);
+      }
+      t.out_free[p].fetch_add(1, std::memory_order_release);
+    };
+    for (std::size_t j = 0; j < mine.size(); ++j) {
+      const Wave& wave = s_.waves[mine[j]];
+      const int p = static_cast<int>(j % 2);
+      wait_at_least(t.h_full[p], uses(j), "GEMM1", static_cast<int>(mine[j]));
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "swiglu", static_cast<int>(mine[j]));
+        const auto [r0, r1] = halves(wave);
+        swiglu_quantize(s_.shape, t.h[p].data(), r0, r1, t.act[p].data());
+      }
+      t.act_full[p].fetch_add(1, std::memory_order_release);
+      if (j >= 1) write_back(j - 1);
+    }
+    if (!mine.empty()) write_back(mine.size() - 1);
+  }
+
+  void finish_combine(const kernel::KernelContext& w) {
+    auto scope = s_.trace.scope(w.worker_id(), "combine wait");
+    shmem_fence();
+    for (int pe = 0; pe < s_.n_pes; ++pe) s_.combine_done.raise(pe, s_.me, g_);
+    for (int src = 0; src < s_.n_pes; ++src) s_.combine_done.wait(src, g_, "MegaMoE combine");
+  }
+
+  void reduce(const kernel::KernelContext& w) {
+    auto scope = s_.trace.scope(w.worker_id(), "reduce");
+    const auto [t0, t1] = my_tokens(w);
+    const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
+    reduce_weighted_rows({DType::kBFloat16, cfg().model_dim, cfg().topk, s_.combine_rows, row_bytes,
+                          in_.expert_ids, in_.routing_weights, in_.y},
+                         t0, t1);
+  }
+
+  MegaMoe::State& s_;
+  const MegaMoeArgs& in_;
+  const std::uint64_t g_;
+  std::vector<std::int64_t> block_start_, block_wave_;  // [dst * L + expert]
+};
+
+}  // namespace
+
+void MegaMoe::run(const MegaMoeArgs& args) {
+  State& s = *state_;
+  const std::uint64_t g = ++s.generation;
+  s.error.clear();
+  // The hand-over counters count from zero in every call.
+  for (auto& t : s.slots) {
+    for (int p = 0; p < 2; ++p) {
+      t->h_full[p] = 0;
+      t->act_full[p] = 0;
+      t->out_full[p] = 0;
+      t->out_free[p] = 0;
+    }
+  }
+  FusedCall call(s, args, g);
+  s.trace.start(s.cfg.workers.total());
+  const auto t0 = Clock::now();
+  s.pool->launch(s.cfg.workers, [&](kernel::KernelContext& w) { call(w); });
+  s.kernel_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  if (!s.error.empty()) throw MoeError(s.error);
+}
+
+}  // namespace shmoe::moe

@@ -1,0 +1,80 @@
+// MegaMoE: a whole MoE layer as one operator launch on each PE. Route, dispatch, FP8 (MX)
+// quantization, GEMM1, SwiGLU, GEMM2 and combine run on the PE's worker pool without returning
+// to the host: matrix workers run the GEMMs, vector workers quantize, move rows, apply SwiGLU and
+// combine, and the stages overlap wave by wave.
+//
+// The same layer is also available as the unfused chain (separate steps with a barrier between
+// each, using dispatch_classic and combine_classic); both give bitwise-identical outputs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernel/stage_trace.hpp"
+#include "kernel/worker_pool.hpp"
+#include "moe/expert_ffn.hpp"
+#include "moe/moe.hpp"
+
+namespace shmoe::moe {
+
+struct MegaMoeConfig {
+  int tokens = 0;  // T: the most tokens any call passes on any PE
+  int model_dim = 0;
+  int ffn_dim = 0;  // even: GEMM1's output is split in two halves for SwiGLU
+  int topk = 1;
+  int experts_per_pe = 1;  // L; expert e lives on PE e / L
+  numeric::Fp8Format format = numeric::Fp8Format::kE4M3;
+  // Rows (token copies) a PE can receive in one call; 0: n_pes * tokens * topk (never overflows).
+  std::size_t max_received_tokens = 0;
+  // {0, 0}: 1 matrix and 2 vector workers. Otherwise vector must be 2 * matrix.
+  kernel::WorkerCounts workers{0, 0};
+  int wave_rows = 32;  // rows per GEMM tile and per readiness counter
+};
+
+// This PE's L local experts in MX FP8, rows along the reduction dimension (ExpertFfnShape):
+// w1[e] is ffn_dim rows of MxRow{model_dim}, w2[e] is model_dim rows of MxRow{ffn_dim / 2}.
+struct MegaMoeWeights {
+  std::vector<const std::uint8_t*> w1, w2;
+};
+
+struct MegaMoeArgs {
+  const std::uint16_t* x = nullptr;          // [tokens, model_dim] BF16
+  const std::int32_t* expert_ids = nullptr;  // [tokens, topk]; -1 = no expert
+  const float* routing_weights = nullptr;    // [tokens, topk]
+  int tokens = 0;
+  std::uint16_t* y = nullptr;                   // [tokens, model_dim] BF16, written
+  std::int32_t* expert_token_counts = nullptr;  // [experts_per_pe], written: rows received
+};
+
+class MegaMoe {
+ public:
+  MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights);  // collective
+  ~MegaMoe();                                                           // collective
+  MegaMoe(const MegaMoe&) = delete;
+  MegaMoe& operator=(const MegaMoe&) = delete;
+
+  // Collective. A refused call (bad input anywhere, PEs that disagree on the parameters, a PE
+  // that would receive more than max_received_tokens) throws MoeError on every PE.
+  void run(const MegaMoeArgs& args);
+  void run_unfused(const MegaMoeArgs& args);
+
+  const MegaMoeConfig& config() const;
+  // Microseconds of the last call's operator launches (kernel time, without argument checks).
+  double last_kernel_us() const;
+  // Records every worker's stages of the following calls (fused only).
+  void set_tracing(bool on);
+  std::vector<kernel::StageEvent> last_trace() const;
+
+  // Symmetric heap bytes each PE needs for this config: the fused operator's window, and with
+  // `unfused` also the windows of the dispatch and combine operators the unfused chain uses.
+  static std::size_t symmetric_bytes(const MegaMoeConfig& config, int n_pes, bool unfused);
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace shmoe::moe

@@ -1,0 +1,90 @@
+// The inside of a MegaMoe: its symmetric window, the expert weights, the wave plan of a call and
+// the hand-over slots between matrix and vector workers.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "moe/mega_moe.hpp"
+#include "moe/protocol.hpp"
+#include "moe/route_plan.hpp"
+
+namespace shmoe::moe {
+
+// A tile of rows of one local expert: GEMM tiles and readiness counters both follow waves, and
+// the fused operator and the unfused chain cut the same waves (identical GEMM shapes, so
+// identical bits).
+struct Wave {
+  int expert = 0;
+  std::int64_t row0 = 0;  // in the received-row layout (by expert, then source, then token)
+  int rows = 0;
+};
+
+// Cuts each local expert's rows [start, start + rows) into waves of `wave_rows`.
+std::vector<Wave> cut_waves(const std::vector<std::int64_t>& rows_per_expert, int wave_rows);
+
+// Hand-over between a matrix worker and its two vector workers, for two tiles in flight
+// (ping-pong): slot s carries the worker's waves j with j % 2 == s. Each counter counts uses of
+// its slot (the matrix worker's counters) or halves done (the vector workers' counters, +1 each).
+struct alignas(64) TileSlots {
+  std::atomic<std::uint64_t> h_full[2] = {0, 0};    // GEMM1 output ready
+  std::atomic<std::uint64_t> act_full[2] = {0, 0};  // SwiGLU halves done
+  std::atomic<std::uint64_t> out_full[2] = {0, 0};  // GEMM2 output ready
+  std::atomic<std::uint64_t> out_free[2] = {0, 0};  // write-back halves done
+  std::vector<float> h[2];                          // [wave_rows][F]
+  std::vector<std::byte> act[2];                    // [wave_rows][act_row bytes]
+  std::vector<std::uint16_t> out[2];                // [wave_rows][D] BF16
+};
+
+struct MegaMoe::State {
+  MegaMoeConfig cfg;
+  ExpertFfnShape shape;
+  int n_pes = 0, me = 0;
+  std::size_t recv_cap = 0, max_waves = 0;
+  std::vector<ExpertWeights> weights;  // [L]
+
+  // Symmetric window (one shmem_calloc).
+  std::byte* window = nullptr;
+  HeaderExchange headers;
+  FlagArray combine_done;
+  std::uint64_t* wave_arrivals = nullptr;  // [max_waves], 64 bytes apart: rows arrived, cumulative
+  std::byte* recv_rows = nullptr;          // [recv_cap][token_row bytes]
+  RowMeta* recv_meta = nullptr;            // [recv_cap]
+  std::byte* combine_rows = nullptr;       // [tokens * topk][model_dim] BF16
+  std::uint64_t generation = 0;
+  // What wave_arrivals[w] held when wave w was last complete (this PE alone reads its counters).
+  std::vector<std::uint64_t> arrivals_seen;
+
+  std::unique_ptr<kernel::WorkerPool> pool;
+  std::vector<std::byte> my_rows;  // this PE's tokens, quantized: [tokens][token_row bytes]
+  std::vector<std::unique_ptr<TileSlots>> slots;  // per matrix worker
+  kernel::StageTrace trace;
+  double kernel_us = 0;
+
+  // The unfused chain's operators, made on its first call, and its intermediate tensors (kept
+  // from call to call: only their first call allocates).
+  std::unique_ptr<MoeContext> dispatch_ctx, combine_ctx;
+  struct Unfused {
+    std::vector<std::byte> rows, act;
+    std::vector<std::int32_t> assist, recv_count, expert_nums;
+    std::vector<float> h;
+    std::vector<std::uint16_t> out;
+  } unfused;
+
+  // Per call, filled by vector worker 0 before a worker barrier.
+  RoutePlan plan;
+  std::vector<Wave> waves;
+  std::string error;
+
+  std::uint64_t* arrivals(std::size_t wave) const {
+    return wave_arrivals + wave * (64 / sizeof(std::uint64_t));
+  }
+  int experts() const { return n_pes * cfg.experts_per_pe; }
+};
+
+// The call header of a MegaMoE call: parameters, routing counts and input errors.
+CallHeader mega_header(const MegaMoe::State& s, const MegaMoeArgs& in, std::int32_t* counts);
+
+}  // namespace shmoe::moe

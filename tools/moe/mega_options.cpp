@@ -1,0 +1,104 @@
+#include "mega_options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+namespace shmoe::tools {
+
+int parse_mega_options(int argc, char** argv, MegaOptions& o) {
+  CLI::App app{
+      "shmoe-moe mega: run the fused MegaMoE layer (dispatch, FP8 quantization, GEMM1, SwiGLU, "
+      "GEMM2, combine) on N PEs of this machine, verify it and time it"};
+  app.set_help_flag("--help", "print this help");
+  std::string mode = "e4m3", routing = "uniform";
+  app.add_option("--pes,-n", o.pes, "number of PEs")
+      ->envname("RANK_SIZE")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--tokens", o.tokens, "tokens per PE")
+      ->envname("TOKEN_COUNT")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--model-dim", o.model_dim)->envname("MODEL_DIM")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--ffn-dim", o.ffn_dim, "even: SwiGLU splits it in two halves")
+      ->envname("FFN_DIM")
+      ->check(CLI::Range(2, 1 << 17));
+  app.add_option("--topk", o.topk)->envname("EXPERTS_PER_TOKEN")->check(CLI::Range(1, 4096));
+  app.add_option("--experts-per-pe", o.experts_per_pe)
+      ->envname("LOCAL_EXPERT_COUNT")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--mode", mode, "e4m3 | e5m2")
+      ->envname("MODE")
+      ->check(CLI::IsMember({"e4m3", "e5m2"}));
+  app.add_option("--max-received-tokens", o.max_received_tokens,
+                 "rows a PE can receive (0: automatic, never overflows)")
+      ->envname("MAX_RECEIVED_TOKENS");
+  app.add_option("--warmup", o.warmup)->envname("WARMUP")->check(CLI::Range(0, 1000000));
+  app.add_option("--loops", o.loops)->envname("LOOP")->check(CLI::Range(1, 1000000));
+  auto* aic = app.add_option("--matrix-workers", o.matrix_workers, "matrix workers (AIC)")
+                  ->envname("AIC_NUM")
+                  ->check(CLI::Range(1, 64));
+  auto* aiv = app.add_option("--vector-workers", o.vector_workers, "vector workers (AIV)")
+                  ->envname("AIV_NUM")
+                  ->check(CLI::Range(1, 128));
+  app.add_option("--wave-rows", o.wave_rows, "rows per GEMM tile")->check(CLI::Range(1, 4096));
+  app.add_flag("--unfused", o.unfused, "time the unfused chain instead of the fused operator");
+  app.add_flag("--compare", o.compare,
+               "also run the unfused chain on every verified call; outputs must match bitwise");
+  app.add_flag("--perf", o.perf, "time warmup + loops calls and print the perf line");
+  app.add_option("--iterations", o.iterations, "verified back-to-back calls")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--trace", o.trace, "write one fused call's worker timeline (Chrome trace JSON)");
+  app.add_option("--csv", o.csv, "append the perf line to this CSV file");
+  app.add_option("--seed", o.routing.seed, "input seed (default: fresh, printed)");
+  app.add_option("--routing", routing, "uniform | zipf | hot")
+      ->check(CLI::IsMember({"uniform", "zipf", "hot"}));
+  app.add_option("--zipf-s", o.routing.zipf_s)->check(CLI::Range(0.0, 10.0));
+  app.add_option("--drop", o.routing.drop, "probability of a -1 (no expert) entry")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--empty-pes", o.routing.empty_pes, "the last N PEs have no tokens")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--timeout", o.routing.timeout_s, "stop the whole run after this many seconds")
+      ->check(CLI::Range(1.0, 1e6));
+  try {
+    std::vector<std::string> args;
+    for (int i = argc - 1; i >= 2; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  o.mode = mode == "e5m2" ? numeric::Fp8Format::kE5M2 : numeric::Fp8Format::kE4M3;
+  o.routing.routing = routing == "zipf"  ? Routing::kZipf
+                      : routing == "hot" ? Routing::kHot
+                                         : Routing::kUniform;
+  o.routing.pes = o.pes;
+  auto refuse = [](const std::string& why) {
+    std::fprintf(stderr, "shmoe-moe mega: %s\n", why.c_str());
+    return 2;
+  };
+  if (o.ffn_dim % 2 != 0) {
+    return refuse("FFN_DIM (--ffn-dim) = " + std::to_string(o.ffn_dim) +
+                  " is odd; it must be even (SwiGLU splits it in two halves)");
+  }
+  if (o.topk > o.pes * o.experts_per_pe) {
+    return refuse("EXPERTS_PER_TOKEN (--topk) = " + std::to_string(o.topk) +
+                  " is above the expert count " + std::to_string(o.pes * o.experts_per_pe) +
+                  " (RANK_SIZE " + std::to_string(o.pes) + " x LOCAL_EXPERT_COUNT " +
+                  std::to_string(o.experts_per_pe) + ")");
+  }
+  if (aic->count() != aiv->count()) {
+    return refuse(
+        "AIC_NUM/--matrix-workers and AIV_NUM/--vector-workers must be given together "
+        "(or neither: 1 and 2)");
+  }
+  if (aic->count() > 0 && o.vector_workers != 2 * o.matrix_workers) {
+    return refuse(
+        "AIV_NUM (--vector-workers) = " + std::to_string(o.vector_workers) +
+        " must be twice AIC_NUM (--matrix-workers) = " + std::to_string(o.matrix_workers));
+  }
+  if (o.routing.empty_pes > o.pes) {
+    return refuse("--empty-pes=" + std::to_string(o.routing.empty_pes) + " is out of range (0.." +
+                  std::to_string(o.pes) + ")");
+  }
+  return -1;
+}
+
+}  // namespace shmoe::tools

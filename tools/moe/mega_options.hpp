@@ -1,0 +1,34 @@
+// `shmoe-moe mega`: the MegaMoE layer's command line. Every option also reads the reference
+// system's environment name (RANK_SIZE, TOKEN_COUNT, ...); a command-line value wins.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "numeric/fp8.hpp"
+#include "options.hpp"
+
+namespace shmoe::tools {
+
+struct MegaOptions {
+  int pes = 2;
+  int tokens = 16;  // per PE
+  int model_dim = 256, ffn_dim = 512, topk = 2, experts_per_pe = 2;
+  numeric::Fp8Format mode = numeric::Fp8Format::kE4M3;
+  std::size_t max_received_tokens = 0;
+  int warmup = 2, loops = 10;
+  int matrix_workers = 0, vector_workers = 0;
+  int wave_rows = 32;
+  bool unfused = false;  // time the unfused chain instead of the fused operator
+  bool compare = false;  // also run the unfused chain and require bitwise-equal outputs
+  bool perf = false;
+  int iterations = 1;     // verified back-to-back calls, fresh inputs each
+  std::string trace;      // Chrome trace JSON of one fused call
+  std::string csv;        // append the perf line to this CSV
+  MoeRunOptions routing;  // seed, routing, zipf_s, drop, empty_pes, timeout_s
+};
+
+// Parses `shmoe-moe mega ...` (argv[1] is "mega"). Returns an exit code to stop with, or -1.
+int parse_mega_options(int argc, char** argv, MegaOptions& out);
+
+}  // namespace shmoe::tools

@@ -1,0 +1,117 @@
+#include "mega_workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "numeric/half.hpp"
+#include "random_stream.hpp"
+
+namespace shmoe::tools {
+namespace {
+
+// Normal values by Box-Muller. Tokens and weights are normal, as in trained models, rather than
+// uniform: with uniform data about one element in eight of every 32-element block lies in the
+// top eighth of the block's range, where MX E4M3 saturates (448 is not a power of two), and the
+// layer's error is then dominated by saturation rather than rounding.
+double normal(Stream& r) {
+  const double u1 = 1.0 - r.uniform(), u2 = r.uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// Weights ~ N(0, 1/fan_in), so activations keep their scale from layer input to output.
+void fill_rows(Stream& r, int rows, int cols, const moe::MxRow& layout, numeric::Fp8Format f,
+               std::vector<std::uint8_t>& codes, std::vector<float>& dequantized) {
+  const double sigma = std::sqrt(1.0 / cols);
+  codes.assign(static_cast<std::size_t>(rows) * layout.bytes(), 0);
+  dequantized.resize(static_cast<std::size_t>(rows) * cols);
+  std::vector<float> row(cols);
+  for (int i = 0; i < rows; ++i) {
+    for (auto& v : row) v = static_cast<float>(normal(r) * sigma);
+    std::uint8_t* out = codes.data() + static_cast<std::size_t>(i) * layout.bytes();
+    numeric::quantize_mx(row.data(), cols, f, out, out + layout.scales_offset());
+    numeric::dequantize_mx(out, out + layout.scales_offset(), cols, f,
+                           dequantized.data() + static_cast<std::size_t>(i) * cols);
+  }
+}
+
+}  // namespace
+
+GeneratedExpert make_expert(const moe::ExpertFfnShape& shape, std::uint64_t seed, int expert) {
+  GeneratedExpert g;
+  Stream r(seed, expert, 10);
+  fill_rows(r, shape.ffn_dim, shape.model_dim, shape.token_row(), shape.format, g.w1_rows, g.w1);
+  fill_rows(r, shape.model_dim, shape.ffn_dim / 2, shape.act_row(), shape.format, g.w2_rows, g.w2);
+  return g;
+}
+
+MoeCase mega_case(const MegaOptions& o) {
+  return {o.tokens, o.model_dim, o.topk, o.experts_per_pe, moe::DType::kBFloat16};
+}
+
+PeInputs make_mega_inputs(const MegaOptions& o, std::uint64_t seed, int pe, int n_pes) {
+  PeInputs in = make_inputs(o.routing, mega_case(o), seed, pe, n_pes);
+  Stream r(seed, pe, 11);
+  auto* x = reinterpret_cast<std::uint16_t*>(in.x.data());
+  for (std::size_t i = 0; i < in.x.size() / 2; ++i)
+    x[i] = numeric::float_to_bf16(static_cast<float>(normal(r))).bits;
+  return in;
+}
+
+std::vector<std::int32_t> expected_expert_counts(const std::vector<PeInputs>& all,
+                                                 const MegaOptions& o, int me) {
+  std::vector<std::int32_t> counts(o.experts_per_pe, 0);
+  for (const auto& in : all) {
+    for (std::int32_t e : in.expert_ids) {
+      if (e >= 0 && e / o.experts_per_pe == me) ++counts[e % o.experts_per_pe];
+    }
+  }
+  return counts;
+}
+
+std::vector<double> reference_layer(const PeInputs& mine, const MegaOptions& o,
+                                    const std::vector<const GeneratedExpert*>& experts,
+                                    bool replay_fp8) {
+  const int D = o.model_dim, F = o.ffn_dim, half = F / 2;
+  const moe::ExpertFfnShape shape{D, F, o.mode};
+  const moe::MxRow token_row = shape.token_row(), act_row = shape.act_row();
+  std::vector<double> y(static_cast<std::size_t>(mine.bs) * D, 0.0), x(D), h(F), a(half);
+  std::vector<float> xf(D), af(half);
+  std::vector<std::uint8_t> q(std::max(token_row.bytes(), act_row.bytes()));
+  // What the operator's FP8 rounding does to a row of n values (replay_fp8 only).
+  auto round_fp8 = [&](std::vector<double>& v, std::vector<float>& tmp, const moe::MxRow& row) {
+    for (int j = 0; j < row.elems; ++j) tmp[j] = static_cast<float>(v[j]);
+    numeric::quantize_mx(tmp.data(), row.elems, o.mode, q.data(), q.data() + row.scales_offset());
+    numeric::dequantize_mx(q.data(), q.data() + row.scales_offset(), row.elems, o.mode, tmp.data());
+    for (int j = 0; j < row.elems; ++j) v[j] = tmp[j];
+  };
+  for (int t = 0; t < mine.bs; ++t) {
+    const auto* bits =
+        reinterpret_cast<const std::uint16_t*>(mine.x.data()) + static_cast<std::size_t>(t) * D;
+    for (int j = 0; j < D; ++j) x[j] = numeric::bf16_to_float({bits[j]});
+    if (replay_fp8) round_fp8(x, xf, token_row);
+    for (int k = 0; k < o.topk; ++k) {
+      const std::size_t i = static_cast<std::size_t>(t) * o.topk + k;
+      const int e = mine.expert_ids[i];
+      if (e < 0) continue;
+      const GeneratedExpert& w = *experts[e];
+      for (int f = 0; f < F; ++f) {
+        const float* row = w.w1.data() + static_cast<std::size_t>(f) * D;
+        double s = 0;
+        for (int j = 0; j < D; ++j) s += static_cast<double>(row[j]) * x[j];
+        h[f] = s;
+      }
+      for (int j = 0; j < half; ++j) a[j] = h[j] / (1.0 + std::exp(-h[j])) * h[half + j];
+      if (replay_fp8) round_fp8(a, af, act_row);
+      const double weight = mine.scales[i];
+      for (int d = 0; d < D; ++d) {
+        const float* row = w.w2.data() + static_cast<std::size_t>(d) * half;
+        double s = 0;
+        for (int j = 0; j < half; ++j) s += static_cast<double>(row[j]) * a[j];
+        y[static_cast<std::size_t>(t) * D + d] += weight * s;
+      }
+    }
+  }
+  return y;
+}
+
+}  // namespace shmoe::tools

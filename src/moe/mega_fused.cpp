@@ -33,14 +33,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void wait_at_least(const std::atomic<std::uint64_t>& counter, std::uint64_t target,
-                   const char* what, int wave) {
-  shmoe::wait_until([&] { return counter.load(std::memory_order_acquire) >= target; },
-                    [&] {
-                      return fmt::format(
-                          "MegaMoE {} of local wave {}: counter at {}, waiting for {}", what, wave,
-                          counter.load(), target);
-                    });
+// Waits until a hand-over word (see TileSlots) shows `uses` uses of its slot.
+void wait_for_use(std::uint32_t& word, std::uint64_t uses, const char* what, std::size_t wave) {
+  shmoe::WakeWord(&word).wait_for(
+      static_cast<std::uint32_t>(2 * uses), shmoe::wait_policy().spin_iterations,
+      [&] { return fmt::format("MegaMoE: waiting for {} of local wave {}", what, wave); });
+}
+
+void publish_use(std::uint32_t& word, std::uint64_t uses) {
+  shmoe::WakeWord(&word).publish(static_cast<std::uint32_t>(2 * uses));
 }
 
 // Uses of slot j % 2 up to and including the worker's j-th wave.
@@ -186,13 +187,14 @@ class FusedCall {
     auto gemm2 = [&](std::size_t j) {
       const Wave& wave = s_.waves[mine[j]];
       const int p = static_cast<int>(j % 2);
-      wait_at_least(t.act_full[p], 2 * uses(j), "SwiGLU", static_cast<int>(mine[j]));
-      if (j >= 2)
-        wait_at_least(t.out_free[p], 2 * uses(j - 2), "write-back", static_cast<int>(mine[j]));
+      for (int half = 0; half < 2; ++half) {
+        wait_for_use(t.words.act_done[p][half], uses(j), "SwiGLU", mine[j]);
+        if (j >= 2) wait_for_use(t.words.out_free[p][half], uses(j - 2), "write-back", mine[j - 2]);
+      }
       auto scope = s_.trace.scope(w.worker_id(), "gemm2", static_cast<int>(mine[j]));
       gemm2_tile(s_.shape, s_.weights[wave.expert], t.act[p].data(), wave.rows, t.out[p].data(),
                  scratch);
-      t.out_full[p].store(uses(j), std::memory_order_release);
+      publish_use(t.words.out_full[p], uses(j));
     };
     for (std::size_t j = 0; j < mine.size(); ++j) {
       const std::size_t v = mine[j];
@@ -217,7 +219,7 @@ class FusedCall {
         gemm1_tile(s_.shape, s_.weights[wave.expert],
                    s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
                    t.h[p].data(), scratch);
-        t.h_full[p].store(uses(j), std::memory_order_release);
+        publish_use(t.words.h_full[p], uses(j));
       }
       if (j >= 1) gemm2(j - 1);
     }
@@ -236,7 +238,7 @@ class FusedCall {
     auto write_back = [&](std::size_t j) {
       const Wave& wave = s_.waves[mine[j]];
       const int p = static_cast<int>(j % 2);
-      wait_at_least(t.out_full[p], uses(j), "GEMM2", static_cast<int>(mine[j]));
+      wait_for_use(t.words.out_full[p], uses(j), "GEMM2", mine[j]);
       auto scope = s_.trace.scope(w.worker_id(), "write-back", static_cast<int>(mine[j]));
       const auto [r0, r1] = halves(wave);
       const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
@@ -247,18 +249,18 @@ class FusedCall {
                      t.out[p].data() + static_cast<std::size_t>(r) * cfg().model_dim, row_bytes,
                      meta.src_pe);
       }
-      t.out_free[p].fetch_add(1, std::memory_order_release);
+      publish_use(t.words.out_free[p][half], uses(j));
     };
     for (std::size_t j = 0; j < mine.size(); ++j) {
       const Wave& wave = s_.waves[mine[j]];
       const int p = static_cast<int>(j % 2);
-      wait_at_least(t.h_full[p], uses(j), "GEMM1", static_cast<int>(mine[j]));
+      wait_for_use(t.words.h_full[p], uses(j), "GEMM1", mine[j]);
       {
         auto scope = s_.trace.scope(w.worker_id(), "swiglu", static_cast<int>(mine[j]));
         const auto [r0, r1] = halves(wave);
         swiglu_quantize(s_.shape, t.h[p].data(), r0, r1, t.act[p].data());
       }
-      t.act_full[p].fetch_add(1, std::memory_order_release);
+      publish_use(t.words.act_done[p][half], uses(j));
       if (j >= 1) write_back(j - 1);
     }
     if (!mine.empty()) write_back(mine.size() - 1);
@@ -292,15 +294,8 @@ void MegaMoe::run(const MegaMoeArgs& args) {
   State& s = *state_;
   const std::uint64_t g = ++s.generation;
   s.error.clear();
-  // The hand-over counters count from zero in every call.
-  for (auto& t : s.slots) {
-    for (int p = 0; p < 2; ++p) {
-      t->h_full[p] = 0;
-      t->act_full[p] = 0;
-      t->out_full[p] = 0;
-      t->out_free[p] = 0;
-    }
-  }
+  // The hand-over words count from zero in every call (no worker runs between calls).
+  for (auto& t : s.slots) t->words = {};
   FusedCall call(s, args, g);
   s.trace.start(s.cfg.workers.total());
   const auto t0 = Clock::now();

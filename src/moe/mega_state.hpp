@@ -2,7 +2,6 @@
 // the hand-over slots between matrix and vector workers.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,16 +25,21 @@ struct Wave {
 std::vector<Wave> cut_waves(const std::vector<std::int64_t>& rows_per_expert, int wave_rows);
 
 // Hand-over between a matrix worker and its two vector workers, for two tiles in flight
-// (ping-pong): slot s carries the worker's waves j with j % 2 == s. Each counter counts uses of
-// its slot (the matrix worker's counters) or halves done (the vector workers' counters, +1 each).
-struct alignas(64) TileSlots {
-  std::atomic<std::uint64_t> h_full[2] = {0, 0};    // GEMM1 output ready
-  std::atomic<std::uint64_t> act_full[2] = {0, 0};  // SwiGLU halves done
-  std::atomic<std::uint64_t> out_full[2] = {0, 0};  // GEMM2 output ready
-  std::atomic<std::uint64_t> out_free[2] = {0, 0};  // write-back halves done
-  std::vector<float> h[2];                          // [wave_rows][F]
-  std::vector<std::byte> act[2];                    // [wave_rows][act_row bytes]
-  std::vector<std::uint16_t> out[2];                // [wave_rows][D] BF16
+// (ping-pong): slot p carries the worker's waves j with j % 2 == p. Each word counts the uses of
+// its slot so far (WakeWord values, so doubled: bit 0 is the waiters' flag). Waiters sleep on
+// the word rather than poll it, which matters when PEs outnumber cores: a worker waiting for its
+// partner must leave the core to the partner. A word never runs more than one use ahead of its
+// waiter (each side waits for the other before reusing a slot), so waiting for equality is safe.
+struct TileSlots {
+  struct alignas(64) Words {
+    std::uint32_t h_full[2] = {0, 0};                 // GEMM1 output ready (matrix)
+    std::uint32_t out_full[2] = {0, 0};               // GEMM2 output ready (matrix)
+    std::uint32_t act_done[2][2] = {{0, 0}, {0, 0}};  // [slot][half]: SwiGLU done (vector)
+    std::uint32_t out_free[2][2] = {{0, 0}, {0, 0}};  // [slot][half]: written back (vector)
+  } words;                                            // zeroed before every call
+  std::vector<float> h[2];                            // [wave_rows][F]
+  std::vector<std::byte> act[2];                      // [wave_rows][act_row bytes]
+  std::vector<std::uint16_t> out[2];                  // [wave_rows][D] BF16
 };
 
 struct MegaMoe::State {

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# MegaMoE: the fused operator against the unfused chain (same inputs, same machine, alternating
+# runs, median of the rounds), for a decode shape (128 tokens per PE) and a prefill shape (2048),
+# and the layer's GEMM work alone (bench/mega_gemm: the operator's tiles on one thread, and
+# OpenBLAS's rate on the same shapes untiled) to say how close the layer comes to its GEMM time.
+#   bench/mega_bench.sh [BUILD_DIR] [--quick]
+# Shape: model_dim 512, ffn_dim 1024, top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector workers.
+set -euo pipefail
+build=${1:-build}
+quick=${2:-}
+moe="$build/tools/moe/shmoe-moe"
+gemm="$build/bench/mega_gemm"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+D=512 F=1024 K=4 L=2 W=32
+rounds=3
+[[ $quick == --quick ]] && rounds=1
+cores=$(nproc)
+
+median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+field() { grep -o "$1=[0-9.]*" | cut -d= -f2; }
+
+printf '%-8s %4s %6s %12s %12s %8s %12s %10s %12s\n' shape pes tokens fused_ms unfused_ms speedup \
+  gemm_alone_ms gemm_eff fused/gemm
+for pes in 2 4; do
+  for shape in decode prefill; do
+    if [[ $shape == decode ]]; then T=128 loops=10; else T=2048 loops=2; fi
+    [[ $quick == --quick ]] && loops=$((loops > 2 ? 3 : 1))
+    : >"$out/fused" && : >"$out/unfused"
+    for ((r = 0; r < rounds; ++r)); do
+      for variant in fused unfused; do
+        flag=()
+        [[ $variant == unfused ]] && flag=(--unfused)
+        "$moe" mega --pes "$pes" --tokens "$T" --model-dim $D --ffn-dim $F --topk $K \
+          --experts-per-pe $L --wave-rows $W --perf --warmup 1 --loops "$loops" "${flag[@]}" \
+          --seed 7 >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+        line=$(grep "^mega" "$out/log")
+        grep -q "verify=pass" <<<"$line" || { cat "$out/log"; exit 1; }
+        field e2e_avg_ms <<<"$line" >>"$out/$variant"
+      done
+    done
+    fused=$(median <"$out/fused")
+    unfused=$(median <"$out/unfused")
+    # GEMM time alone: one PE's rows (T * K on average) on one thread; PEs share the cores.
+    g=$("$gemm" $((T * K)) $D $F $L $W 3)
+    tiled=$(cut -d, -f7 <<<"$g")
+    eff=$(cut -d, -f11 <<<"$g")
+    alone=$(awk -v t="$tiled" -v p="$pes" -v c="$cores" 'BEGIN {printf "%.3f", t * (p > c ? p / c : 1)}')
+    printf '%-8s %4d %6d %12.3f %12.3f %8.2f %12.3f %10.3f %12.2f\n' "$shape" "$pes" "$T" "$fused" \
+      "$unfused" "$(awk -v a="$unfused" -v b="$fused" 'BEGIN {print a / b}')" "$alone" "$eff" \
+      "$(awk -v a="$fused" -v b="$alone" 'BEGIN {print a / b}')"
+  done
+done
+echo "gemm_alone_ms: the operator's GEMM tiles for one PE on one thread, times PEs per core;"
+echo "gemm_eff: OpenBLAS on the same GEMMs untiled, time ratio (1 = the tiles run at BLAS's rate)"

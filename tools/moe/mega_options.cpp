@@ -10,6 +10,7 @@ int parse_mega_options(int argc, char** argv, MegaOptions& o) {
       "shmoe-moe mega: run the fused MegaMoE layer (dispatch, FP8 quantization, GEMM1, SwiGLU, "
       "GEMM2, combine) on N PEs of this machine, verify it and time it"};
   app.set_help_flag("--help", "print this help");
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last one wins
   std::string mode = "e4m3", routing = "uniform";
   app.add_option("--pes,-n", o.pes, "number of PEs")
       ->envname("RANK_SIZE")

@@ -43,13 +43,16 @@ double relative_tolerance(numeric::Fp8Format f) {
   return f == numeric::Fp8Format::kE4M3 ? 0.05 : 0.15;
 }
 
-// The floor of the check against the unquantized layer, as a fraction of the row's largest
-// |reference|: 2.5 unit roundoffs of the format (2^-4 for E4M3, 2^-3 for E5M2). Rounding tokens
-// and activations to MX FP8 moves a correct layer's output by 5.5% RMS (E4M3) and 9.6% RMS
-// (E5M2) from the unquantized one, so a floor of rtol alone fails good outputs (measured worst
-// error 2.2x resp. 1.2x that floor over 650k elements); the tight check is fp8_replay.
+// The floor of the check against the unquantized layer, as a fraction of the row's RMS: 12 unit
+// roundoffs of the format (2^-4 for E4M3, 2^-3 for E5M2), i.e. 0.75 resp. 1.5 row RMS. Rounding
+// tokens and activations to MX FP8 moves a correct layer's output by 5.5% RMS (E4M3) and 9.6% RMS
+// (E5M2) from the unquantized one, and not independently per element: a token whose largest
+// element saturates (E4M3's 448 is not a power of two) shifts its whole row. Measured worst
+// error over 250k elements of rows of 32 and 64: 0.84 of 8 roundoffs; a floor of rtol times the
+// row's largest |reference| failed good outputs by up to 2.2x. This check only bounds how far
+// FP8 takes the layer from its ideal; the tight check is fp8_replay.
 double ideal_floor(numeric::Fp8Format f) {
-  return 2.5 * (f == numeric::Fp8Format::kE4M3 ? 0x1p-4 : 0x1p-3);
+  return 12 * (f == numeric::Fp8Format::kE4M3 ? 0x1p-4 : 0x1p-3);
 }
 
 struct Verdict {
@@ -215,7 +218,7 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   // (2^-9 relative) and, rarely, an activation that fp32 and fp64 round to neighbouring FP8
   // codes (about 1% of the row's RMS each): measured worst 0.37 of this bound.
   NumericCheck replay{"fp8_replay", 0x1p-7, 0.03, false, {}};
-  NumericCheck ideal{"numeric_golden", rtol, ideal_floor(o.mode), true, {}};
+  NumericCheck ideal{"numeric_golden", rtol, ideal_floor(o.mode), false, {}};
   PeInputs mine;
   auto args_for = [&](const PeInputs& in, std::uint16_t* out, std::int32_t* cnt) {
     return moe::MegaMoeArgs{reinterpret_cast<const std::uint16_t*>(in.x.data()),

@@ -92,19 +92,23 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
       cut_waves(std::vector<std::int64_t>(expert_nums.begin(), expert_nums.end()), c.wave_rows);
   const auto R = static_cast<std::size_t>(received);
 
+  // Runs `tile(wave, scratch)` for every wave, the waves split over the matrix workers.
+  auto on_waves = [&](auto&& tile) {
+    timed([&] {
+      on_workers(*s.pool, c.workers, kernel::WorkerKind::kMatrix, waves.size(),
+                 [&](std::size_t a, std::size_t b) {
+                   FfnScratch scratch;
+                   for (std::size_t v = a; v < b; ++v) tile(waves[v], scratch);
+                 });
+    });
+  };
+
   // 3. GEMM1, wave by wave
   auto& h = u.h;
   h.resize(R * c.ffn_dim);
-  timed([&] {
-    on_workers(*s.pool, c.workers, kernel::WorkerKind::kMatrix, waves.size(),
-               [&](std::size_t a, std::size_t b) {
-                 FfnScratch scratch;
-                 for (std::size_t v = a; v < b; ++v) {
-                   const Wave& w = waves[v];
-                   gemm1_tile(shape, s.weights[w.expert], rows.data() + w.row0 * token_bytes,
-                              token_bytes, w.rows, h.data() + w.row0 * c.ffn_dim, scratch);
-                 }
-               });
+  on_waves([&](const Wave& w, FfnScratch& scratch) {
+    gemm1_tile(shape, s.weights[w.expert], rows.data() + w.row0 * token_bytes, token_bytes, w.rows,
+               h.data() + w.row0 * c.ffn_dim, scratch);
   });
 
   // 4. SwiGLU and re-quantization, row by row
@@ -120,16 +124,9 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
   // 5. GEMM2, wave by wave
   auto& out = u.out;
   out.resize(R * c.model_dim);
-  timed([&] {
-    on_workers(*s.pool, c.workers, kernel::WorkerKind::kMatrix, waves.size(),
-               [&](std::size_t a, std::size_t b) {
-                 FfnScratch scratch;
-                 for (std::size_t v = a; v < b; ++v) {
-                   const Wave& w = waves[v];
-                   gemm2_tile(shape, s.weights[w.expert], act.data() + w.row0 * act_bytes, w.rows,
-                              out.data() + w.row0 * c.model_dim, scratch);
-                 }
-               });
+  on_waves([&](const Wave& w, FfnScratch& scratch) {
+    gemm2_tile(shape, s.weights[w.expert], act.data() + w.row0 * act_bytes, w.rows,
+               out.data() + w.row0 * c.model_dim, scratch);
   });
 
   // 6. combine

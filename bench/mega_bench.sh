@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# MegaMoE: the fused operator against the unfused chain (same inputs, same machine, alternating
-# runs, median of the rounds), for a decode shape (128 tokens per PE) and a prefill shape (2048),
+# MegaMoE: the fused operator against the unfused chain (same inputs, same run, calls
+# alternating), for a decode shape (128 tokens per PE) and a prefill shape (2048),
 # and the layer's GEMM work alone (bench/mega_gemm: the operator's tiles on one thread, and
 # OpenBLAS's rate on the same shapes untiled) to say how close the layer comes to its GEMM time.
 #   bench/mega_bench.sh [BUILD_DIR] [--quick]
@@ -12,35 +12,24 @@ moe="$build/tools/moe/shmoe-moe"
 gemm="$build/bench/mega_gemm"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-D=512 F=1024 K=4 L=2 W=32
-rounds=3
-[[ $quick == --quick ]] && rounds=1
+D=512 F=1024 K=4 L=2 W=128
+csv=${MEGA_BENCH_CSV:-output/perf/mega_bench.csv}
+mkdir -p "$(dirname "$csv")"
 cores=$(nproc)
-
-median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-field() { grep -o "$1=[0-9.]*" | cut -d= -f2; }
 
 printf '%-8s %4s %6s %12s %12s %8s %12s %10s %12s\n' shape pes tokens fused_ms unfused_ms speedup \
   gemm_alone_ms gemm_eff fused/gemm
 for pes in 2 4; do
   for shape in decode prefill; do
-    if [[ $shape == decode ]]; then T=128 loops=10; else T=2048 loops=2; fi
-    [[ $quick == --quick ]] && loops=$((loops > 2 ? 3 : 1))
-    : >"$out/fused" && : >"$out/unfused"
-    for ((r = 0; r < rounds; ++r)); do
-      for variant in fused unfused; do
-        flag=()
-        [[ $variant == unfused ]] && flag=(--unfused)
-        "$moe" mega --pes "$pes" --tokens "$T" --model-dim $D --ffn-dim $F --topk $K \
-          --experts-per-pe $L --wave-rows $W --perf --warmup 1 --loops "$loops" "${flag[@]}" \
-          --seed 7 >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
-        line=$(grep "^mega" "$out/log")
-        grep -q "verify=pass" <<<"$line" || { cat "$out/log"; exit 1; }
-        field e2e_avg_ms <<<"$line" >>"$out/$variant"
-      done
-    done
-    fused=$(median <"$out/fused")
-    unfused=$(median <"$out/unfused")
+    if [[ $shape == decode ]]; then T=128 loops=20; else T=2048 loops=3; fi
+    [[ $quick == --quick ]] && loops=$((loops > 3 ? 5 : 1))
+    # One run times both variants, call by call alternately (--compare --perf), after verifying.
+    "$moe" mega --pes "$pes" --tokens "$T" --model-dim $D --ffn-dim $F --topk $K \
+      --experts-per-pe $L --wave-rows $W --compare --perf --warmup 2 --loops "$loops" --seed 7 \
+      --csv "$csv" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+    grep -q "^mega: .*verify=pass" "$out/log" || { cat "$out/log"; exit 1; }
+    fused=$(grep "^mega: pes" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
+    unfused=$(grep "^mega (unfused chain)" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
     # GEMM time alone: one PE's rows (T * K on average) on one thread; PEs share the cores.
     g=$("$gemm" $((T * K)) $D $F $L $W 3)
     tiled=$(cut -d, -f7 <<<"$g")
@@ -51,5 +40,7 @@ for pes in 2 4; do
       "$(awk -v a="$fused" -v b="$alone" 'BEGIN {print a / b}')"
   done
 done
-echo "gemm_alone_ms: the operator's GEMM tiles for one PE on one thread, times PEs per core;"
-echo "gemm_eff: OpenBLAS on the same GEMMs untiled, time ratio (1 = the tiles run at BLAS's rate)"
+echo "fused_ms/unfused_ms: e2e average of the slowest PE; speedup = unfused / fused"
+echo "gemm_alone_ms: the operator's GEMM tiles for one PE on one thread, times PEs per core"
+echo "gemm_eff: OpenBLAS on the same GEMMs untiled / the operator's tiles (1 = BLAS's own rate)"
+echo "CSV: $csv"

@@ -18,7 +18,7 @@ struct MegaOptions {
   std::size_t max_received_tokens = 0;
   int warmup = 2, loops = 10;
   int matrix_workers = 0, vector_workers = 0;
-  int wave_rows = 32;
+  int wave_rows = 128;
   bool unfused = false;  // time the unfused chain instead of the fused operator
   bool compare = false;  // also run the unfused chain and require bitwise-equal outputs
   bool perf = false;

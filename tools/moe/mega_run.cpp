@@ -120,17 +120,82 @@ struct Stats {
   double avg() const { return n ? sum / n : 0; }
 };
 
-// Gathers `values` of every PE at PE 0 (symmetric scratch); returns them there, [pe][i].
-std::vector<double> gather_at_0(const std::vector<double>& values) {
-  const int P = shmem_n_pes(), me = shmem_my_pe();
-  const std::size_t n = values.size();
-  auto* all = static_cast<double*>(shmem_calloc(n * P, sizeof(double)));
-  shmem_double_put(all + n * me, values.data(), n, 0);
-  shmem_barrier_all();
-  std::vector<double> out(all, all + (me == 0 ? n * P : 0));
-  shmem_barrier_all();
-  shmem_free(all);
-  return out;
+// True on every PE when every PE passed. Collective.
+bool all_passed(bool mine) {
+  auto* flags = static_cast<int*>(shmem_calloc(2, sizeof(int)));
+  flags[0] = mine ? 0 : 1;
+  shmem_int_sum_reduce(SHMEM_TEAM_WORLD, flags + 1, flags, 1);
+  const bool ok = flags[1] == 0;
+  shmem_free(flags);
+  return ok;
+}
+
+// Milliseconds over all PEs: the slowest PE's average, and the extremes.
+struct PerfSummary {
+  bool timed = false;
+  double e2e_avg = 0, e2e_min = 0, e2e_max = 0, kernel_avg = 0, kernel_min = 0, kernel_max = 0;
+};
+
+// One variant's timings on this PE: end to end (host clock around the call) and kernel (the
+// operator launches alone).
+struct Timings {
+  Stats e2e, kernel;
+  template <typename Call>
+  void time(bool keep, Call&& call, const moe::MegaMoe& op) {
+    const auto t0 = Clock::now();
+    call();
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    if (keep) {
+      e2e.add(us);
+      kernel.add(op.last_kernel_us());
+    }
+  }
+  // Collective: every PE gets the summary over all PEs.
+  PerfSummary summary(bool timed) const;
+};
+
+PerfSummary Timings::summary(bool timed) const {
+  PerfSummary r;
+  r.timed = timed;
+  if (!timed) return r;
+  auto* v = static_cast<double*>(shmem_calloc(12, sizeof(double)));
+  v[0] = e2e.avg() / 1e3;
+  v[1] = e2e.max / 1e3;
+  v[2] = kernel.avg() / 1e3;
+  v[3] = kernel.max / 1e3;
+  v[4] = e2e.min / 1e3;
+  v[5] = kernel.min / 1e3;
+  shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 6, v, 4);
+  shmem_double_min_reduce(SHMEM_TEAM_WORLD, v + 10, v + 4, 2);
+  r = {true, v[6], v[10], v[7], v[8], v[11], v[9]};
+  shmem_free(v);
+  return r;
+}
+
+// Prints the summary line on PE 0 (and appends the CSV row with --csv).
+void report(const MegaOptions& o, const char* variant, const std::string& shape,
+            const std::string& verdict, const PerfSummary& p) {
+  if (shmem_my_pe() != 0) return;
+  std::string perf;
+  if (p.timed) {
+    perf = fmt::format(
+        " e2e_avg_ms={:.3f} e2e_min_ms={:.3f} e2e_max_ms={:.3f} kernel_avg_ms={:.3f} "
+        "kernel_min_ms={:.3f} kernel_max_ms={:.3f} loops={}",
+        p.e2e_avg, p.e2e_min, p.e2e_max, p.kernel_avg, p.kernel_min, p.kernel_max, o.loops);
+  }
+  fmt::print("mega{}: {} {}{}\n", std::string(variant) == "unfused" ? " (unfused chain)" : "",
+             shape, verdict, perf);
+  if (!p.timed || o.csv.empty()) return;
+  const bool fresh = !std::ifstream(o.csv).good();
+  std::ofstream f(o.csv, std::ios::app);
+  if (fresh) {
+    f << "variant,pes,tokens,model_dim,ffn_dim,topk,experts_per_pe,mode,e2e_avg_ms,e2e_min_ms,"
+         "e2e_max_ms,kernel_avg_ms,kernel_min_ms,kernel_max_ms,loops\n";
+  }
+  f << fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{}\n",
+                   variant, shmem_n_pes(), o.tokens, o.model_dim, o.ffn_dim, o.topk,
+                   o.experts_per_pe, mode_name(o.mode), p.e2e_avg, p.e2e_min, p.e2e_max,
+                   p.kernel_avg, p.kernel_min, p.kernel_max, o.loops);
 }
 
 // Each PE writes its events to PATH.peN; PE 0 merges them into one Chrome trace (one process per
@@ -270,17 +335,19 @@ int run(const MegaOptions& o, std::uint64_t seed) {
              ideal.summary(), replay.summary(), v.ok ? "" : "; first mismatch: " + v.detail);
   std::fflush(stdout);
 
-  Stats e2e, kernel;
+  // Timed calls reuse the last verified inputs. With --compare both variants are timed, call by
+  // call alternately, so that they see the same machine.
+  Timings fused, unfused;
+  const bool time_fused = o.perf && !o.unfused, time_unfused = o.perf && (o.unfused || o.compare);
   if (o.perf) {
     const auto a = args_for(mine, y.data(), counts.data());
     for (int i = 0; i < o.warmup + o.loops; ++i) {
-      const auto t0 = Clock::now();
-      o.unfused ? op.run_unfused(a) : op.run(a);
-      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-      if (i >= o.warmup) {
-        e2e.add(us);
-        kernel.add(op.last_kernel_us());
-      }
+      if (time_fused)
+        fused.time(
+            i >= o.warmup, [&] { op.run(a); }, op);
+      if (time_unfused)
+        unfused.time(
+            i >= o.warmup, [&] { op.run_unfused(a); }, op);
     }
   }
   if (!o.trace.empty()) {
@@ -289,51 +356,19 @@ int run(const MegaOptions& o, std::uint64_t seed) {
     op.set_tracing(false);
     write_trace(o.trace, op.last_trace(), op.config());
   }
-  const auto all = gather_at_0(
-      {v.ok ? 1.0 : 0.0, e2e.avg(), e2e.min, e2e.max, kernel.avg(), kernel.min, kernel.max});
-  if (me == 0) {
-    bool ok = true;
-    // The slowest PE's average; the extremes over all PEs.
-    double e2e_avg = 0, kernel_avg = 0, e2e_min = 1e300, e2e_max = 0, k_min = 1e300, k_max = 0;
-    for (int pe = 0; pe < P; ++pe) {
-      const double* r = &all[7 * pe];
-      ok = ok && r[0] == 1.0;
-      e2e_avg = std::max(e2e_avg, r[1]);
-      e2e_min = std::min(e2e_min, r[2]);
-      e2e_max = std::max(e2e_max, r[3]);
-      kernel_avg = std::max(kernel_avg, r[4]);
-      k_min = std::min(k_min, r[5]);
-      k_max = std::max(k_max, r[6]);
-    }
-    std::string perf;
-    if (o.perf) {
-      perf = fmt::format(
-          " e2e_avg_ms={:.3f} e2e_min_ms={:.3f} e2e_max_ms={:.3f} kernel_avg_ms={:.3f} "
-          "kernel_min_ms={:.3f} kernel_max_ms={:.3f} loops={}",
-          e2e_avg / 1e3, e2e_min / 1e3, e2e_max / 1e3, kernel_avg / 1e3, k_min / 1e3, k_max / 1e3,
-          o.loops);
-    }
-    const std::string line = fmt::format(
-        "mega{}: pes={} tokens={} model_dim={} ffn_dim={} topk={} experts_per_pe={} mode={} "
-        "workers={}+{} verify={}({}){}",
-        o.unfused ? " (unfused chain)" : "", P, o.tokens, o.model_dim, o.ffn_dim, o.topk, L,
-        mode_name(o.mode), op.config().workers.matrix, op.config().workers.vector,
-        ok ? "pass" : "FAIL", checks, perf);
-    fmt::print("{}\n", line);
-    if (o.perf && !o.csv.empty()) {
-      const bool fresh = !std::ifstream(o.csv).good();
-      std::ofstream f(o.csv, std::ios::app);
-      if (fresh) {
-        f << "variant,pes,tokens,model_dim,ffn_dim,topk,experts_per_pe,mode,matrix_workers,"
-             "vector_workers,e2e_avg_ms,e2e_min_ms,e2e_max_ms,kernel_avg_ms,kernel_min_ms,"
-             "kernel_max_ms,loops\n";
-      }
-      f << fmt::format(
-          "{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{}\n",
-          o.unfused ? "unfused" : "fused", P, o.tokens, o.model_dim, o.ffn_dim, o.topk, L,
-          mode_name(o.mode), op.config().workers.matrix, op.config().workers.vector, e2e_avg / 1e3,
-          e2e_min / 1e3, e2e_max / 1e3, kernel_avg / 1e3, k_min / 1e3, k_max / 1e3, o.loops);
-    }
+  const std::string described = fmt::format(
+      "pes={} tokens={} model_dim={} ffn_dim={} topk={} experts_per_pe={} mode={} workers={}+{}", P,
+      o.tokens, o.model_dim, o.ffn_dim, o.topk, L, mode_name(o.mode), op.config().workers.matrix,
+      op.config().workers.vector);
+  const std::string verdict =
+      fmt::format("verify={}({})", all_passed(v.ok) ? "pass" : "FAIL", checks);
+  const PerfSummary fused_perf = fused.summary(time_fused);
+  const PerfSummary unfused_perf = unfused.summary(time_unfused);
+  if (!o.unfused) report(o, "fused", described, verdict, fused_perf);
+  if (time_unfused) report(o, "unfused", described, verdict, unfused_perf);
+  if (time_fused && time_unfused && me == 0) {
+    fmt::print("mega: fused is {:.2f}x as fast as the unfused chain (e2e, slowest PE's average)\n",
+               unfused_perf.e2e_avg / fused_perf.e2e_avg);
   }
   return v.ok ? 0 : 1;
 }

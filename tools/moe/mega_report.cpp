@@ -1,0 +1,134 @@
+#include "mega_report.hpp"
+
+#include <fmt/format.h>
+#include <shmem.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace shmoe::tools {
+
+const char* mode_name(numeric::Fp8Format f) {
+  return f == numeric::Fp8Format::kE4M3 ? "e4m3" : "e5m2";
+}
+
+void Stats::add(double v) {
+  sum += v;
+  min = std::min(min, v);
+  max = std::max(max, v);
+  ++n;
+}
+
+bool all_passed(bool mine) {
+  auto* flags = static_cast<int*>(shmem_calloc(2, sizeof(int)));
+  flags[0] = mine ? 0 : 1;
+  shmem_int_sum_reduce(SHMEM_TEAM_WORLD, flags + 1, flags, 1);
+  const bool ok = flags[1] == 0;
+  shmem_free(flags);
+  return ok;
+}
+
+PerfSummary Timings::summary(bool timed) const {
+  PerfSummary r;
+  r.timed = timed;
+  if (!timed) return r;
+  auto* v = static_cast<double*>(shmem_calloc(12, sizeof(double)));
+  v[0] = e2e.avg() / 1e3;
+  v[1] = e2e.max / 1e3;
+  v[2] = kernel.avg() / 1e3;
+  v[3] = kernel.max / 1e3;
+  v[4] = e2e.min / 1e3;
+  v[5] = kernel.min / 1e3;
+  shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 6, v, 4);
+  shmem_double_min_reduce(SHMEM_TEAM_WORLD, v + 10, v + 4, 2);
+  r = {true, v[6], v[10], v[7], v[8], v[11], v[9]};
+  shmem_free(v);
+  return r;
+}
+
+void report(const MegaOptions& o, const char* variant, const std::string& shape,
+            const std::string& verdict, const PerfSummary& p) {
+  if (shmem_my_pe() != 0) return;
+  std::string perf;
+  if (p.timed) {
+    perf = fmt::format(
+        " e2e_avg_ms={:.3f} e2e_min_ms={:.3f} e2e_max_ms={:.3f} kernel_avg_ms={:.3f} "
+        "kernel_min_ms={:.3f} kernel_max_ms={:.3f} loops={}",
+        p.e2e_avg, p.e2e_min, p.e2e_max, p.kernel_avg, p.kernel_min, p.kernel_max, o.loops);
+  }
+  fmt::print("mega{}: {} {}{}\n", std::string(variant) == "unfused" ? " (unfused chain)" : "",
+             shape, verdict, perf);
+  if (!p.timed || o.csv.empty()) return;
+  const bool fresh = !std::ifstream(o.csv).good();
+  std::ofstream f(o.csv, std::ios::app);
+  if (fresh) {
+    f << "variant,pes,tokens,model_dim,ffn_dim,topk,experts_per_pe,mode,e2e_avg_ms,e2e_min_ms,"
+         "e2e_max_ms,kernel_avg_ms,kernel_min_ms,kernel_max_ms,loops\n";
+  }
+  f << fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{}\n",
+                   variant, shmem_n_pes(), o.tokens, o.model_dim, o.ffn_dim, o.topk,
+                   o.experts_per_pe, mode_name(o.mode), p.e2e_avg, p.e2e_min, p.e2e_max,
+                   p.kernel_avg, p.kernel_min, p.kernel_max, o.loops);
+}
+
+void write_trace(const std::string& path, const std::vector<kernel::StageEvent>& events,
+                 const moe::MegaMoeConfig& cfg) {
+  const int P = shmem_n_pes(), me = shmem_my_pe();
+  const std::string part = fmt::format("{}.pe{}", path, me);
+  {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : events) {
+      list.push_back(
+          {{"name", e.index >= 0 ? fmt::format("{} {}", e.stage, e.index) : std::string(e.stage)},
+           {"cat", std::string(e.stage)},
+           {"ph", "X"},
+           {"ts", e.begin_us},
+           {"dur", e.end_us - e.begin_us},
+           {"pid", me},
+           {"tid", e.worker}});
+    }
+    std::ofstream(part) << list.dump();
+  }
+  shmem_barrier_all();
+  if (me == 0) {
+    nlohmann::json trace = {{"displayTimeUnit", "ms"}, {"traceEvents", nlohmann::json::array()}};
+    auto& out = trace["traceEvents"];
+    double first = 1e300;
+    std::vector<nlohmann::json> parts;
+    for (int pe = 0; pe < P; ++pe) {
+      const std::string name = fmt::format("{}.pe{}", path, pe);
+      std::ifstream in(name);
+      parts.push_back(nlohmann::json::parse(in));
+      std::remove(name.c_str());
+      for (const auto& e : parts.back()) first = std::min(first, e["ts"].get<double>());
+    }
+    for (int pe = 0; pe < P; ++pe) {
+      out.push_back({{"name", "process_name"},
+                     {"ph", "M"},
+                     {"pid", pe},
+                     {"args", {{"name", fmt::format("PE {}", pe)}}}});
+      for (int w = 0; w < cfg.workers.total(); ++w) {
+        const bool matrix = w < cfg.workers.matrix;
+        out.push_back({{"name", "thread_name"},
+                       {"ph", "M"},
+                       {"pid", pe},
+                       {"tid", w},
+                       {"args",
+                        {{"name", fmt::format("{} {}", matrix ? "matrix" : "vector",
+                                              matrix ? w : w - cfg.workers.matrix)}}}});
+      }
+      for (auto e : parts[pe]) {
+        e["ts"] = e["ts"].get<double>() - first;
+        out.push_back(std::move(e));
+      }
+    }
+    std::ofstream(path) << trace.dump(1);
+    fmt::print("mega: trace of one fused call written to {} (open it in https://ui.perfetto.dev)\n",
+               path);
+  }
+  shmem_barrier_all();
+}
+
+}  // namespace shmoe::tools

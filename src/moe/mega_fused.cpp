@@ -117,6 +117,8 @@ class FusedCall {
   }
 
   void quantize_my_tokens(const kernel::KernelContext& w) {
+    // Bad input is refused after the header exchange; until then, touch nothing it points at.
+    if (in_.tokens < 0 || in_.tokens > cfg().tokens || (in_.tokens > 0 && in_.x == nullptr)) return;
     auto scope = s_.trace.scope(w.worker_id(), "quantize");
     const auto [t0, t1] = my_tokens(w);
     const std::size_t stride = s_.shape.token_row().bytes();

@@ -82,7 +82,8 @@ class FusedCall {
     const int L = cfg().experts_per_pe;
     *s_.headers.mine(g_, s_.me) = mega_header(s_, in_, s_.headers.counts(g_, s_.me));
     const auto headers = s_.headers.exchange(g_, s_.me, "MegaMoE header");
-    s_.error = first_call_error("MegaMoE", headers, s_.me, s_.experts(), cfg().tokens);
+    s_.error = first_call_error("MegaMoE", headers, s_.me, s_.experts(), cfg().tokens, "tokens",
+                                "the operator's configured tokens");
     if (!s_.error.empty()) return;
     s_.error =
         plan_routes(s_.headers, g_, s_.me, s_.n_pes, L, in_.expert_ids, in_.tokens, cfg().topk,

@@ -65,7 +65,8 @@ std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
 }
 
 std::string first_call_error(const char* op, const std::vector<const CallHeader*>& headers,
-                             int my_pe, int n_experts, int max_bs) {
+                             int my_pe, int n_experts, int max_bs, const char* bs_name,
+                             const char* limit_name) {
   const CallHeader& mine = *headers[my_pe];
   for (std::size_t pe = 0; pe < headers.size(); ++pe) {
     const CallHeader& h = *headers[pe];
@@ -91,8 +92,8 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
             "no expert)",
             op, pe, i[0], i[1], i[2], n_experts - 1);
       case kBsTooLarge:
-        return fmt::format("{}: PE {}: bs={} is out of range (0..{}, the context's max_bs)", op, pe,
-                           i[0], max_bs);
+        return fmt::format("{}: PE {}: {}={} is out of range (0..{}, {})", op, pe, bs_name, i[0],
+                           max_bs, limit_name);
       case kBadPointer:
         return fmt::format("{}: PE {}: required tensor '{}' is null", op, pe,
                            i[0] == 0   ? "x"

@@ -109,7 +109,9 @@ class HeaderExchange {
 };
 
 // Turns the headers of all PEs into the first error, if any (the same text on every PE).
+// `bs_name` and `limit_name` say what the token count and its limit are called in this operator.
 std::string first_call_error(const char* op, const std::vector<const CallHeader*>& headers,
-                             int my_pe, int n_experts, int max_bs);
+                             int my_pe, int n_experts, int max_bs, const char* bs_name = "bs",
+                             const char* limit_name = "the context's max_bs");
 
 }  // namespace shmoe::moe

@@ -98,6 +98,23 @@ TEST(MegaErrors, ExpertIdOutOfRangeIsRefusedOnEveryPe) {
   EXPECT_EQ(total, shmem_n_pes() * kTokens * 2);
 }
 
+TEST(MegaErrors, MoreTokensThanConfiguredAreRefusedOnEveryPe) {
+  Weights w;
+  MegaMoe op(config(), w.view);
+  Call call(shmem_n_pes() * kExperts);
+  MegaMoeArgs args = call.args();
+  if (shmem_my_pe() == 0) args.tokens = kTokens + 1;  // its buffers are too short: never read
+  try {
+    op.run(args);
+    ADD_FAILURE() << "accepted tokens above the configured maximum";
+  } catch (const MoeError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("MegaMoE: PE 0: tokens={} is out of range (0..{}, the operator's "
+                          "configured tokens)",
+                          kTokens + 1, kTokens));
+  }
+}
+
 TEST(MegaErrors, PesThatDisagreeOnFfnDimAreNamed) {
   Weights w;
   MegaMoeConfig c = config();

@@ -35,7 +35,7 @@ struct PerfSummary {
 struct Timings {
   Stats e2e, kernel;
   template <typename Call>
-  void time(bool keep, Call&& call, const moe::MegaMoe& op) {
+  void time(bool keep, const moe::MegaMoe& op, Call&& call) {
     const auto t0 = std::chrono::steady_clock::now();
     call();
     const double us =

@@ -184,12 +184,9 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   if (o.perf) {
     const auto a = args_for(mine, y.data(), counts.data());
     for (int i = 0; i < o.warmup + o.loops; ++i) {
-      if (time_fused)
-        fused.time(
-            i >= o.warmup, [&] { op.run(a); }, op);
-      if (time_unfused)
-        unfused.time(
-            i >= o.warmup, [&] { op.run_unfused(a); }, op);
+      const bool keep = i >= o.warmup;
+      if (time_fused) fused.time(keep, op, [&] { op.run(a); });
+      if (time_unfused) unfused.time(keep, op, [&] { op.run_unfused(a); });
     }
   }
   if (!o.trace.empty()) {
@@ -206,7 +203,7 @@ int run(const MegaOptions& o, std::uint64_t seed) {
       fmt::format("verify={}({})", all_passed(v.ok) ? "pass" : "FAIL", checks);
   const PerfSummary fused_perf = fused.summary(time_fused);
   const PerfSummary unfused_perf = unfused.summary(time_unfused);
-  if (!o.unfused) report(o, "fused", described, verdict, fused_perf);
+  if (!o.unfused || !o.perf) report(o, "fused", described, verdict, fused_perf);
   if (time_unfused) report(o, "unfused", described, verdict, unfused_perf);
   if (time_fused && time_unfused && me == 0) {
     fmt::print("mega: fused is {:.2f}x as fast as the unfused chain (e2e, slowest PE's average)\n",

@@ -25,10 +25,24 @@ timespec to_timespec(std::chrono::nanoseconds d) {
   return {static_cast<time_t>(s.count()), static_cast<long>((d - s).count())};
 }
 
+std::atomic<WaitProgress> wait_progress_fn{nullptr};
+std::atomic<void*> wait_progress_arg{nullptr};
+
 // This thread's spin budget for wait_until (see WaitPolicy); 0 until a wait first sets it.
 thread_local std::uint32_t spin_budget = 0;
 
 }  // namespace
+
+void set_wait_progress(WaitProgress fn, void* arg) {
+  wait_progress_arg.store(arg, std::memory_order_relaxed);
+  wait_progress_fn.store(fn, std::memory_order_release);
+}
+
+void run_wait_progress() {
+  if (WaitProgress fn = wait_progress_fn.load(std::memory_order_acquire)) {
+    fn(wait_progress_arg.load(std::memory_order_relaxed));
+  }
+}
 
 WaitPolicy& wait_policy() {
   static WaitPolicy policy;
@@ -51,6 +65,7 @@ void Backoff::start_spinning() {
 
 bool Backoff::pause() {
   const WaitPolicy& p = wait_policy();
+  run_wait_progress();
   if (steps_++ == 0) start_spinning();
   if (steps_ <= spin_) {
     cpu_relax();

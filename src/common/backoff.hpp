@@ -48,6 +48,13 @@ inline void cpu_relax() {
 #endif
 }
 
+// Work every wait does between its looks, registered by a transport whose operations complete
+// only while someone drives them (UCX: a peer's put into this PE lands when this PE's worker
+// progresses). nullptr: none. Set while no wait runs (start-up and teardown).
+using WaitProgress = void (*)(void* arg);
+void set_wait_progress(WaitProgress fn, void* arg);
+void run_wait_progress();
+
 class Backoff {
  public:
   // One step of waiting. Returns true when the hang timeout has passed.

@@ -190,6 +190,11 @@ int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeo
   }
 }
 
+// Where this host's processes reach a store that listens on `bind_host`.
+std::string local_store_address(const std::string& bind_host, std::uint16_t port) {
+  return fmt::format("{}:{}", bind_host == "0.0.0.0" ? "127.0.0.1" : bind_host, port);
+}
+
 }  // namespace
 
 int run_store_only(const std::string& bind_host, std::uint16_t port, int job_size,
@@ -203,7 +208,7 @@ int run_store_only(const std::string& bind_host, std::uint16_t port, int job_siz
   install_handlers();
   write_all(STDOUT_FILENO, fmt::format("shmoerun: config store for {} PEs listening on {}:{}\n",
                                        job_size, bind_host, store.port()));
-  return wait_for_job_end(fmt::format("127.0.0.1:{}", store.port()), timeout);
+  return wait_for_job_end(local_store_address(bind_host, store.port()), timeout);
 }
 
 int run_job(LaunchOptions o) {
@@ -233,7 +238,7 @@ int run_job(LaunchOptions o) {
     };
     store.emplace(store_options);
     store->start();
-    o.store_address = fmt::format("127.0.0.1:{}", store->port());
+    o.store_address = local_store_address(o.store_bind, store->port());
   }
   install_handlers();
   std::vector<Pe> pes(o.n_pes);

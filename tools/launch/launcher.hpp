@@ -21,7 +21,7 @@ struct LaunchOptions {
   std::chrono::milliseconds kill_grace{3000};
   std::string store_address;  // HOST:PORT the PEs connect to; empty: run_job runs a store
   // Where a store this launcher runs listens (port 0: any free one). PEs of this launcher reach
-  // it at 127.0.0.1 whatever the bind address.
+  // it at that address (127.0.0.1 for 0.0.0.0).
   std::string store_bind = "127.0.0.1";
   std::uint16_t store_port = 0;
   std::vector<std::string> command;

@@ -196,7 +196,7 @@ void Runtime::connect_transport() {
   std::vector<PeHostRecord> peers;
   for (int pe = 0; pe < size_; ++pe) peers.push_back(decode_host_record(records[pe], pe));
   std::vector<bool> mapped(size_, false);
-  bool spans_hosts = false;
+  int other_host_pe = -1;  // the first PE on a host other than PE 0's
   int pes_sharing_cores = 0;
   for (int pe = 0; pe < size_; ++pe) {
     if (peers[pe].transport != transport_mode_name(config_.transport)) {
@@ -205,17 +205,18 @@ void Runtime::connect_transport() {
           "value for every PE",
           pe, peers[pe].transport, rank_, transport_mode_name(config_.transport));
     }
-    spans_hosts = spans_hosts || peers[pe].host != peers[0].host;
+    if (other_host_pe < 0 && peers[pe].host != peers[0].host) other_host_pe = pe;
     mapped[pe] =
         pe == rank_ || (config_.transport != TransportMode::kUcx && peers[pe].host == config_.host);
     if (mapped[pe]) shared_memory_pes_.push_back(pe);
     if (peers[pe].system_host == config_.system_host) ++pes_sharing_cores;
   }
+  const bool spans_hosts = other_host_pe >= 0;
   if (spans_hosts && config_.transport == TransportMode::kShm) {
     throw make_error(
         "SHMOE_TRANSPORT=shm, but PE 0 runs on host '{}' and PE {} on '{}': shared "
         "memory reaches only PEs of one host (use auto or ucx)",
-        peers[0].host, rank_, config_.host);
+        peers[0].host, other_host_pe, peers[other_host_pe].host);
   }
   tune_waits_for_cores(pes_sharing_cores);
   const bool use_ucx = size_ > 1 && (spans_hosts || config_.transport == TransportMode::kUcx);

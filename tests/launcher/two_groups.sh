@@ -52,6 +52,26 @@ rc_a=$?
 [[ $rc_a != 0 ]] || fail "group A exited 0 without PEs 2 and 3"
 grep -q "PEs 2, 3" "$out/a.log" || fail "group A does not name the missing PEs 2, 3: $(cat "$out/a.log")"
 
+# two_groups_expect NAME REGEX ENV_A ENV_B: both groups fail and group A's output matches REGEX.
+two_groups_expect() {
+  local name=$1 regex=$2 env_a=$3 env_b=$4
+  echo "== $name"
+  port=$(free_port)
+  env SHMOE_HOST_ID=hostA $env_a "$shmoerun" -n 2 --size 4 --port "$port" --timeout 60 "$pe_faults" ok >"$out/a.log" 2>&1 &
+  a=$!
+  env SHMOE_HOST_ID=hostB $env_b "$shmoerun" -n 2 --size 4 --first-rank 2 --store "127.0.0.1:$port" --timeout 60 "$pe_faults" ok >"$out/b.log" 2>&1
+  rc_b=$?
+  wait $a; rc_a=$?
+  [[ $rc_a != 0 && $rc_b != 0 ]] || fail "$name: exit codes A=$rc_a B=$rc_b, want both non-zero"
+  grep -Eq "$regex" "$out/a.log" || fail "$name: group A does not say '$regex': $(cat "$out/a.log")"
+}
+two_groups_expect "SHMOE_TRANSPORT=shm across hosts is refused" \
+  "SHMOE_TRANSPORT=shm, but PE 0 runs on host 'hostA' and PE 2 on 'hostB'" SHMOE_TRANSPORT=shm SHMOE_TRANSPORT=shm
+two_groups_expect "PEs that disagree on SHMOE_TRANSPORT are refused" \
+  "PE 2 has SHMOE_TRANSPORT=ucx but PE [01] has SHMOE_TRANSPORT=auto" SHMOE_TRANSPORT=auto SHMOE_TRANSPORT=ucx
+two_groups_expect "a bad SHMOE_TRANSPORT is named" \
+  "SHMOE_TRANSPORT=bogus is not a transport \(auto, shm or ucx\)" SHMOE_TRANSPORT=bogus SHMOE_TRANSPORT=bogus
+
 if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1

@@ -14,39 +14,8 @@ shmoerun=$build/tools/shmoerun/shmoerun
 moe=$build/tools/moe/shmoe-moe
 src=$(cd "$(dirname "$0")/../.." && pwd)
 
-skip() {
-  echo "SKIPPED: $*"
-  exit 77
-}
-[[ $(id -u) == 0 ]] || skip "network namespaces need root (running as uid $(id -u))"
-command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
-
-ns_a=shmoe-a-$$
-ns_b=shmoe-b-$$
-cleanup() {
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null  # deleting a namespace deletes its end of the veth pair
-}
-trap cleanup EXIT
-if ! err=$(ip netns add "$ns_a" 2>&1); then skip "cannot create a network namespace: $err"; fi
-if ! err=$(ip netns add "$ns_b" 2>&1); then skip "cannot create a network namespace: $err"; fi
-if ! err=$(ip link add "sva$$" type veth peer name "svb$$" 2>&1); then
-  skip "cannot create a veth pair: $err"
-fi
-# Both ends get one name inside their namespaces, so UCX_NET_DEVICES is the same for all PEs.
-dev=shmoeveth
-set -e
-ip link set "sva$$" netns "$ns_a"
-ip link set "svb$$" netns "$ns_b"
-ip -n "$ns_a" link set "sva$$" name $dev
-ip -n "$ns_b" link set "svb$$" name $dev
-ip -n "$ns_a" addr add 10.77.0.1/24 dev $dev
-ip -n "$ns_b" addr add 10.77.0.2/24 dev $dev
-for ns in "$ns_a" "$ns_b"; do
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set $dev up
-done
-set +e
+source "$src/tests/netns/netns_lib.sh"
+netns_setup
 
 export UCX_TLS=tcp,self UCX_NET_DEVICES=$dev
 export SHMEM_SYMMETRIC_SIZE=64M SHMOE_HANG_TIMEOUT=60 SHMOE_INIT_TIMEOUT=30

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "bootstrap/config_store.hpp"
 #include "heap/segment.hpp"
@@ -338,10 +339,14 @@ int run_job(LaunchOptions o) {
     }
   }
   sweep_segments(pes);
-  // PEs of other hosts may still use the store (their finalize, or learning of a failure here).
+  // PEs of other hosts may still use the store: for their finalize, or, when this group failed,
+  // to learn of the failure from it (their monitors read the abort within milliseconds).
   if (hosts_store && o.job_size > o.n_pes && !g_interrupted) {
-    const int job_end = wait_for_job_end(o.store_address, std::chrono::seconds(60));
-    if (!verdict && job_end != 0) verdict = job_end;
+    if (verdict) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    } else {
+      verdict = wait_for_job_end(o.store_address, std::chrono::seconds(60));
+    }
   }
   return verdict.value_or(0);
 }

@@ -171,29 +171,32 @@ UcxTransport::~UcxTransport() {
   if (context_ != nullptr) ucp_cleanup(context_);
 }
 
-// Sleeps in the kernel until the worker has something to do (or 100 ms pass, in case a
-// transport raises no event), so an idle PE costs nothing and a computing one still completes
-// the operations its peers aim at it.
+// Drives the worker only while this PE's own threads do not: a PE that waits drives it from its
+// wait loop (progress()), and a second thread taking the worker's lock and the wake-ups then only
+// costs context switches (measured on 2 cores with 4 PEs: collectives 15-30x slower). So every
+// kCheck the thread looks whether progress() ran meanwhile; if not, the PE is computing or idle,
+// and the thread drives the worker and then sleeps on its event descriptor until a message comes
+// (or kCheck passes, if a transport raises no events). Operations aimed at a computing PE thus
+// wait at most about kCheck.
 void UcxTransport::run_progress_thread() {
-  std::uint32_t idle_us = 1;
+  constexpr auto kCheck = std::chrono::milliseconds(1);
   while (!stopping_.load(std::memory_order_acquire)) {
-    if (progress()) {
-      idle_us = 1;
-      continue;
+    const std::uint64_t before = driven_.load(std::memory_order_relaxed);
+    std::this_thread::sleep_for(kCheck);
+    if (driven_.load(std::memory_order_relaxed) != before) continue;
+    while (!stopping_.load(std::memory_order_relaxed)) {
+      while (ucp_worker_progress(worker_) != 0) {
+      }
+      if (event_fd_ < 0 || ucp_worker_arm(worker_) == UCS_ERR_BUSY) break;
+      pollfd fd{event_fd_, POLLIN, 0};
+      if (::poll(&fd, 1, static_cast<int>(kCheck.count())) <= 0) break;
+      if (driven_.load(std::memory_order_relaxed) != before) break;  // the PE drives it again
     }
-    if (event_fd_ < 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
-      idle_us = std::min<std::uint32_t>(idle_us * 2, 1000);
-      continue;
-    }
-    const ucs_status_t armed = ucp_worker_arm(worker_);
-    if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress them
-    pollfd fd{event_fd_, POLLIN, 0};
-    ::poll(&fd, 1, 100);
   }
 }
 
 bool UcxTransport::progress() {
+  driven_.fetch_add(1, std::memory_order_relaxed);
   return ucp_worker_progress(worker_) != 0;
 }
 

@@ -54,7 +54,8 @@ class UcxTransport final : public Transport {
   void fence() override;
   void quiet() override;
 
-  // One pass of the worker's progress engine; true if it did something.
+  // One pass of the worker's progress engine by one of the PE's own threads (a wait); true if
+  // it did something.
   bool progress();
 
  private:
@@ -89,6 +90,7 @@ class UcxTransport final : public Transport {
   std::unique_ptr<Peer[]> peers_;
   std::thread progress_thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> driven_{0};  // calls of progress(): the PE is driving the worker
 };
 
 }  // namespace shmoe::transport

@@ -1,6 +1,7 @@
 #include "transport/ucx_transport.hpp"
 
 #include <poll.h>
+#include <time.h>
 
 #include <cstring>
 #include <sstream>
@@ -65,6 +66,10 @@ UcxRecord decode(const std::string& text, int pe) {
 
 void drive_worker(void* transport) {
   static_cast<UcxTransport*>(transport)->progress();
+}
+
+void sleep_on_worker(void* transport, std::chrono::microseconds at_most) {
+  static_cast<UcxTransport*>(transport)->sleep_until_event(at_most);
 }
 
 }  // namespace
@@ -140,12 +145,12 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
     check(ucp_ep_rkey_unpack(p.ep, r.rkey.data(), &p.rkey), "ucp_ep_rkey_unpack");
     p.base = r.base;
   }
-  set_wait_progress(&drive_worker, this);
+  set_wait_progress(&drive_worker, &sleep_on_worker, this);
   if (options.progress_thread) progress_thread_ = std::thread([this] { run_progress_thread(); });
 }
 
 UcxTransport::~UcxTransport() {
-  set_wait_progress(nullptr, nullptr);
+  set_wait_progress(nullptr, nullptr, nullptr);
   stopping_ = true;
   if (progress_thread_.joinable()) {
     ucp_worker_signal(worker_);
@@ -193,6 +198,19 @@ void UcxTransport::run_progress_thread() {
       if (driven_.load(std::memory_order_relaxed) != before) break;  // the PE drives it again
     }
   }
+}
+
+void UcxTransport::sleep_until_event(std::chrono::microseconds at_most) {
+  driven_.fetch_add(1, std::memory_order_relaxed);
+  const timespec timeout{static_cast<time_t>(at_most.count() / 1'000'000),
+                         static_cast<long>(at_most.count() % 1'000'000) * 1000};
+  if (event_fd_ < 0) {
+    nanosleep(&timeout, nullptr);
+    return;
+  }
+  if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;  // messages are waiting: progress them
+  pollfd fd{event_fd_, POLLIN, 0};
+  ::ppoll(&fd, 1, &timeout, nullptr);
 }
 
 bool UcxTransport::progress() {

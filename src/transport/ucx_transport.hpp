@@ -57,6 +57,8 @@ class UcxTransport final : public Transport {
   // One pass of the worker's progress engine by one of the PE's own threads (a wait); true if
   // it did something.
   bool progress();
+  // A wait's sleep (see set_wait_progress): returns when a message arrives or after `at_most`.
+  void sleep_until_event(std::chrono::microseconds at_most);
 
  private:
   struct Peer {

@@ -89,7 +89,7 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
     : rank_(rank), size_(size), peers_(std::make_unique<Peer[]>(size)) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  // WAKEUP lets the progress thread sleep until a message comes instead of polling.
+  // WAKEUP lets the progress thread and sleeping waits block until a message comes.
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_WAKEUP;
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");

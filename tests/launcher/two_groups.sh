@@ -68,7 +68,8 @@ two_groups_expect() {
 two_groups_expect "SHMOE_TRANSPORT=shm across hosts is refused" \
   "SHMOE_TRANSPORT=shm, but PE 0 runs on host 'hostA' and PE 2 on 'hostB'" SHMOE_TRANSPORT=shm SHMOE_TRANSPORT=shm
 two_groups_expect "PEs that disagree on SHMOE_TRANSPORT are refused" \
-  "PE 2 has SHMOE_TRANSPORT=ucx but PE [01] has SHMOE_TRANSPORT=auto" SHMOE_TRANSPORT=auto SHMOE_TRANSPORT=ucx
+  "PE [0-3] has SHMOE_TRANSPORT=(ucx|auto) but PE [0-3] has SHMOE_TRANSPORT=(auto|ucx): set the same value for every PE" \
+  SHMOE_TRANSPORT=auto SHMOE_TRANSPORT=ucx
 two_groups_expect "a bad SHMOE_TRANSPORT is named" \
   "SHMOE_TRANSPORT=bogus is not a transport \(auto, shm or ucx\)" SHMOE_TRANSPORT=bogus SHMOE_TRANSPORT=bogus
 

@@ -7,6 +7,7 @@ packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
+  libucx-dev iproute2
 )
 missing=()
 for p in "${packages[@]}"; do

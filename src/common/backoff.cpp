@@ -25,10 +25,26 @@ timespec to_timespec(std::chrono::nanoseconds d) {
   return {static_cast<time_t>(s.count()), static_cast<long>((d - s).count())};
 }
 
+std::atomic<WaitProgress> wait_progress_fn{nullptr};
+std::atomic<WaitSleep> wait_sleep_fn{nullptr};
+std::atomic<void*> wait_progress_arg{nullptr};
+
 // This thread's spin budget for wait_until (see WaitPolicy); 0 until a wait first sets it.
 thread_local std::uint32_t spin_budget = 0;
 
 }  // namespace
+
+void set_wait_progress(WaitProgress progress, WaitSleep sleep, void* arg) {
+  wait_progress_arg.store(arg, std::memory_order_relaxed);
+  wait_sleep_fn.store(sleep, std::memory_order_relaxed);
+  wait_progress_fn.store(progress, std::memory_order_release);
+}
+
+void run_wait_progress() {
+  if (WaitProgress fn = wait_progress_fn.load(std::memory_order_acquire)) {
+    fn(wait_progress_arg.load(std::memory_order_relaxed));
+  }
+}
 
 WaitPolicy& wait_policy() {
   static WaitPolicy policy;
@@ -51,6 +67,7 @@ void Backoff::start_spinning() {
 
 bool Backoff::pause() {
   const WaitPolicy& p = wait_policy();
+  run_wait_progress();
   if (steps_++ == 0) start_spinning();
   if (steps_ <= spin_) {
     cpu_relax();
@@ -65,8 +82,13 @@ bool Backoff::pause() {
   if (steps_ <= spin_ + p.yield_iterations) {
     sched_yield();
   } else {
-    timespec ts{0, static_cast<long>(sleep_us_) * 1000};
-    nanosleep(&ts, nullptr);
+    if (WaitSleep sleep = wait_sleep_fn.load(std::memory_order_acquire)) {
+      sleep(wait_progress_arg.load(std::memory_order_relaxed),
+            std::chrono::microseconds(sleep_us_));
+    } else {
+      timespec ts{0, static_cast<long>(sleep_us_) * 1000};
+      nanosleep(&ts, nullptr);
+    }
     if (sleep_us_ < static_cast<std::uint32_t>(p.max_sleep.count())) sleep_us_ *= 2;
   }
   // Reading the clock costs more than a yield; every 64th step is often enough.

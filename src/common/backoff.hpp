@@ -48,6 +48,17 @@ inline void cpu_relax() {
 #endif
 }
 
+// Work every wait does between its looks, registered by a transport whose operations complete
+// only while someone drives them (UCX: a peer's put into this PE lands when this PE's worker
+// progresses). `progress` runs at every step; `sleep`, if given, replaces a step's sleep: it
+// blocks for at most the given time but returns as soon as a message for this PE arrives (a
+// peer's put would otherwise wait out the sleep, as on a peer that waits in a barrier). nullptr:
+// none. Set while no wait runs (start-up and teardown).
+using WaitProgress = void (*)(void* arg);
+using WaitSleep = void (*)(void* arg, std::chrono::microseconds at_most);
+void set_wait_progress(WaitProgress progress, WaitSleep sleep, void* arg);
+void run_wait_progress();
+
 class Backoff {
  public:
   // One step of waiting. Returns true when the hang timeout has passed.

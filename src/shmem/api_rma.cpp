@@ -1,6 +1,7 @@
 // Remote memory access routines (OpenSHMEM 1.5 section 9.5), and fence/quiet. On the
 // shared-memory transport every operation completes before it returns, so each _nbi form is
-// its blocking form and quiet only has to order stores.
+// its blocking form and quiet only has to order stores; over UCX the _nbi forms are queued and
+// quiet waits for them.
 #include "shmem/api_stamp.hpp"
 
 namespace {
@@ -15,10 +16,26 @@ void put(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, 
 }
 
 template <typename T>
+void put_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
+             const char* fn) {
+  auto& rt = shmoe::runtime(fn);
+  std::size_t off = check_remote(ctx, rt, dest, nelems * sizeof(T), pe, fn, "dest");
+  rt.transport().put_nbi(pe, off, source, nelems * sizeof(T));
+}
+
+template <typename T>
 void get(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
   auto& rt = shmoe::runtime(fn);
   std::size_t off = check_remote(ctx, rt, source, nelems * sizeof(T), pe, fn, "source");
   rt.transport().get(pe, off, dest, nelems * sizeof(T));
+}
+
+template <typename T>
+void get_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
+             const char* fn) {
+  auto& rt = shmoe::runtime(fn);
+  std::size_t off = check_remote(ctx, rt, source, nelems * sizeof(T), pe, fn, "source");
+  rt.transport().get_nbi(pe, off, dest, nelems * sizeof(T));
 }
 
 // Single elements go as one atomic store/load where the width allows, so a peer polling the word
@@ -93,13 +110,13 @@ extern "C" {
                     put(ctx, dest, source, nelems, pe, "shmem_" #N "_put"))                \
   SHMOE_DEFINE_BOTH(void, N##_put_nbi, (T * dest, const T* source, size_t nelems, int pe), \
                     (dest, source, nelems, pe),                                            \
-                    put(ctx, dest, source, nelems, pe, "shmem_" #N "_put_nbi"))            \
+                    put_nbi(ctx, dest, source, nelems, pe, "shmem_" #N "_put_nbi"))        \
   SHMOE_DEFINE_BOTH(void, N##_get, (T * dest, const T* source, size_t nelems, int pe),     \
                     (dest, source, nelems, pe),                                            \
                     get(ctx, dest, source, nelems, pe, "shmem_" #N "_get"))                \
   SHMOE_DEFINE_BOTH(void, N##_get_nbi, (T * dest, const T* source, size_t nelems, int pe), \
                     (dest, source, nelems, pe),                                            \
-                    get(ctx, dest, source, nelems, pe, "shmem_" #N "_get_nbi"))            \
+                    get_nbi(ctx, dest, source, nelems, pe, "shmem_" #N "_get_nbi"))        \
   SHMOE_DEFINE_BOTH(void, N##_p, (T * dest, T value, int pe), (dest, value, pe),           \
                     p(ctx, dest, value, pe, "shmem_" #N "_p"))                             \
   SHMOE_DEFINE_BOTH(T, N##_g, (const T* source, int pe), (source, pe),                     \
@@ -116,36 +133,36 @@ extern "C" {
       iget(ctx, dest, source, dst, sst, nelems, pe, "shmem_" #N "_iget"))
 SHMOE_RMA_TYPES(SHMOE_DEF_RMA_TYPED)
 
-#define SHMOE_DEF_RMA_SIZED(BITS, T)                                                           \
-  SHMOE_DEFINE_BOTH(void, put##BITS, (void* dest, const void* source, size_t nelems, int pe),  \
-                    (dest, source, nelems, pe),                                                \
-                    put(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
-                        "shmem_put" #BITS))                                                    \
-  SHMOE_DEFINE_BOTH(void, put##BITS##_nbi,                                                     \
-                    (void* dest, const void* source, size_t nelems, int pe),                   \
-                    (dest, source, nelems, pe),                                                \
-                    put(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
-                        "shmem_put" #BITS "_nbi"))                                             \
-  SHMOE_DEFINE_BOTH(void, get##BITS, (void* dest, const void* source, size_t nelems, int pe),  \
-                    (dest, source, nelems, pe),                                                \
-                    get(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
-                        "shmem_get" #BITS))                                                    \
-  SHMOE_DEFINE_BOTH(void, get##BITS##_nbi,                                                     \
-                    (void* dest, const void* source, size_t nelems, int pe),                   \
-                    (dest, source, nelems, pe),                                                \
-                    get(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
-                        "shmem_get" #BITS "_nbi"))                                             \
-  SHMOE_DEFINE_BOTH(                                                                           \
-      void, iput##BITS,                                                                        \
-      (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),   \
-      (dest, source, dst, sst, nelems, pe),                                                    \
-      iput(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst, nelems, pe,    \
-           "shmem_iput" #BITS))                                                                \
-  SHMOE_DEFINE_BOTH(                                                                           \
-      void, iget##BITS,                                                                        \
-      (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),   \
-      (dest, source, dst, sst, nelems, pe),                                                    \
-      iget(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst, nelems, pe,    \
+#define SHMOE_DEF_RMA_SIZED(BITS, T)                                                               \
+  SHMOE_DEFINE_BOTH(void, put##BITS, (void* dest, const void* source, size_t nelems, int pe),      \
+                    (dest, source, nelems, pe),                                                    \
+                    put(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe,     \
+                        "shmem_put" #BITS))                                                        \
+  SHMOE_DEFINE_BOTH(void, put##BITS##_nbi,                                                         \
+                    (void* dest, const void* source, size_t nelems, int pe),                       \
+                    (dest, source, nelems, pe),                                                    \
+                    put_nbi(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
+                            "shmem_put" #BITS "_nbi"))                                             \
+  SHMOE_DEFINE_BOTH(void, get##BITS, (void* dest, const void* source, size_t nelems, int pe),      \
+                    (dest, source, nelems, pe),                                                    \
+                    get(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe,     \
+                        "shmem_get" #BITS))                                                        \
+  SHMOE_DEFINE_BOTH(void, get##BITS##_nbi,                                                         \
+                    (void* dest, const void* source, size_t nelems, int pe),                       \
+                    (dest, source, nelems, pe),                                                    \
+                    get_nbi(ctx, static_cast<T*>(dest), static_cast<const T*>(source), nelems, pe, \
+                            "shmem_get" #BITS "_nbi"))                                             \
+  SHMOE_DEFINE_BOTH(                                                                               \
+      void, iput##BITS,                                                                            \
+      (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
+      (dest, source, dst, sst, nelems, pe),                                                        \
+      iput(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst, nelems, pe,        \
+           "shmem_iput" #BITS))                                                                    \
+  SHMOE_DEFINE_BOTH(                                                                               \
+      void, iget##BITS,                                                                            \
+      (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
+      (dest, source, dst, sst, nelems, pe),                                                        \
+      iget(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst, nelems, pe,        \
            "shmem_iget" #BITS))
 SHMOE_RMA_SIZES(SHMOE_DEF_RMA_SIZED)
 
@@ -155,16 +172,16 @@ SHMOE_DEFINE_BOTH(void, putmem, (void* dest, const void* source, size_t nelems, 
                       "shmem_putmem"))
 SHMOE_DEFINE_BOTH(void, putmem_nbi, (void* dest, const void* source, size_t nelems, int pe),
                   (dest, source, nelems, pe),
-                  put(ctx, static_cast<char*>(dest), static_cast<const char*>(source), nelems, pe,
-                      "shmem_putmem_nbi"))
+                  put_nbi(ctx, static_cast<char*>(dest), static_cast<const char*>(source), nelems,
+                          pe, "shmem_putmem_nbi"))
 SHMOE_DEFINE_BOTH(void, getmem, (void* dest, const void* source, size_t nelems, int pe),
                   (dest, source, nelems, pe),
                   get(ctx, static_cast<char*>(dest), static_cast<const char*>(source), nelems, pe,
                       "shmem_getmem"))
 SHMOE_DEFINE_BOTH(void, getmem_nbi, (void* dest, const void* source, size_t nelems, int pe),
                   (dest, source, nelems, pe),
-                  get(ctx, static_cast<char*>(dest), static_cast<const char*>(source), nelems, pe,
-                      "shmem_getmem_nbi"))
+                  get_nbi(ctx, static_cast<char*>(dest), static_cast<const char*>(source), nelems,
+                          pe, "shmem_getmem_nbi"))
 
 void shmem_ctx_fence(shmem_ctx_t ctx) {
   shmoe::check_ctx(ctx, "shmem_ctx_fence");

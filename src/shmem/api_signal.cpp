@@ -1,6 +1,7 @@
 // Signaling operations (OpenSHMEM 1.5 section 9.8): data, then the signal, never the reverse.
 // The store fence between them orders even the non-temporal stores of a large copy, and the
 // signal itself is a release store or add, which the waiter's acquire load pairs with.
+#include "common/backoff.hpp"
 #include "shmem/api_stamp.hpp"
 
 namespace {
@@ -51,6 +52,7 @@ SHMOE_RMA_SIZES(SHMOE_DEF_PUT_SIGNAL_SIZED)
 SHMOE_DEF_PUT_SIGNAL(putmem_signal, void, 1, "shmem_putmem_signal")
 
 uint64_t shmem_signal_fetch(const uint64_t* sig_addr) {
+  shmoe::run_wait_progress();  // a caller polling the signal must see it arrive over UCX too
   return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(sig_addr))
       .load(std::memory_order_acquire);
 }

@@ -50,30 +50,36 @@ extern "C" {
   }                                                                                                \
   int shmem_##N##_test_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) {     \
     check_cmp(cmp, "shmem_" #N "_test_all");                                                       \
+    shmoe::run_wait_progress();                                                                    \
     return test_all(ivars, nelems, status, cmp, Scalar<T>{cmp_value}) ? 1 : 0;                     \
   }                                                                                                \
   size_t shmem_##N##_test_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) {  \
     check_cmp(cmp, "shmem_" #N "_test_any");                                                       \
+    shmoe::run_wait_progress();                                                                    \
     return test_any(ivars, nelems, status, cmp, Scalar<T>{cmp_value});                             \
   }                                                                                                \
   size_t shmem_##N##_test_some(T* ivars, size_t nelems, size_t* indices, const int* status,        \
                                int cmp, T cmp_value) {                                             \
     check_cmp(cmp, "shmem_" #N "_test_some");                                                      \
+    shmoe::run_wait_progress();                                                                    \
     return test_some(ivars, nelems, indices, status, cmp, Scalar<T>{cmp_value});                   \
   }                                                                                                \
   int shmem_##N##_test_all_vector(T* ivars, size_t nelems, const int* status, int cmp,             \
                                   T* cmp_values) {                                                 \
     check_cmp(cmp, "shmem_" #N "_test_all_vector");                                                \
+    shmoe::run_wait_progress();                                                                    \
     return test_all(ivars, nelems, status, cmp, cmp_values) ? 1 : 0;                               \
   }                                                                                                \
   size_t shmem_##N##_test_any_vector(T* ivars, size_t nelems, const int* status, int cmp,          \
                                      T* cmp_values) {                                              \
     check_cmp(cmp, "shmem_" #N "_test_any_vector");                                                \
+    shmoe::run_wait_progress();                                                                    \
     return test_any(ivars, nelems, status, cmp, cmp_values);                                       \
   }                                                                                                \
   size_t shmem_##N##_test_some_vector(T* ivars, size_t nelems, size_t* indices, const int* status, \
                                       int cmp, T* cmp_values) {                                    \
     check_cmp(cmp, "shmem_" #N "_test_some_vector");                                               \
+    shmoe::run_wait_progress();                                                                    \
     return test_some(ivars, nelems, indices, status, cmp, cmp_values);                             \
   }
 SHMOE_P2P_SYNC_TYPES(SHMOE_DEF_P2P_SYNC)

@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <sstream>
 
 #include "common/backoff.hpp"
 #include "common/env.hpp"
@@ -22,11 +23,52 @@ std::unique_ptr<Runtime>& runtime_slot() {
   return rt;
 }
 
-std::string local_host_id() {
-  if (auto id = env::get("SHMOE_HOST_ID")) return *id;
+std::string system_host_name() {
   char name[HOST_NAME_MAX + 1] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
   return name;
+}
+
+std::string local_host_id() {
+  if (auto id = env::get("SHMOE_HOST_ID")) {
+    if (id->empty() || id->find_first_of(" \t\n") != std::string::npos) {
+      throw make_error("SHMOE_HOST_ID='{}' must be a non-empty name without white space", *id);
+    }
+    return *id;
+  }
+  return system_host_name();
+}
+
+TransportMode parse_transport_mode(const std::string& text) {
+  if (text == "auto") return TransportMode::kAuto;
+  if (text == "shm") return TransportMode::kShm;
+  if (text == "ucx") return TransportMode::kUcx;
+  throw make_error("SHMOE_TRANSPORT={} is not a transport (auto, shm or ucx)", text);
+}
+
+const char* transport_mode_name(TransportMode mode) {
+  return mode == TransportMode::kShm ? "shm" : mode == TransportMode::kUcx ? "ucx" : "auto";
+}
+
+// What each PE tells the others at start-up before any transport exists.
+struct PeHostRecord {
+  std::string host;
+  std::string system_host;
+  std::string transport;
+};
+
+std::string encode_host_record(const RuntimeConfig& c) {
+  return fmt::format("{}\n{}\n{}", c.host, c.system_host, transport_mode_name(c.transport));
+}
+
+PeHostRecord decode_host_record(const std::string& text, int pe) {
+  PeHostRecord r;
+  std::istringstream in(text);
+  if (!std::getline(in, r.host) || !std::getline(in, r.system_host) ||
+      !std::getline(in, r.transport)) {
+    throw make_error("malformed start-up record from PE {}", pe);
+  }
+  return r;
 }
 
 // A value stored under kAbortKey by shmem_global_exit: "exit=<status>;<message>".
@@ -74,13 +116,16 @@ RuntimeConfig read_runtime_config() {
     heap = env::size_or("SMA_SYMMETRIC_SIZE", heap);
   }
   // Room for the runtime's own symmetric state comes on top of what the user asked for.
-  c.heap_size = (heap + DisseminationBarrier::kFlagBytes + TeamRegistry::kReservedBytes +
-                 kPageSize - 1) /
-                kPageSize * kPageSize;
+  c.heap_size =
+      (heap + DisseminationBarrier::kFlagBytes + TeamRegistry::kReservedBytes + kPageSize - 1) /
+      kPageSize * kPageSize;
   c.init_timeout = env::seconds_or("SHMOE_INIT_TIMEOUT", 60);
   if (c.init_timeout.count() == 0) c.init_timeout = std::chrono::milliseconds(INT_MAX);
   c.debug_allocations = env::flag("SHMOE_DEBUG");
   c.host = local_host_id();
+  c.system_host = system_host_name();
+  c.transport = parse_transport_mode(env::get("SHMOE_TRANSPORT").value_or("auto"));
+  c.ucx = transport::read_ucx_options();
   WaitPolicy& w = wait_policy();
   w.hang_timeout = env::seconds_or("SHMOE_HANG_TIMEOUT", 60);
   return c;
@@ -93,7 +138,7 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
       config_(config),
       launch_(launch),
       allocator_(config.heap_size) {
-  tune_waits_for_cores(size_);
+  tune_waits_for_cores(size_);  // until connect_transport knows which PEs share this host
   bootstrap::StoreAddress store = launch.store;
   if (launch.hosts_store) {
     bootstrap::ConfigStoreServer::Options o;
@@ -144,18 +189,74 @@ void Runtime::linger_if_hosting_store() {
 
 void Runtime::connect_transport() {
   collectives_ = std::make_unique<bootstrap::StoreCollectives>(*client_, rank_, size_);
-  transport_ = std::make_unique<transport::ShmTransport>(
-      *collectives_, rank_, size_, config_.heap_size, config_.host, config_.init_timeout);
-  heap_base_ = transport_->local_base();
+  // Which PEs share this host, and which transport every PE was told to use (they must agree:
+  // a PE that maps a peer while the peer expects UCX would wait for operations that never come).
+  auto records =
+      collectives_->allgather("hosts", encode_host_record(config_), config_.init_timeout);
+  std::vector<PeHostRecord> peers;
+  for (int pe = 0; pe < size_; ++pe) peers.push_back(decode_host_record(records[pe], pe));
+  std::vector<bool> mapped(size_, false);
+  int other_host_pe = -1;  // the first PE on a host other than PE 0's
+  int pes_sharing_cores = 0;
+  for (int pe = 0; pe < size_; ++pe) {
+    if (peers[pe].transport != transport_mode_name(config_.transport)) {
+      throw make_error(
+          "PE {} has SHMOE_TRANSPORT={} but PE {} has SHMOE_TRANSPORT={}: set the same "
+          "value for every PE",
+          pe, peers[pe].transport, rank_, transport_mode_name(config_.transport));
+    }
+    if (other_host_pe < 0 && peers[pe].host != peers[0].host) other_host_pe = pe;
+    mapped[pe] =
+        pe == rank_ || (config_.transport != TransportMode::kUcx && peers[pe].host == config_.host);
+    if (mapped[pe]) shared_memory_pes_.push_back(pe);
+    if (peers[pe].system_host == config_.system_host) ++pes_sharing_cores;
+  }
+  const bool spans_hosts = other_host_pe >= 0;
+  if (spans_hosts && config_.transport == TransportMode::kShm) {
+    throw make_error(
+        "SHMOE_TRANSPORT=shm, but PE 0 runs on host '{}' and PE {} on '{}': shared "
+        "memory reaches only PEs of one host (use auto or ucx)",
+        peers[0].host, other_host_pe, peers[other_host_pe].host);
+  }
+  tune_waits_for_cores(pes_sharing_cores);
+  const bool use_ucx = size_ > 1 && (spans_hosts || config_.transport == TransportMode::kUcx);
+  shm_ = std::make_unique<transport::ShmTransport>(*collectives_, rank_, size_, config_.heap_size,
+                                                   config_.host, mapped, config_.init_timeout);
+  heap_base_ = shm_->local_base();
+  transport_ = shm_.get();
+  if (use_ucx) {
+    std::vector<bool> remote(size_);
+    for (int pe = 0; pe < size_; ++pe) remote[pe] = !mapped[pe];
+    ucx_ = std::make_unique<transport::UcxTransport>(*collectives_, rank_, size_, heap_base_,
+                                                     config_.heap_size, remote,
+                                                     config_.init_timeout, config_.ucx);
+    std::vector<transport::Transport*> route(size_);
+    for (int pe = 0; pe < size_; ++pe) {
+      route[pe] = mapped[pe] ? static_cast<transport::Transport*>(shm_.get()) : ucx_.get();
+    }
+    routed_ = std::make_unique<transport::RoutedTransport>(
+        std::move(route), std::vector<transport::Transport*>{shm_.get(), ucx_.get()});
+    transport_ = routed_.get();
+  }
   // The runtime's own symmetric state comes first, so it has the same offset on every PE.
   auto flags = allocator_.allocate(DisseminationBarrier::kFlagBytes, 64);
   // PEs must run the same barrier algorithm, but their affinity masks (hence what they count as
-  // oversubscribed) and environments may differ: all follow PE 0.
+  // oversubscribed) and environments may differ: all follow PE 0. The central barrier sleeps on
+  // a word in PE 0's segment, which PEs that reach PE 0 through UCX cannot map.
   auto choices = collectives_->allgather(
       "barrier", Barrier::name(Barrier::choose(wait_policy().oversubscribed)),
       config_.init_timeout);
+  Barrier::Algorithm algorithm = Barrier::parse(choices[0]);
+  if (use_ucx && algorithm == Barrier::Algorithm::kCentral) {
+    if (env::get("SHMOE_BARRIER")) {
+      log::warn(
+          "SHMOE_BARRIER=central needs every PE to map PE 0's heap; with UCX peers the "
+          "dissemination barrier runs instead");
+    }
+    algorithm = Barrier::Algorithm::kDissemination;
+  }
   world_barrier_ = std::make_unique<Barrier>(*transport_, *flags, heap_base_ + *flags,
-                                             PeSet{0, 1, size_}, rank_, Barrier::parse(choices[0]));
+                                             PeSet{0, 1, size_}, rank_, algorithm);
   auto team_scratch = allocator_.allocate(TeamRegistry::kReservedBytes, 64);
   teams_ = std::make_unique<TeamRegistry>(*this, *team_scratch);
 }
@@ -163,6 +264,11 @@ void Runtime::connect_transport() {
 Runtime::~Runtime() {
   leaving_ = true;
   stop_monitor();
+  // UCX lets go of the segment before the shared-memory transport unmaps it.
+  teams_.reset();
+  world_barrier_.reset();
+  routed_.reset();
+  ucx_.reset();
   if (server_) server_->stop();
 }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "bootstrap/config_store.hpp"
 #include "bootstrap/launch_env.hpp"
@@ -16,11 +17,12 @@
 #include "heap/allocator.hpp"
 #include "shmem.h"
 #include "shmem/barrier.hpp"
+#include "transport/routed_transport.hpp"
 #include "transport/shm_transport.hpp"
+#include "transport/ucx_transport.hpp"
 
-// The object behind shmem_ctx_t. Operations on the shared-memory transport complete when they
-// return, so a context carries only its options; a transport with queued operations (UCX) will
-// hang its own state here.
+// The object behind shmem_ctx_t. Every context shares the PE's transports (a UCX context's
+// quiet flushes the PE's one worker), so a context carries only its options.
 struct shmoe_ctx {
   long options = 0;
   bool live = true;
@@ -35,11 +37,18 @@ namespace shmoe {
 
 class TeamRegistry;
 
+// How PEs reach each other (SHMOE_TRANSPORT): kAuto maps the PEs of this host and uses UCX for
+// the others; kShm refuses a job that spans hosts; kUcx uses UCX for every peer, even on one host.
+enum class TransportMode { kAuto, kShm, kUcx };
+
 struct RuntimeConfig {
   std::size_t heap_size = 0;
   std::chrono::milliseconds init_timeout{60'000};
   bool debug_allocations = false;
-  std::string host;
+  std::string host;         // SHMOE_HOST_ID, or the hostname: PEs of one host share memory
+  std::string system_host;  // the hostname, whatever SHMOE_HOST_ID says: PEs that share cores
+  TransportMode transport = TransportMode::kAuto;
+  transport::UcxOptions ucx;
 };
 
 RuntimeConfig read_runtime_config();
@@ -53,7 +62,10 @@ class Runtime {
   int size() const { return size_; }
   int thread_level() const { return thread_level_; }
   const RuntimeConfig& config() const { return config_; }
-  transport::ShmTransport& transport() { return *transport_; }
+  transport::Transport& transport() { return *transport_; }
+  // The PEs whose segments this PE maps (its host's PEs, or itself alone under
+  // SHMOE_TRANSPORT=ucx), ascending; SHMEM_TEAM_SHARED is made of them.
+  const std::vector<int>& shared_memory_pes() const { return shared_memory_pes_; }
   std::byte* heap_base() const { return heap_base_; }
   std::size_t heap_size() const { return config_.heap_size; }
 
@@ -99,7 +111,11 @@ class Runtime {
   std::unique_ptr<bootstrap::StoreCollectives> collectives_;
   std::thread monitor_;
   std::atomic<bool> leaving_{false};
-  std::unique_ptr<transport::ShmTransport> transport_;
+  std::unique_ptr<transport::ShmTransport> shm_;
+  std::unique_ptr<transport::UcxTransport> ucx_;
+  std::unique_ptr<transport::RoutedTransport> routed_;
+  transport::Transport* transport_ = nullptr;  // shm_ alone, or routed_ when UCX is in use
+  std::vector<int> shared_memory_pes_;
   std::byte* heap_base_ = nullptr;
   std::mutex heap_mutex_;
   heap::BestFitAllocator allocator_;

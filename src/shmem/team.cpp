@@ -59,12 +59,34 @@ void Team::wait(int flag, std::uint64_t value, const char* what) {
              });
 }
 
+namespace {
+
+// SHMEM_TEAM_SHARED: the PEs whose heaps this PE maps (its host's PEs), when they form a strided
+// set as teams must; otherwise this PE alone, which is still a valid shared team. PEs of
+// different hosts hold different teams in the same slot, which is fine: no PE is in two of them.
+PeSet shared_memory_set(const std::vector<int>& pes, int me) {
+  const int n = static_cast<int>(pes.size());
+  const int stride = n > 1 ? pes[1] - pes[0] : 1;
+  for (int i = 1; i < n; ++i) {
+    if (pes[i] - pes[i - 1] != stride) {
+      log::warn(
+          "the PEs of this host ({} of them, from PE {}) are not evenly spaced: "
+          "SHMEM_TEAM_SHARED holds this PE alone",
+          n, pes[0]);
+      return PeSet{me, 1, 1};
+    }
+  }
+  return PeSet{pes[0], stride, n};
+}
+
+}  // namespace
+
 TeamRegistry::TeamRegistry(Runtime& rt, std::size_t offset) : rt_(rt), offset_(offset) {
   PeSet all{0, 1, rt.size()};
   shmem_team_config_t config{0};
-  // On one host every PE shares memory with every other: SHMEM_TEAM_SHARED is the world.
   shmoe_team_world.team = create(all, 0, config, &shmoe_team_world);
-  shmoe_team_shared.team = create(all, 1, config, &shmoe_team_shared);
+  shmoe_team_shared.team =
+      create(shared_memory_set(rt.shared_memory_pes(), rt.rank()), 1, config, &shmoe_team_shared);
   slots_in_use_ = 0b11;
 }
 

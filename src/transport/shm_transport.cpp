@@ -75,7 +75,7 @@ std::uint64_t atomic_on_word(void* word, const AmoRequest& request) {
 
 ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
                            std::size_t segment_size, const std::string& host,
-                           std::chrono::milliseconds timeout)
+                           const std::vector<bool>& mapped, std::chrono::milliseconds timeout)
     : rank_(rank) {
   segments_.resize(size);
   segments_[rank] = heap::Segment::create(heap::Segment::name_for(::getpid(), rank), segment_size);
@@ -87,6 +87,7 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
   heap::Segment::remove_names_at_fatal_exit(std::move(names));
   for (int pe = 0; pe < size; ++pe) {
     PeerInfo peer = decode(records[pe], pe);
+    if (pe != rank && !mapped[pe]) continue;
     if (peer.host != host) {
       throw make_error(
           "PE {} runs on host '{}' but this PE runs on '{}': the shared-memory transport reaches "

@@ -1,5 +1,6 @@
-// The shared-memory transport: every PE maps every peer's segment, so a put is a store into the
-// peer's window and an atomic is a CPU atomic on it (the NVLink / HCCS model on one host).
+// The shared-memory transport: every PE maps the segments of its peers on the same host, so a put
+// is a store into the peer's window and an atomic is a CPU atomic on it (the NVLink / HCCS model
+// on one host). Peers it does not map are reached by another transport (see RoutedTransport).
 #pragma once
 
 #include <memory>
@@ -21,14 +22,15 @@ struct PeerInfo {
 class ShmTransport final : public Transport {
  public:
   // Collective: creates this PE's segment of `segment_size` bytes, exchanges names through the
-  // store, maps every peer's segment and removes the names once all are mapped.
+  // store, maps the segment of every peer pe with mapped[pe] (each must run on `host`) and
+  // removes the names once all are mapped.
   ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
-               std::size_t segment_size, const std::string& host,
+               std::size_t segment_size, const std::string& host, const std::vector<bool>& mapped,
                std::chrono::milliseconds timeout);
 
   std::string_view name() const override { return "shm"; }
   std::byte* local_base() const { return segments_[rank_].base(); }
-  std::byte* direct_base(int pe) const override { return segments_[pe].base(); }
+  std::byte* direct_base(int pe) const override { return segments_[pe].base(); }  // or nullptr
   void put(int pe, std::size_t offset, const void* src, std::size_t bytes) override;
   void get(int pe, std::size_t offset, void* dst, std::size_t bytes) override;
   std::uint64_t atomic(int pe, std::size_t offset, const AmoRequest& request) override;

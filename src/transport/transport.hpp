@@ -33,6 +33,14 @@ class Transport {
   virtual void put(int pe, std::size_t offset, const void* src, std::size_t bytes) = 0;
   // Returns when `dst` holds the data.
   virtual void get(int pe, std::size_t offset, void* dst, std::size_t bytes) = 0;
+  // The _nbi forms: `src` must stay untouched, and `dst` holds the data, only after quiet().
+  // A transport whose operations complete on return needs nothing more than the blocking forms.
+  virtual void put_nbi(int pe, std::size_t offset, const void* src, std::size_t bytes) {
+    put(pe, offset, src, bytes);
+  }
+  virtual void get_nbi(int pe, std::size_t offset, void* dst, std::size_t bytes) {
+    get(pe, offset, dst, bytes);
+  }
   // Performs the operation atomically with respect to every other atomic on that word and
   // returns the previous value (the loaded value for kLoad).
   virtual std::uint64_t atomic(int pe, std::size_t offset, const AmoRequest& request) = 0;

@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
     std::_Exit(3);
   } else if (mode == "kill9" && me == 1) {
     raise(SIGKILL);
+  } else if (mode == "kill9_last") {  // the last PE dies, the others wait for it in a barrier
+    if (me == n - 1) raise(SIGKILL);
+    shmem_barrier_all();
   } else if (mode == "global_exit" && me == 1) {
     shmem_global_exit(7);
   } else if (mode == "skip_barrier" && me == 1) {

@@ -7,11 +7,17 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace shmoe::test {
 
 // A fresh seed per run, the same on every PE (PE 0 draws it and puts it everywhere).
 std::uint64_t shared_seed();
+
+// Whether PE pe should be able to map this PE's heap, worked out from the environment the test
+// was started with, not from the library: PEs with the same host (SHMOE_HOST_ID, else the
+// hostname) share memory unless SHMOE_TRANSPORT=ucx, which keeps only this PE. Collective.
+std::vector<bool> expected_shared_memory_pes();
 
 inline std::uint64_t mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "pe_test.hpp"
@@ -17,6 +21,30 @@ std::uint64_t shared_seed() {
   std::uint64_t seed = *slot;
   shmem_barrier_all();  // nobody overwrites the slot before everyone read it
   return seed;
+}
+
+std::vector<bool> expected_shared_memory_pes() {
+  const int me = shmem_my_pe(), n = shmem_n_pes();
+  std::string host;
+  if (const char* id = std::getenv("SHMOE_HOST_ID")) {
+    host = id;
+  } else {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  const char* transport = std::getenv("SHMOE_TRANSPORT");
+  const bool ucx_only = transport != nullptr && std::string(transport) == "ucx";
+  // Every PE publishes a hash of its host name; PE pe shares memory with me if the hashes match.
+  auto* hashes = static_cast<std::uint64_t*>(shmem_calloc(n, sizeof(std::uint64_t)));
+  const std::uint64_t mine = std::hash<std::string>{}(host) | 1;
+  for (int pe = 0; pe < n; ++pe) shmem_uint64_p(hashes + me, mine, pe);
+  shmem_barrier_all();
+  std::vector<bool> shared(n);
+  for (int pe = 0; pe < n; ++pe) shared[pe] = pe == me || (!ucx_only && hashes[pe] == mine);
+  shmem_barrier_all();
+  shmem_free(hashes);
+  return shared;
 }
 
 }  // namespace shmoe::test

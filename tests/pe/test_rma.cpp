@@ -52,6 +52,7 @@ void run_rma(const RmaOps<T>& ops) {
     for (int dst = 0; dst < n; ++dst) {
       for (std::size_t i = 0; i < len; ++i) src[i] = encode<T>(seed + salt, me, dst, i);
       put(rows + me * len, src.data(), len, dst);
+      shmem_quiet();  // an _nbi put may read `src` until quiet (over UCX it does)
     }
     shmem_barrier_all();
     check_rows(rows, len, seed, me, n, salt, salt == 1 ? "put" : "put_nbi");
@@ -144,12 +145,14 @@ void run_sized(void (*put)(void*, const void*, size_t, int),
   for (int dst = 0; dst < n; ++dst) {
     for (std::size_t i = 0; i < len; ++i) src[i] = encode<B>(seed, me, dst, i);
     put(rows + me * len, src.data(), len, dst);
+    shmem_quiet();  // an _nbi put may read `src` until quiet (over UCX it does)
   }
   shmem_barrier_all();
   check_rows(rows, len, seed, me, n, 0, "putSIZE");
   std::vector<B> got(len);
   const int peer = (me + 1) % n;
   get(got.data(), rows + me * len, len, peer);  // what I wrote to `peer`
+  shmem_quiet();                                // an _nbi get has landed only after quiet
   for (std::size_t i = 0; i < len; ++i) {
     ASSERT_TRUE(same(got[i], encode<B>(seed, me, peer, i))) << "getSIZE element " << i;
   }

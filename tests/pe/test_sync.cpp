@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <vector>
 
 #include "pe_test.hpp"
@@ -136,6 +137,35 @@ TEST(PutSignal, SignalNeverOvertakesData) {
   shmem_barrier_all();
   shmem_free(sig);
   shmem_free(buf);
+}
+
+// A peer's get is answered while this PE computes without calling SHMEM. Over UCX transports
+// whose target must act (TCP), only the progress thread can answer it: with
+// SHMOE_UCX_PROGRESS_THREAD=0 the get waits for the computation to end, and this test fails.
+TEST(Progress, PeerOperationsCompleteWhileAPeComputes) {
+  using Clock = std::chrono::steady_clock;
+  const int me = shmem_my_pe(), n = shmem_n_pes();
+  if (n < 2) GTEST_SKIP() << "needs a peer";
+  auto* word = static_cast<long*>(shmem_calloc(1, sizeof(long)));
+  if (me == 0) *word = 4242;
+  shmem_barrier_all();
+  constexpr auto kCompute = std::chrono::milliseconds(1500);
+  if (me == 0) {
+    const auto until = Clock::now() + kCompute;
+    volatile std::uint64_t work = 0;
+    while (Clock::now() < until) work = work + 1;
+  } else {
+    const auto start = Clock::now();
+    const long seen = shmem_long_g(word, 0);
+    const auto took = Clock::now() - start;
+    EXPECT_EQ(seen, 4242);
+    EXPECT_LT(took, kCompute / 2)
+        << "a get from PE 0 took "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+        << " ms while PE 0 computed: nothing answered for it";
+  }
+  shmem_barrier_all();
+  shmem_free(word);
 }
 
 }  // namespace

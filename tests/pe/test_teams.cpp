@@ -3,6 +3,7 @@
 // and team barriers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -16,11 +17,26 @@ TEST(Teams, Predefined) {
   const int me = shmem_my_pe(), n = shmem_n_pes();
   EXPECT_EQ(shmem_team_my_pe(SHMEM_TEAM_WORLD), me);
   EXPECT_EQ(shmem_team_n_pes(SHMEM_TEAM_WORLD), n);
-  EXPECT_EQ(shmem_team_my_pe(SHMEM_TEAM_SHARED), me);  // one host: all PEs share memory
-  EXPECT_EQ(shmem_team_n_pes(SHMEM_TEAM_SHARED), n);
+  // SHMEM_TEAM_SHARED: the PEs that share memory with this one, in world order (the tests split
+  // hosts into evenly spaced groups, so the team holds all of them).
+  const std::vector<bool> shared = expected_shared_memory_pes();
+  std::vector<int> shared_pes;
+  for (int pe = 0; pe < n; ++pe) {
+    if (shared[pe]) shared_pes.push_back(pe);
+  }
+  const int my_shared_index =
+      static_cast<int>(std::find(shared_pes.begin(), shared_pes.end(), me) - shared_pes.begin());
+  EXPECT_EQ(shmem_team_my_pe(SHMEM_TEAM_SHARED), my_shared_index);
+  EXPECT_EQ(shmem_team_n_pes(SHMEM_TEAM_SHARED), static_cast<int>(shared_pes.size()));
+  auto* word = static_cast<int*>(shmem_malloc(sizeof(int)));
+  for (int i = 0; i < static_cast<int>(shared_pes.size()); ++i) {
+    EXPECT_EQ(shmem_team_translate_pe(SHMEM_TEAM_SHARED, i, SHMEM_TEAM_WORLD), shared_pes[i]);
+    EXPECT_NE(shmem_ptr(word, shared_pes[i]), nullptr);
+  }
+  shmem_free(word);
   EXPECT_EQ(shmem_team_my_pe(SHMEM_TEAM_INVALID), -1);
   EXPECT_EQ(shmem_team_n_pes(SHMEM_TEAM_INVALID), -1);
-  EXPECT_EQ(shmem_team_translate_pe(SHMEM_TEAM_WORLD, me, SHMEM_TEAM_SHARED), me);
+  EXPECT_EQ(shmem_team_translate_pe(SHMEM_TEAM_WORLD, me, SHMEM_TEAM_SHARED), my_shared_index);
   EXPECT_EQ(shmem_team_translate_pe(SHMEM_TEAM_INVALID, 0, SHMEM_TEAM_WORLD), -1);
   EXPECT_EQ(shmem_team_translate_pe(SHMEM_TEAM_WORLD, 0, SHMEM_TEAM_INVALID), -1);
   EXPECT_EQ(shmem_team_translate_pe(SHMEM_TEAM_WORLD, n, SHMEM_TEAM_WORLD), -1);

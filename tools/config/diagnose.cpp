@@ -383,8 +383,9 @@ std::vector<std::string> ucx_transports(const fs::path& ucx_info) {
   return out;
 }
 
-// Informational only: shmoe moves data through shared memory and does not need UCX, but a bug
-// report about a mixed setup (e.g. also running OSHMEM for comparison) wants to know.
+// Informational: shmoe reaches PEs of other hosts (and every peer under SHMOE_TRANSPORT=ucx)
+// through UCX, whose transports decide what links a multi-host job can use; a bug report about a
+// mixed setup (e.g. also running OSHMEM for comparison) wants to know them too.
 void check_ucx(Report& r) {
   auto lib = ucx_library();
   if (!lib) {

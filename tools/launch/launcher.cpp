@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "bootstrap/config_store.hpp"
 #include "heap/segment.hpp"
@@ -103,7 +104,7 @@ pid_t spawn(const LaunchOptions& o, Pe& pe) {
       ::dup2(pipes[1][1], STDERR_FILENO);
     }
     ::setenv("SHMOE_RANK", std::to_string(pe.rank).c_str(), 1);
-    ::setenv("SHMOE_SIZE", std::to_string(o.n_pes).c_str(), 1);
+    ::setenv("SHMOE_SIZE", std::to_string(o.job_size).c_str(), 1);
     ::setenv("SHMOE_STORE", o.store_address.c_str(), 1);
     std::vector<char*> argv;
     for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -164,30 +165,86 @@ void sweep_segments(const std::vector<Pe>& pes) {
   }
 }
 
+// Waits until the job whose store is at `address` has ended: every PE finalized (0) or the job
+// was aborted (1, after printing why). 124 after `timeout` (0: none), 130 on Ctrl-C.
+int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeout) {
+  bootstrap::Hello hello{bootstrap::PeerRole::kTool, -1, 0, static_cast<int>(::getpid()), ""};
+  bootstrap::ConfigStoreClient client(bootstrap::StoreAddress::parse(address), hello,
+                                      std::chrono::seconds(10));
+  const auto start = Clock::now();
+  for (;;) {
+    if (client.get(bootstrap::kFinalizedKey, std::chrono::milliseconds(200))) return 0;
+    if (auto why = client.get(bootstrap::kAbortKey, std::chrono::milliseconds(0))) {
+      write_all(STDERR_FILENO, fmt::format("shmoerun: job aborted: {}\n", *why));
+      return 1;
+    }
+    if (g_interrupted) {
+      write_all(STDERR_FILENO, "shmoerun: interrupted; stopping the store\n");
+      return 130;
+    }
+    if (timeout.count() > 0 && Clock::now() - start > timeout) {
+      write_all(STDERR_FILENO,
+                fmt::format("shmoerun: the job did not end within {:.1f} s; stopping the store\n",
+                            std::chrono::duration<double>(timeout).count()));
+      return 124;
+    }
+  }
+}
+
+// Where this host's processes reach a store that listens on `bind_host`.
+std::string local_store_address(const std::string& bind_host, std::uint16_t port) {
+  return fmt::format("{}:{}", bind_host == "0.0.0.0" ? "127.0.0.1" : bind_host, port);
+}
+
 }  // namespace
 
+int run_store_only(const std::string& bind_host, std::uint16_t port, int job_size,
+                   std::chrono::milliseconds timeout) {
+  bootstrap::ConfigStoreServer::Options store_options;
+  store_options.bind_host = bind_host;
+  store_options.port = port;
+  store_options.job_size = job_size;
+  bootstrap::ConfigStoreServer store(store_options);
+  store.start();
+  install_handlers();
+  write_all(STDOUT_FILENO, fmt::format("shmoerun: config store for {} PEs listening on {}:{}\n",
+                                       job_size, bind_host, store.port()));
+  return wait_for_job_end(local_store_address(bind_host, store.port()), timeout);
+}
+
 int run_job(LaunchOptions o) {
+  if (o.job_size == 0) o.job_size = o.n_pes;
+  if (o.first_rank < 0 || o.first_rank + o.n_pes > o.job_size) {
+    throw std::runtime_error(
+        fmt::format("--first-rank {} with -n {} does not fit a job of --size {} (ranks 0..{})",
+                    o.first_rank, o.n_pes, o.job_size, o.job_size - 1));
+  }
   // The first PE the store saw leave without finalizing: when several PEs fail at once (the
   // others stop because that one died), it is the one to name.
   std::atomic<int> first_lost{-1};
   // The launcher runs the job's config store, as oshrun's daemon would.
   std::optional<bootstrap::ConfigStoreServer> store;
-  if (o.store_address.empty()) {
+  const bool hosts_store = o.store_address.empty();
+  if (hosts_store) {
     bootstrap::ConfigStoreServer::Options store_options;
-    store_options.job_size = o.n_pes;
-    store_options.on_pe_lost = [&first_lost](const bootstrap::Hello& lost) {
+    store_options.bind_host = o.store_bind;
+    store_options.port = o.store_port;
+    store_options.job_size = o.job_size;
+    const int first = o.first_rank, count = o.n_pes;
+    store_options.on_pe_lost = [&first_lost, first, count](const bootstrap::Hello& lost) {
+      if (lost.rank < first || lost.rank >= first + count) return;  // a PE of another host
       heap::Segment::remove_name_of(lost.pid, lost.rank);
       int none = -1;
-      first_lost.compare_exchange_strong(none, lost.rank);
+      first_lost.compare_exchange_strong(none, lost.rank - first);
     };
     store.emplace(store_options);
     store->start();
-    o.store_address = fmt::format("127.0.0.1:{}", store->port());
+    o.store_address = local_store_address(o.store_bind, store->port());
   }
   install_handlers();
   std::vector<Pe> pes(o.n_pes);
   for (int r = 0; r < o.n_pes; ++r) {
-    pes[r].rank = r;
+    pes[r].rank = o.first_rank + r;
     pes[r].pid = spawn(o, pes[r]);
     pes[r].running = true;
   }
@@ -219,7 +276,7 @@ int run_job(LaunchOptions o) {
       for (int i = 0; i < 2; ++i) {
         if (pe.relays[i].fd >= 0) {
           fds.push_back({pe.relays[i].fd, POLLIN, 0});
-          owners.emplace_back(pe.rank, i);
+          owners.emplace_back(pe.rank - o.first_rank, i);
         }
       }
     }
@@ -282,6 +339,15 @@ int run_job(LaunchOptions o) {
     }
   }
   sweep_segments(pes);
+  // PEs of other hosts may still use the store: for their finalize, or, when this group failed,
+  // to learn of the failure from it (their monitors read the abort within milliseconds).
+  if (hosts_store && o.job_size > o.n_pes && !g_interrupted) {
+    if (verdict) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    } else {
+      verdict = wait_for_job_end(o.store_address, std::chrono::seconds(60));
+    }
+  }
   return verdict.value_or(0);
 }
 

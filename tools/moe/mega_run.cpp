@@ -66,7 +66,8 @@ struct NumericCheck {
   double worst = 0;               // largest |error| / allowed
   double err_sq = 0, ref_sq = 0;  // for the relative RMS error
 
-  void check(const std::vector<std::uint16_t>& y, const std::vector<double>& expected, int D) {
+  void check(const std::vector<std::uint16_t>& y, const ReferenceLayer& ref, int D) {
+    const std::vector<double>& expected = ref.y;
     const std::size_t rows = expected.size() / static_cast<std::size_t>(D);
     for (std::size_t t = 0; t < rows && verdict.ok; ++t) {
       double row_sq = 0, row_max = 0;
@@ -78,7 +79,7 @@ struct NumericCheck {
       for (int j = 0; j < D; ++j) {
         const std::size_t i = t * D + j;
         const double got = numeric::bf16_to_float({y[i]});
-        const double allowed = rel * std::fabs(expected[i]) + floor * row_rms;
+        const double allowed = rel * std::fabs(expected[i]) + floor * row_rms + ref.slack[i];
         const double err = std::fabs(got - expected[i]);
         err_sq += err * err;
         ref_sq += expected[i] * expected[i];
@@ -121,9 +122,10 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   std::vector<std::int32_t> counts(L), counts_unfused(L);
   Verdict v;
   const double rtol = relative_tolerance(o.mode);
-  // The fp64 replay of the FP8 roundings differs from the operator by the BF16 output rounding
-  // (2^-9 relative) and, rarely, an activation that fp32 and fp64 round to neighbouring FP8
-  // codes (about 1% of the row's RMS each): measured worst 0.37 of this bound.
+  // The fp64 replay of the FP8 roundings differs from the operator by the BF16 roundings of each
+  // expert's row and of the sum (2^-9 relative each, of terms that may cancel: hence a floor in
+  // row RMS), plus the slack of activations that fp32 and fp64 may round to different FP8 codes
+  // (see reference_layer). Measured worst: 0.41 of this bound.
   NumericCheck replay{"fp8_replay", 0x1p-7, 0.03, false, {}};
   NumericCheck ideal{"numeric_golden", rtol, ideal_floor(o.mode), false, {}};
   PeInputs mine;

@@ -68,27 +68,37 @@ std::vector<std::int32_t> expected_expert_counts(const std::vector<PeInputs>& al
   return counts;
 }
 
-std::vector<double> reference_layer(const PeInputs& mine, const MegaOptions& o,
-                                    const std::vector<const GeneratedExpert*>& experts,
-                                    bool replay_fp8) {
+ReferenceLayer reference_layer(const PeInputs& mine, const MegaOptions& o,
+                               const std::vector<const GeneratedExpert*>& experts,
+                               bool replay_fp8) {
   const int D = o.model_dim, F = o.ffn_dim, half = F / 2;
   const moe::ExpertFfnShape shape{D, F, o.mode};
   const moe::MxRow token_row = shape.token_row(), act_row = shape.act_row();
-  std::vector<double> y(static_cast<std::size_t>(mine.bs) * D, 0.0), x(D), h(F), a(half);
-  std::vector<float> xf(D), af(half);
+  ReferenceLayer ref;
+  ref.y.assign(static_cast<std::size_t>(mine.bs) * D, 0.0);
+  ref.slack.assign(ref.y.size(), 0.0);
+  std::vector<double> x(D), h(F), a(half), a_up(half), a_down(half);
+  std::vector<float> tmp(std::max(D, half));
   std::vector<std::uint8_t> q(std::max(token_row.bytes(), act_row.bytes()));
-  // What the operator's FP8 rounding does to a row of n values (replay_fp8 only).
-  auto round_fp8 = [&](std::vector<double>& v, std::vector<float>& tmp, const moe::MxRow& row) {
-    for (int j = 0; j < row.elems; ++j) tmp[j] = static_cast<float>(v[j]);
+  // What the operator's FP8 rounding does to a row of n values (numeric/mx on their fp32 value).
+  auto round_fp8 = [&](const std::vector<double>& in, std::vector<double>& out, double factor,
+                       const moe::MxRow& row) {
+    for (int j = 0; j < row.elems; ++j) tmp[j] = static_cast<float>(in[j] * factor);
     numeric::quantize_mx(tmp.data(), row.elems, o.mode, q.data(), q.data() + row.scales_offset());
     numeric::dequantize_mx(q.data(), q.data() + row.scales_offset(), row.elems, o.mode, tmp.data());
-    for (int j = 0; j < row.elems; ++j) v[j] = tmp[j];
+    for (int j = 0; j < row.elems; ++j) out[j] = tmp[j];
   };
+  // The operator computes the activations in fp32 from an fp32 GEMM, so they differ from these
+  // fp64 ones in about the sixth digit: one that lies that close to an FP8 rounding boundary (or a
+  // block maximum that close to a power of two, which moves the block's scale) may round either
+  // way there. Rounding the whole row moved by +-2^-12 finds them; the slack is what either
+  // choice can change in the output.
+  constexpr double kAmbiguity = 0x1p-12;
   for (int t = 0; t < mine.bs; ++t) {
     const auto* bits =
         reinterpret_cast<const std::uint16_t*>(mine.x.data()) + static_cast<std::size_t>(t) * D;
     for (int j = 0; j < D; ++j) x[j] = numeric::bf16_to_float({bits[j]});
-    if (replay_fp8) round_fp8(x, xf, token_row);
+    if (replay_fp8) round_fp8(x, x, 1.0, token_row);  // the same BF16 values: no ambiguity
     for (int k = 0; k < o.topk; ++k) {
       const std::size_t i = static_cast<std::size_t>(t) * o.topk + k;
       const int e = mine.expert_ids[i];
@@ -101,17 +111,31 @@ std::vector<double> reference_layer(const PeInputs& mine, const MegaOptions& o,
         h[f] = s;
       }
       for (int j = 0; j < half; ++j) a[j] = h[j] / (1.0 + std::exp(-h[j])) * h[half + j];
-      if (replay_fp8) round_fp8(a, af, act_row);
+      std::vector<std::pair<int, double>> ambiguous;  // (element, how far its rounding can move)
+      if (replay_fp8) {
+        round_fp8(a, a_up, 1.0 + kAmbiguity, act_row);
+        round_fp8(a, a_down, 1.0 - kAmbiguity, act_row);
+        round_fp8(a, a, 1.0, act_row);
+        for (int j = 0; j < half; ++j) {
+          // a_up/a_down are rounded from the moved values: compare at the same scale.
+          const double up = a_up[j] / (1.0 + kAmbiguity), down = a_down[j] / (1.0 - kAmbiguity);
+          const double moved = std::max(std::fabs(up - a[j]), std::fabs(down - a[j]));
+          if (moved > 2 * kAmbiguity * std::fabs(a[j])) ambiguous.emplace_back(j, moved);
+        }
+      }
       const double weight = mine.scales[i];
       for (int d = 0; d < D; ++d) {
         const float* row = w.w2.data() + static_cast<std::size_t>(d) * half;
         double s = 0;
         for (int j = 0; j < half; ++j) s += static_cast<double>(row[j]) * a[j];
-        y[static_cast<std::size_t>(t) * D + d] += weight * s;
+        const std::size_t out = static_cast<std::size_t>(t) * D + d;
+        ref.y[out] += weight * s;
+        for (const auto& [j, moved] : ambiguous)
+          ref.slack[out] += std::fabs(weight * row[j]) * moved;
       }
     }
   }
-  return y;
+  return ref;
 }
 
 }  // namespace shmoe::tools

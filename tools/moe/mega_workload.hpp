@@ -33,8 +33,13 @@ std::vector<std::int32_t> expected_expert_counts(const std::vector<PeInputs>& al
 // tokens and activations are not rounded at all (the layer's ideal); with it they are rounded to
 // MX FP8 where the operator rounds them (numeric/mx, tested on its own against a brute-force
 // oracle), and everything else stays fp64. `experts` holds every global expert.
-std::vector<double> reference_layer(const PeInputs& mine, const MegaOptions& o,
-                                    const std::vector<const GeneratedExpert*>& experts,
-                                    bool replay_fp8);
+struct ReferenceLayer {
+  std::vector<double> y;
+  // Per element: how far the output can move because an activation lies so close to an FP8
+  // rounding boundary that fp32 and fp64 may round it differently (replay_fp8 only; mostly 0).
+  std::vector<double> slack;
+};
+ReferenceLayer reference_layer(const PeInputs& mine, const MegaOptions& o,
+                               const std::vector<const GeneratedExpert*>& experts, bool replay_fp8);
 
 }  // namespace shmoe::tools

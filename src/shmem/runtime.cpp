@@ -74,9 +74,9 @@ RuntimeConfig read_runtime_config() {
     heap = env::size_or("SMA_SYMMETRIC_SIZE", heap);
   }
   // Room for the runtime's own symmetric state comes on top of what the user asked for.
-  c.heap_size = (heap + DisseminationBarrier::kFlagBytes + TeamRegistry::kReservedBytes +
-                 kPageSize - 1) /
-                kPageSize * kPageSize;
+  c.heap_size =
+      (heap + DisseminationBarrier::kFlagBytes + TeamRegistry::kReservedBytes + kPageSize - 1) /
+      kPageSize * kPageSize;
   c.init_timeout = env::seconds_or("SHMOE_INIT_TIMEOUT", 60);
   if (c.init_timeout.count() == 0) c.init_timeout = std::chrono::milliseconds(INT_MAX);
   c.debug_allocations = env::flag("SHMOE_DEBUG");
@@ -115,12 +115,14 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
       std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
   start_monitor();
   try {
+    hang_watch_ = std::make_unique<HangWatch>(store, hello, size_, config_.init_timeout);
     connect_transport();
   } catch (const std::exception& e) {
     // Every PE should learn why start-up failed, not only that this PE went away.
     publish_abort(fmt::format("PE {}: shmem_init failed: {}", rank_, e.what()));
     // A constructor that throws runs no destructor: the monitor must be stopped here.
     leaving_ = true;
+    hang_watch_.reset();
     stop_monitor();
     linger_if_hosting_store();
     throw;
@@ -162,6 +164,7 @@ void Runtime::connect_transport() {
 
 Runtime::~Runtime() {
   leaving_ = true;
+  hang_watch_.reset();
   stop_monitor();
   if (server_) server_->stop();
 }
@@ -205,6 +208,7 @@ void Runtime::barrier_all() {
 void Runtime::finalize() {
   barrier_all();
   leaving_ = true;
+  hang_watch_.reset();
   client_->bye();
   if (server_) {
     // The store must outlive every peer's goodbye.

@@ -16,6 +16,7 @@
 #include "heap/allocator.hpp"
 #include "shmem.h"
 #include "shmem/barrier.hpp"
+#include "shmem/hang_watch.hpp"
 #include "transport/shm_transport.hpp"
 
 // The object behind shmem_ctx_t. Operations on the shared-memory transport complete when they
@@ -98,6 +99,7 @@ class Runtime {
   std::unique_ptr<bootstrap::ConfigStoreClient> monitor_client_;
   std::unique_ptr<bootstrap::StoreCollectives> collectives_;
   std::thread monitor_;
+  std::unique_ptr<HangWatch> hang_watch_;
   std::atomic<bool> leaving_{false};
   std::unique_ptr<transport::ShmTransport> transport_;
   std::byte* heap_base_ = nullptr;

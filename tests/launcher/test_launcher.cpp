@@ -352,6 +352,12 @@ TEST(BadInput, UnknownComparison) {
   expect_match(r, "shmem_long_wait_until: cmp=99 is not a comparison");
 }
 
+TEST(BadInput, HangReportFileWithoutThePeNumber) {
+  Result r = run(shmoerun(2, "ok", "SHMOE_HANG_REPORT=/tmp/hang.json"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "SHMOE_HANG_REPORT=/tmp/hang.json has no %p: the 2 PEs would write one file");
+}
+
 TEST(BadInput, BadSymmetricSize) {
   Result r = run(shmoerun(2, "ok", "SHMEM_SYMMETRIC_SIZE=lots"));
   EXPECT_NE(r.status, 0);

@@ -1,6 +1,7 @@
 #include "shmem/hang_watch.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -60,6 +61,17 @@ HangWatch::HangWatch(const bootstrap::StoreAddress& store, bootstrap::Hello hell
     sa.sa_flags = SA_RESTART;
     own_sigusr1_ = ::sigaction(SIGUSR1, &sa, nullptr) == 0;
   }
+  if (own_sigusr1_) {
+    // Blocked in this thread, and so in every thread it starts from now on, the signal goes to
+    // the reporting thread (which unblocks it): it does not cut short a sleep of the program,
+    // and it does not wait for a thread asleep in a futex (ThreadSanitizer runs handlers only
+    // when the receiving thread next enters the C library).
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    masked_ = ::pthread_sigmask(SIG_BLOCK, &usr1, &saved_mask_) == 0;
+    masked_thread_ = ::pthread_self();
+  }
   g_watch.store(this);
   set_hang_handler(on_hang);
   store_thread_ = std::thread([this] { watch_store(); });
@@ -70,7 +82,9 @@ HangWatch::~HangWatch() {
   stopping_ = true;
   set_hang_handler(nullptr);
   g_watch.store(nullptr);
-  if (own_sigusr1_) ::signal(SIGUSR1, SIG_DFL);
+  if (masked_ && ::pthread_equal(::pthread_self(), masked_thread_)) {
+    ::pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+  }
   g_signal_fd.store(-1);
   char c = kStopByte;
   ssize_t ignored = ::write(signal_pipe_[1], &c, 1);
@@ -78,6 +92,7 @@ HangWatch::~HangWatch() {
   watch_client_->shutdown();
   store_thread_.join();
   signal_thread_.join();
+  if (own_sigusr1_) ::signal(SIGUSR1, SIG_DFL);
   ::close(signal_pipe_[0]);
   ::close(signal_pipe_[1]);
 }
@@ -143,6 +158,10 @@ void HangWatch::watch_store() {
 }
 
 void HangWatch::watch_signal() {
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ::pthread_sigmask(SIG_UNBLOCK, &usr1, nullptr);
   for (;;) {
     char c = 0;
     ssize_t n = ::read(signal_pipe_[0], &c, 1);

@@ -5,6 +5,9 @@
 // the store under kReportKeyPrefix + rank, where shmoerun reads them for its verdict.
 #pragma once
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -54,6 +57,9 @@ class HangWatch {
   std::atomic<bool> timed_out_{false};  // a wait of this PE timed out and reported
   int signal_pipe_[2] = {-1, -1};
   bool own_sigusr1_ = false;
+  bool masked_ = false;  // SIGUSR1 blocked in masked_thread_, which had saved_mask_ before
+  pthread_t masked_thread_{};
+  sigset_t saved_mask_{};
   std::thread store_thread_;
   std::thread signal_thread_;
 };

@@ -7,6 +7,7 @@ packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
+  clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz) and their sanitizer runtimes
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 #include "shmem/hang_watch.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -41,6 +42,13 @@ void on_hang(const WaitState& timed_out, double) {
 }
 
 }  // namespace
+
+void keep_sigusr1_from_this_thread() {
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ::pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
+}
 
 HangWatch::HangWatch(const bootstrap::StoreAddress& store, bootstrap::Hello hello, int size,
                      std::chrono::milliseconds connect_timeout)
@@ -163,6 +171,10 @@ void HangWatch::watch_signal() {
   sigaddset(&usr1, SIGUSR1);
   ::pthread_sigmask(SIG_UNBLOCK, &usr1, nullptr);
   for (;;) {
+    // poll() before read(): ThreadSanitizer runs a handler at once only in a thread that waits
+    // in a call it knows to block, such as poll(); inside read() it would wait for read() to end.
+    pollfd ready{signal_pipe_[0], POLLIN, 0};
+    if (::poll(&ready, 1, -1) < 0) continue;  // EINTR: the handler ran here
     char c = 0;
     ssize_t n = ::read(signal_pipe_[0], &c, 1);
     if (n < 0 && errno == EINTR) continue;

@@ -24,6 +24,10 @@ inline constexpr std::string_view kHangKey = "shmoe/hang";
 inline constexpr std::string_view kHangAcksKey = "shmoe/hang_acks";
 inline constexpr std::string_view kReportKeyPrefix = "shmoe/hang_report/";
 
+// Blocks SIGUSR1 in the calling thread, so that it reaches the reporting thread: for threads
+// of shmoe started before the HangWatch (which blocks it in the threads started after).
+void keep_sigusr1_from_this_thread();
+
 class HangWatch {
  public:
   // Connects two monitor connections to the store and starts the watching threads; installs the

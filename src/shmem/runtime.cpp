@@ -171,6 +171,8 @@ Runtime::~Runtime() {
 
 void Runtime::start_monitor() {
   monitor_ = std::thread([this] {
+    // A signal handler runs late under ThreadSanitizer in a thread that sits in recv().
+    keep_sigusr1_from_this_thread();
     try {
       auto reason = monitor_client_->get(bootstrap::kAbortKey, std::chrono::milliseconds(-1));
       if (leaving_ || !reason) return;

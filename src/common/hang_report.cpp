@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "common/env.hpp"
 #include "common/error.hpp"

@@ -11,7 +11,7 @@
 // "waits" means no thread of the PE is inside a shmoe wait (it is busy in the program).
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // the whole library is costly to compile; few need it
 #include <string>
 #include <string_view>
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <nlohmann/json.hpp>
 
 #include "common/hang_report.hpp"
 #include "common/log.hpp"

@@ -2,6 +2,8 @@
 // it where, and a PE that waits in the same operation passes the blame on.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "hang_verdict.hpp"
 
 namespace {

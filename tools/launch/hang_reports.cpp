@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
+#include "hang_verdict.hpp"
 #include "shmem/hang_watch.hpp"
 
 namespace shmoe::tools {
@@ -58,6 +60,10 @@ std::vector<nlohmann::json> HangReports::gather(std::chrono::milliseconds wait) 
     if (reports[r].is_discarded() || !reports[r].contains("waits")) reports[r] = nullptr;
   }
   return reports;
+}
+
+std::string HangReports::verdict(std::chrono::milliseconds wait) {
+  return hang_verdict(gather(wait));
 }
 
 }  // namespace shmoe::tools

@@ -4,7 +4,7 @@
 
 #include <chrono>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -23,10 +23,13 @@ class HangReports {
   void clear();
   // Ranks that said hello and not yet goodbye: the PEs whose SIGUSR1 handler is installed.
   std::vector<int> running_ranks();
-  // Every PE's report (null where none came), waiting at most `wait` in all.
-  std::vector<nlohmann::json> gather(std::chrono::milliseconds wait);
+  // The verdict (see hang_verdict.hpp) on every PE's report, waiting at most `wait` in all for
+  // reports still to come.
+  std::string verdict(std::chrono::milliseconds wait);
 
  private:
+  // Every PE's report (null where none came).
+  std::vector<nlohmann::json> gather(std::chrono::milliseconds wait);
   bootstrap::ConfigStoreClient& client();
 
   std::string address_;

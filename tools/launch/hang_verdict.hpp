@@ -5,7 +5,7 @@
 // blame on to the PE it waits for.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 

@@ -16,7 +16,6 @@
 
 #include "bootstrap/config_store.hpp"
 #include "hang_reports.hpp"
-#include "hang_verdict.hpp"
 #include "heap/segment.hpp"
 
 namespace shmoe::tools {
@@ -175,8 +174,7 @@ void sweep_segments(const std::vector<Pe>& pes) {
 constexpr std::chrono::milliseconds kReportWait{3000};
 
 void print_verdict(HangReports& hang, const char* why) {
-  write_all(STDERR_FILENO,
-            fmt::format("shmoerun: {}; {}\n", why, hang_verdict(hang.gather(kReportWait))));
+  write_all(STDERR_FILENO, fmt::format("shmoerun: {}; {}\n", why, hang.verdict(kReportWait)));
 }
 
 // When a PE stopped on a hang timeout: which PE the others waited on.

@@ -3,6 +3,7 @@
 #include "bootstrap/config_store.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/error.hpp"
+#include "common/wait_registry.hpp"
 
 namespace shmoe::bootstrap {
 namespace {
@@ -44,7 +45,21 @@ void StoreCollectives::barrier(std::string_view name, milliseconds timeout) {
   std::string key = fmt::format("shmoe/bar/{}/{}", name, round_++);
   std::string done_key = key + "/done";
   if (client_.add(key, 1) == size_) client_.set(done_key, "1");
-  if (client_.get(done_key, timeout)) return;
+  {
+    // Listed at once: a round trip to the store already costs more than listing.
+    auto describe = [&] {
+      return WaitState{"store barrier",
+                       fmt::format("config store barrier '{}' (key {}): waiting for all {} PEs",
+                                   name, key, size_),
+                       -1,
+                       static_cast<std::uint64_t>(size_),
+                       0,
+                       round_};
+    };
+    WaitTicket ticket(describe);
+    ticket.enter();
+    if (client_.get(done_key, timeout)) return;
+  }
 
   // Diagnose before throwing: who never connected is the most useful thing to report.
   JobStatus status = client_.job_status();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "common/hang_report.hpp"
 #include "common/log.hpp"
 
 namespace shmoe {
@@ -75,6 +76,7 @@ bool Backoff::pause() {
   }
   if (steps_ == spin_ + 1) {
     start_ = std::chrono::steady_clock::now();
+    if (ticket_ != nullptr) ticket_->enter();
     if (p.min_spin_iterations != p.max_spin_iterations) {
       spin_budget = std::max(spin_ / 2, p.min_spin_iterations);
     }
@@ -101,11 +103,13 @@ std::chrono::steady_clock::duration Backoff::waited() const {
   return std::chrono::steady_clock::now() - start_;
 }
 
-void report_hang(const std::string& what, std::chrono::steady_clock::duration waited) {
-  double s = std::chrono::duration<double>(waited).count();
-  log::fatal(fmt::format("hang: {} has waited {:.1f} s (SHMOE_HANG_TIMEOUT={:.1f} s); giving up",
-                         what, s,
-                         std::chrono::duration<double>(wait_policy().hang_timeout).count()));
+void report_hang(const WaitState& what, std::chrono::steady_clock::duration waited) {
+  const double s = std::chrono::duration<double>(waited).count();
+  const std::string line = fmt::format(
+      "hang: {} has waited {:.1f} s (SHMOE_HANG_TIMEOUT={:.1f} s); giving up", what.detail, s,
+      std::chrono::duration<double>(wait_policy().hang_timeout).count());
+  handle_hang(what, s);
+  log::fatal(line);
 }
 
 void WakeWord::publish(std::uint32_t v) {
@@ -146,9 +150,11 @@ bool WakeWord::sleep_once(std::uint32_t v, const timespec* timeout) {
 }
 
 std::optional<std::chrono::steady_clock::duration> WakeWord::wait_slowly(std::uint32_t v,
-                                                                         std::uint32_t spin) {
+                                                                         std::uint32_t spin,
+                                                                         WaitTicket& ticket) {
   const WaitPolicy& p = wait_policy();
   if (spin_for(v, spin)) return std::nullopt;
+  ticket.enter();
   const auto start = std::chrono::steady_clock::now();
   if (yield_for(v, start + p.yield_time)) return std::nullopt;
   for (;;) {

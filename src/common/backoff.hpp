@@ -14,6 +14,9 @@
 #include <optional>
 #include <string>
 
+#include "common/wait_registry.hpp"
+#include "common/wait_state.hpp"
+
 namespace shmoe {
 
 struct WaitPolicy {
@@ -61,6 +64,8 @@ void run_wait_progress();
 
 class Backoff {
  public:
+  // `ticket`, if given, is listed for hang reports when the wait leaves its spin phase.
+  explicit Backoff(WaitTicket* ticket = nullptr) : ticket_(ticket) {}
   // One step of waiting. Returns true when the hang timeout has passed.
   bool pause();
   std::chrono::steady_clock::duration waited() const;
@@ -68,22 +73,26 @@ class Backoff {
  private:
   void start_spinning();
 
+  WaitTicket* ticket_;
   std::uint32_t spin_ = 0;  // this wait's spin budget; set by the first pause()
   std::uint32_t steps_ = 0;
   std::uint32_t sleep_us_ = 1;
   std::chrono::steady_clock::time_point start_{};
 };
 
-// Stops the process: "<what> has waited N s ...". `what` says which call, which address, the
-// expected and seen values and from which PE the data should come.
-[[noreturn]] void report_hang(const std::string& what, std::chrono::steady_clock::duration waited);
+// Stops the process: "hang: <what> has waited N s ...", after the hang handler (see
+// hang_report.hpp) has written the reports. `what` says which call, which address, the expected
+// and seen values and from which PE the data should come.
+[[noreturn]] void report_hang(const WaitState& what, std::chrono::steady_clock::duration waited);
 
-// Polls `ready()` until it returns true, backing off; `describe()` is only called on a hang.
+// Polls `ready()` until it returns true, backing off. `describe()` returns a WaitState (or just
+// a sentence) and is only called for a hang report: at the timeout, or when one is asked for.
 template <typename Ready, typename Describe>
 void wait_until(Ready&& ready, Describe&& describe) {
-  Backoff backoff;
+  WaitTicket ticket(describe);
+  Backoff backoff(&ticket);
   while (!ready()) {
-    if (backoff.pause()) report_hang(describe(), backoff.waited());
+    if (backoff.pause()) report_hang(ticket.describe(), backoff.waited());
   }
 }
 
@@ -117,7 +126,8 @@ class WakeWord {
   template <typename Describe>
   void wait_for(std::uint32_t v, std::uint32_t spin, Describe&& describe) {
     if (holds(v)) return;
-    if (auto waited = wait_slowly(v, spin)) report_hang(describe(), *waited);
+    WaitTicket ticket(describe);
+    if (auto waited = wait_slowly(v, spin, ticket)) report_hang(ticket.describe(), *waited);
   }
 
  private:
@@ -130,7 +140,8 @@ class WakeWord {
   bool sleep_once(std::uint32_t v, const timespec* timeout);
   // Returns how long it waited if it gave up at the hang timeout.
   std::optional<std::chrono::steady_clock::duration> wait_slowly(std::uint32_t v,
-                                                                 std::uint32_t spin);
+                                                                 std::uint32_t spin,
+                                                                 WaitTicket& ticket);
 
   std::uint32_t* word_;
 };

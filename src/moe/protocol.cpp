@@ -1,6 +1,7 @@
 #include "moe/protocol.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <shmem.h>
 
 #include <atomic>
@@ -17,8 +18,15 @@ void FlagArray::wait(int src, std::uint64_t generation, const std::string& what)
   std::atomic_ref<std::uint64_t> flag(*slot(src));
   shmoe::wait_until([&] { return flag.load(std::memory_order_acquire) >= generation; },
                     [&] {
-                      return fmt::format("{} #{}: waiting for PE {} (its flag is at generation {})",
-                                         what, generation, src, flag.load());
+                      const std::uint64_t seen = flag.load();
+                      return shmoe::WaitState{
+                          what,
+                          fmt::format("{} #{}: waiting for PE {} (its flag is at generation {})",
+                                      what, generation, src, seen),
+                          src,
+                          generation,
+                          seen,
+                          generation};
                     });
 }
 
@@ -72,12 +80,19 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
     const CallHeader& h = *headers[pe];
     if (h.hidden != mine.hidden || h.topk != mine.topk || h.experts_per_pe != mine.experts_per_pe ||
         h.dtype != mine.dtype || h.ffn != mine.ffn) {
+      // Which parameters differ comes first: that is what the caller has to fix.
+      std::vector<const char*> differ;
+      if (h.hidden != mine.hidden) differ.push_back("hidden");
+      if (h.topk != mine.topk) differ.push_back("topk");
+      if (h.experts_per_pe != mine.experts_per_pe) differ.push_back("experts_per_pe");
+      if (h.dtype != mine.dtype) differ.push_back("dtype");
+      if (h.ffn != mine.ffn) differ.push_back("ffn");
       return fmt::format(
-          "{}: PEs disagree on the parameters: PE {} called with hidden={} topk={} "
+          "{}: PEs disagree on the parameters ({}): PE {} called with hidden={} topk={} "
           "experts_per_pe={} dtype={} ffn={}, PE {} with hidden={} topk={} experts_per_pe={} "
           "dtype={} ffn={}",
-          op, pe, h.hidden, h.topk, h.experts_per_pe, h.dtype, h.ffn, my_pe, mine.hidden, mine.topk,
-          mine.experts_per_pe, mine.dtype, mine.ffn);
+          op, fmt::join(differ, ", "), pe, h.hidden, h.topk, h.experts_per_pe, h.dtype, h.ffn,
+          my_pe, mine.hidden, mine.topk, mine.experts_per_pe, mine.dtype, mine.ffn);
     }
   }
   for (std::size_t pe = 0; pe < headers.size(); ++pe) {

@@ -58,12 +58,19 @@ void shmem_set_lock(long* lock) {
   std::uint32_t prev = amo32(l, 0, kTail, AmoOp::kSwap, static_cast<std::uint32_t>(l.me + 1));
   if (prev == 0) return;
   amo32(l, static_cast<int>(prev - 1), kNode, AmoOp::kOr, static_cast<std::uint32_t>(l.me + 1));
-  shmoe::wait_until([&] { return (node_value(l) & kWaiting) == 0; },
-                    [&] {
-                      return fmt::format(
-                          "shmem_set_lock on symmetric offset {:#x}: queued behind PE {}", l.off,
-                          prev - 1);
-                    });
+  shmoe::wait_until(
+      [&] { return (node_value(l) & kWaiting) == 0; },
+      [&] {
+        const int ahead = static_cast<int>(prev - 1);
+        return shmoe::WaitState{
+            "shmem_set_lock",
+            fmt::format("shmem_set_lock on symmetric offset {:#x}: queued behind PE {}", l.off,
+                        ahead),
+            ahead,
+            0,
+            node_value(l),
+            0};
+      });
 }
 
 int shmem_test_lock(long* lock) {

@@ -80,13 +80,19 @@ void Barrier::disseminate() {
 
 void Barrier::wait_for_round(int round) {
   std::atomic_ref<std::uint64_t> seen(*local_word(round * kLineBytes));
-  wait_until([&] { return seen.load(std::memory_order_acquire) >= epoch_; },
-             [&] {
-               const int from =
-                   pes_.pe((my_index_ - (1 << round) % pes_.size + pes_.size) % pes_.size);
-               return fmt::format("barrier #{} round {} (waiting for PE {}: counter {} < {})",
-                                  epoch_, round, from, seen.load(), epoch_);
-             });
+  wait_until(
+      [&] { return seen.load(std::memory_order_acquire) >= epoch_; },
+      [&] {
+        const int from = pes_.pe((my_index_ - (1 << round) % pes_.size + pes_.size) % pes_.size);
+        const std::uint64_t now = seen.load();
+        return WaitState{"barrier",
+                         fmt::format("barrier #{} round {} (waiting for PE {}: counter {} < {})",
+                                     epoch_, round, from, now, epoch_),
+                         from,
+                         epoch_,
+                         now,
+                         epoch_};
+      });
 }
 
 // The arrival counter's acq_rel add makes the last arrival see every other PE's data, and its
@@ -111,7 +117,7 @@ void Barrier::gather_and_release() {
 
 // Which PEs have not entered this barrier yet. The central barrier has a single round; calling
 // it round 0 keeps hang reports alike whichever algorithm runs.
-std::string Barrier::describe_missing() const {
+WaitState Barrier::describe_missing() const {
   std::vector<int> missing;
   for (int i = 0; i < pes_.size; ++i) {
     const int pe = pes_.pe(i);
@@ -119,12 +125,25 @@ std::string Barrier::describe_missing() const {
       missing.push_back(pe);
     }
   }
+  const auto expected = epoch_ * static_cast<std::uint64_t>(pes_.size);
+  const std::uint64_t arrivals =
+      transport_.atomic(pes_.pe(0), flags_offset_ + kArrivalsOffset, {AmoOp::kLoad, 8, 0, 0});
   if (missing.empty()) {
-    return fmt::format("barrier #{} round 0 (every PE has arrived, waiting for the release)",
-                       epoch_);
+    return {
+        "barrier",
+        fmt::format("barrier #{} round 0 (every PE has arrived, waiting for the release)", epoch_),
+        pes_.pe(0),
+        expected,
+        arrivals,
+        epoch_};
   }
-  return fmt::format("barrier #{} round 0 (waiting for PE {}; PEs yet to arrive: {})", epoch_,
-                     missing.front(), fmt::join(missing, ", "));
+  return {"barrier",
+          fmt::format("barrier #{} round 0 (waiting for PE {}; PEs yet to arrive: {})", epoch_,
+                      missing.front(), fmt::join(missing, ", ")),
+          missing.front(),
+          expected,
+          arrivals,
+          epoch_};
 }
 
 std::uint64_t* Barrier::local_word(std::size_t offset) const {

@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/wait_state.hpp"
 #include "transport/transport.hpp"
 
 namespace shmoe {
@@ -76,7 +77,7 @@ class Barrier {
   void disseminate();
   void wait_for_round(int round);
   void gather_and_release();
-  std::string describe_missing() const;
+  WaitState describe_missing() const;
   std::uint64_t* local_word(std::size_t offset) const;
 
   transport::Transport& transport_;

@@ -1,5 +1,7 @@
 #include "shmem/collectives.hpp"
 
+#include <bit>
+
 #include "shmem/runtime.hpp"
 
 namespace shmoe::collectives {
@@ -36,7 +38,7 @@ void bruck(Team& team, std::byte* base, std::size_t base_offset, BlockOffset blo
       send_run(0, me + count - n);
     }
     team.signal(to, r, seq);
-    team.wait(r, seq, what);
+    team.wait(r, seq, what, (me + dist) % n);
   }
 }
 
@@ -57,7 +59,10 @@ void broadcast(Team& team, void* dest, const void* source, std::size_t bytes, in
   if (v == 0) {
     if (root_gets_copy && dest != source) std::memmove(dest, source, bytes);
   } else {
-    team.wait(TeamScratch::kTreeFlag, seq, "broadcast (data from the parent in the tree)");
+    // The parent in the binomial tree: v with its highest set bit cleared.
+    const int parent = (std::bit_floor(static_cast<unsigned>(v)) ^ v) + root;
+    team.wait(TeamScratch::kTreeFlag, seq, "broadcast (data from the parent in the tree)",
+              parent % n);
     from = dest;
   }
   // Binomial tree: node v sends to v + 2^k for every 2^k > v, largest subtree first.

@@ -107,26 +107,33 @@ inline bool any_included(std::size_t n, const int* status) {
   return false;
 }
 
-// What a hung wait reports: the call, where the word lives and what it holds.
+// What a hung wait reports: the call, where the word lives and what it holds. Any PE may put
+// to the word, so there is no peer to name; expected and seen are those of the first element.
 template <typename T, typename Values>
-std::string describe(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
-                     const Values& v) {
+shmoe::WaitState describe(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
+                          const Values& v) {
   auto* rt = shmoe::runtime_or_null();
   std::string where = rt != nullptr && rt->is_symmetric(ivars, sizeof(T))
                           ? fmt::format("symmetric offset {:#x}", rt->offset_of(ivars))
                           : fmt::format("address {}", static_cast<const void*>(ivars));
   std::string seen;
   std::size_t shown = 0;
+  shmoe::WaitState state{fn, "", -1, 0, 0, 0};
   for (std::size_t i = 0; i < n && shown < 8; ++i) {
     if (!included(status, i)) continue;
-    seen += fmt::format("{}[{}]={} (want {} {}) ", shown ? "" : "", i, load(ivars + i),
-                        cmp_name(cmp), v[i]);
+    const T now = load(ivars + i);
+    if (shown == 0) {
+      state.expected = static_cast<std::uint64_t>(v[i]);
+      state.seen = static_cast<std::uint64_t>(now);
+    }
+    seen += fmt::format("[{}]={} (want {} {}) ", i, now, cmp_name(cmp), v[i]);
     ++shown;
   }
-  return fmt::format(
+  state.detail = fmt::format(
       "{} on {} ({} elements): {}; the value is written by whichever PE puts to "
       "it",
       fn, where, n, seen);
+  return state;
 }
 
 template <typename T, typename Values>

@@ -160,12 +160,14 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
       std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
   start_monitor();
   try {
+    hang_watch_ = std::make_unique<HangWatch>(store, hello, size_, config_.init_timeout);
     connect_transport();
   } catch (const std::exception& e) {
     // Every PE should learn why start-up failed, not only that this PE went away.
     publish_abort(fmt::format("PE {}: shmem_init failed: {}", rank_, e.what()));
     // A constructor that throws runs no destructor: the monitor must be stopped here.
     leaving_ = true;
+    hang_watch_.reset();
     stop_monitor();
     linger_if_hosting_store();
     throw;
@@ -263,6 +265,7 @@ void Runtime::connect_transport() {
 
 Runtime::~Runtime() {
   leaving_ = true;
+  hang_watch_.reset();
   stop_monitor();
   // UCX lets go of the segment before the shared-memory transport unmaps it.
   teams_.reset();
@@ -274,6 +277,8 @@ Runtime::~Runtime() {
 
 void Runtime::start_monitor() {
   monitor_ = std::thread([this] {
+    // A signal handler runs late under ThreadSanitizer in a thread that sits in recv().
+    keep_sigusr1_from_this_thread();
     try {
       auto reason = monitor_client_->get(bootstrap::kAbortKey, std::chrono::milliseconds(-1));
       if (leaving_ || !reason) return;
@@ -311,6 +316,7 @@ void Runtime::barrier_all() {
 void Runtime::finalize() {
   barrier_all();
   leaving_ = true;
+  hang_watch_.reset();
   client_->bye();
   if (server_) {
     // The store must outlive every peer's goodbye.

@@ -17,6 +17,7 @@
 #include "heap/allocator.hpp"
 #include "shmem.h"
 #include "shmem/barrier.hpp"
+#include "shmem/hang_watch.hpp"
 #include "transport/routed_transport.hpp"
 #include "transport/shm_transport.hpp"
 #include "transport/ucx_transport.hpp"
@@ -110,6 +111,7 @@ class Runtime {
   std::unique_ptr<bootstrap::ConfigStoreClient> monitor_client_;
   std::unique_ptr<bootstrap::StoreCollectives> collectives_;
   std::thread monitor_;
+  std::unique_ptr<HangWatch> hang_watch_;
   std::atomic<bool> leaving_{false};
   std::unique_ptr<transport::ShmTransport> shm_;
   std::unique_ptr<transport::UcxTransport> ucx_;

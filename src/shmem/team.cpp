@@ -47,15 +47,22 @@ void Team::signal(int index, int flag, std::uint64_t value) {
            {transport::AmoOp::kStore, 8, value, 0});
 }
 
-void Team::wait(int flag, std::uint64_t value, const char* what) {
+void Team::wait(int flag, std::uint64_t value, const char* what, int from) {
   auto* word = reinterpret_cast<std::uint64_t*>(
       rt_.heap_base() + scratch_ + TeamScratch::kFlagsOffset + flag * TeamScratch::kFlagStride);
   std::atomic_ref<std::uint64_t> seen(*word);
   wait_until([&] { return seen.load(std::memory_order_acquire) >= value; },
              [&] {
-               return fmt::format(
-                   "{} on team [start {}, stride {}, size {}] (slot {}): flag {} is {} < {}", what,
-                   pes_.start, pes_.stride, pes_.size, slot_, flag, seen.load(), value);
+               const std::uint64_t now = seen.load();
+               return WaitState{
+                   what,
+                   fmt::format("{} on team [start {}, stride {}, size {}] (slot {}): flag {} is {} "
+                               "< {}",
+                               what, pes_.start, pes_.stride, pes_.size, slot_, flag, now, value),
+                   from >= 0 ? world_pe(from) : -1,
+                   value,
+                   now,
+                   value};
              });
 }
 

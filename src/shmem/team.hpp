@@ -85,8 +85,9 @@ class Team {
   std::byte* local_data() const;
   // Stores `value` into flag `flag` of member `index`, after everything this PE wrote before.
   void signal(int index, int flag, std::uint64_t value);
-  // Waits until this PE's flag `flag` holds at least `value`.
-  void wait(int flag, std::uint64_t value, const char* what);
+  // Waits until this PE's flag `flag` holds at least `value`, which member `from` (-1: not
+  // known) raises; `what` names the call in hang reports.
+  void wait(int flag, std::uint64_t value, const char* what, int from = -1);
 
  private:
   Runtime& rt_;

@@ -10,26 +10,9 @@
 #include <vector>
 
 #include "options.hpp"
+#include "split_args.hpp"
 
 namespace {
-
-// Bounds the number of arguments so one input cannot spend the whole run on argv bookkeeping.
-constexpr std::size_t kMaxArgs = 64;
-
-std::vector<std::string> split_at_nul(const std::uint8_t* data, std::size_t size) {
-  std::vector<std::string> args{"shmoe-moe"};
-  std::string current;
-  for (std::size_t i = 0; i < size && args.size() < kMaxArgs; ++i) {
-    if (data[i] == 0) {
-      args.push_back(current);
-      current.clear();
-    } else {
-      current.push_back(static_cast<char>(data[i]));
-    }
-  }
-  if (!current.empty() && args.size() < kMaxArgs) args.push_back(current);
-  return args;
-}
 
 void check_accepted(const shmoe::tools::MoeRunOptions& o) {
   if (o.pes < 1 || o.pes > 64 || o.empty_pes < 0 || o.empty_pes > o.pes) std::abort();
@@ -44,10 +27,8 @@ void check_accepted(const shmoe::tools::MoeRunOptions& o) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::vector<std::string> args = split_at_nul(data, size);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  auto args = shmoe::fuzz::split_at_nul("shmoe-moe", data, size);
+  auto argv = shmoe::fuzz::argv_of(args);
   shmoe::tools::MoeRunOptions options;
   int stop = shmoe::tools::parse_moe_options(static_cast<int>(args.size()), argv.data(), options);
   if (stop < 0) check_accepted(options);

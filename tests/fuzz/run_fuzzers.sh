@@ -15,7 +15,7 @@ seconds=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 fuzzers=("$@")
-[ ${#fuzzers[@]} -gt 0 ] || fuzzers=(fuzz_wire fuzz_parse fuzz_moe_options)
+[ ${#fuzzers[@]} -gt 0 ] || fuzzers=(fuzz_wire fuzz_parse fuzz_moe_options fuzz_shmoerun_options fuzz_config_options)
 
 findings=$build/fuzz-findings
 mkdir -p "$findings"
@@ -26,7 +26,7 @@ trap 'rm -rf "$scratch"' EXIT
 # target's stdout/stderr while libFuzzer and the sanitizers keep reporting on a saved stderr.
 extra_flags() {
   case $1 in
-    fuzz_moe_options) echo "-close_fd_mask=3" ;;
+    fuzz_moe_options | fuzz_shmoerun_options | fuzz_config_options) echo "-close_fd_mask=3" ;;
   esac
 }
 

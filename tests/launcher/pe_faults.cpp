@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   } else if (mode == "global_exit" && me == 1) {
     shmem_global_exit(7);
   } else if (mode == "skip_barrier" && me == 1) {
-    sleep(600);  // busy elsewhere: never reaches the barrier
+    for (;;) sleep(600);  // busy elsewhere (a signal ends sleep early): never reaches the barrier
   } else if (mode == "wait_forever") {
     shmem_long_wait_until(word, SHMEM_CMP_EQ, 42);  // nobody ever writes 42
   } else if (mode == "bad_pe") {

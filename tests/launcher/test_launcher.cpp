@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <string>
@@ -215,6 +216,123 @@ TEST(Waits, BarrierHangNamesThePeThatNeverCame) {
   expect_match(r, "PE 0: error: hang: barrier #\\d+ round 0 \\(waiting for PE 1");
 }
 
+// The three classic causes of a hung job, each planted in one PE; shmoerun's verdict (or the
+// refusal, for parameters) must name that PE. Bounded: the hang timeout is 2 s.
+TEST(HangVerdict, PeThatSkipsABarrierIsNamed) {
+  Result r = run(shmoerun(3, "skip_barrier", "SHMOE_HANG_TIMEOUT=2"), 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "shmoerun: a wait exceeded SHMOE_HANG_TIMEOUT; verdict: PE 1 is the one the others "
+               "wait on \\(PE 0 waits for it in barrier #\\d+, PE 2 waits for it in barrier "
+               "#\\d+\\); PE 1 itself is not waiting inside shmoe");
+  // Every PE wrote its own line, PE 1 included (it answered the others' hang).
+  expect_match(r, "PE 1: info: hang report: PE 1 \\(pid \\d+, peer_hang\\): no thread is waiting");
+  expect_match(r,
+               "PE 0: info: hang report: PE 0 \\(pid \\d+, (timeout|peer_hang)\\): thread \\d+ "
+               "waits in barrier for PE 1");
+  EXPECT_LT(r.seconds, 30);
+}
+
+TEST(HangVerdict, DispatchWithAnotherTopkIsRefusedNamingThePeAndTheParameter) {
+  Result r = run(fmt::format("{} -n 3 {} topk_mismatch", SHMOERUN, MOE_FAULTS), 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status, 3) << r.output;
+  for (int pe : {0, 2}) {
+    expect_match(r, fmt::format("PE {0}: refused: dispatch: PEs disagree on the parameters "
+                                "\\(topk\\): PE 1 called with hidden=4 topk=1 .*, PE {0} with "
+                                "hidden=4 topk=2",
+                                pe));
+  }
+  expect_match(r,
+               "PE 1: refused: dispatch: PEs disagree on the parameters \\(topk\\): PE 0 "
+               "called with hidden=4 topk=2 .*, PE 1 with hidden=4 topk=1");
+  EXPECT_LT(r.seconds, 30);
+}
+
+TEST(HangVerdict, PeThatNeverCallsCombineIsNamed) {
+  Result r =
+      run(fmt::format("SHMOE_HANG_TIMEOUT=2 {} -n 3 {} skip_combine", SHMOERUN, MOE_FAULTS), 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "verdict: PE 1 is the one the others wait on \\(PE 0 waits for it in combine entry "
+               "#3, PE 2 waits for it in combine entry #3\\); PE 1 itself is not waiting inside "
+               "shmoe");
+  expect_match(r, "hang: combine entry #3: waiting for PE 1");
+  EXPECT_LT(r.seconds, 30);
+}
+
+// Reads the output of `p` into `out` until `done(out)` or `limit_s` passes.
+template <typename Done>
+bool read_until(const Proc& p, std::string& out, Done done, double limit_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(limit_s);
+  char buf[4096];
+  while (!done(out) && Clock::now() < deadline) {
+    pollfd pfd{p.out, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) <= 0) continue;
+    ssize_t n = ::read(p.out, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return done(out);
+}
+
+TEST(HangReport, Sigusr1MakesEveryPeWriteItsJsonReport) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("shmoe-hang-{}", ::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // exec: the signal goes to shmoerun itself, not to a shell in between.
+  Proc p = start(fmt::format("SHMOE_HANG_TIMEOUT=0 SHMOE_HANG_REPORT={}/pe%p.json exec {}",
+                             dir.string(), shmoerun(3, "skip_barrier")));
+  std::string early;
+  const bool started = read_until(
+      p, early,
+      [](const std::string& o) {
+        std::regex started_re("pid=\\d+ pe=\\d+");
+        return std::distance(std::sregex_iterator(o.begin(), o.end(), started_re),
+                             std::sregex_iterator()) == 3;
+      },
+      30);
+  EXPECT_TRUE(started) << early;
+  ::sleep(1);  // PEs 0 and 2 reach the barrier
+  ::kill(p.pid, SIGUSR1);
+  auto path = [&](int pe) { return dir / fmt::format("pe{}.json", pe); };
+  read_until(
+      p, early,
+      [&](const std::string&) {
+        return std::filesystem::exists(path(0)) && std::filesystem::exists(path(1)) &&
+               std::filesystem::exists(path(2));
+      },
+      20);
+  for (int pe = 0; pe < 3; ++pe) {
+    std::ifstream in(path(pe));
+    ASSERT_TRUE(in) << path(pe) << " missing; output:\n" << early;
+    const nlohmann::json report = nlohmann::json::parse(in);
+    EXPECT_EQ(report.at("pe"), pe);
+    EXPECT_EQ(report.at("reason"), "signal");
+    EXPECT_GT(report.at("pid").get<int>(), 0);
+    const auto& waits = report.at("waits");
+    if (pe == 1) {
+      EXPECT_TRUE(waits.empty()) << report.dump(2);  // busy in the program, outside shmoe
+      continue;
+    }
+    ASSERT_EQ(waits.size(), 1u) << report.dump(2);
+    EXPECT_EQ(waits[0].at("op"), "barrier");
+    EXPECT_EQ(waits[0].at("peer"), 1);
+    EXPECT_GE(waits[0].at("generation").get<std::uint64_t>(), 1u);
+    EXPECT_GT(waits[0].at("expected").get<std::uint64_t>(),
+              waits[0].at("seen").get<std::uint64_t>());
+    EXPECT_GT(waits[0].at("waited_s").get<double>(), 0.5);
+  }
+  ::kill(p.pid, SIGINT);
+  Result r = finish(p, 20);
+  r.output = early + r.output;
+  expect_match(r, "shmoerun: hang reports on SIGUSR1; verdict: PE 1 is the one the others wait on");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(BadInput, PeOutOfRange) {
   Result r = run(shmoerun(2, "bad_pe"));
   EXPECT_NE(r.status, 0);
@@ -232,6 +350,12 @@ TEST(BadInput, UnknownComparison) {
   Result r = run(shmoerun(1, "bad_cmp"));
   EXPECT_NE(r.status, 0);
   expect_match(r, "shmem_long_wait_until: cmp=99 is not a comparison");
+}
+
+TEST(BadInput, HangReportFileWithoutThePeNumber) {
+  Result r = run(shmoerun(2, "ok", "SHMOE_HANG_REPORT=/tmp/hang.json"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r, "SHMOE_HANG_REPORT=/tmp/hang.json has no %p: the 2 PEs would write one file");
 }
 
 TEST(BadInput, BadSymmetricSize) {

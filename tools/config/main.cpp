@@ -3,22 +3,17 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
-#include <iostream>
 #include <thread>
 
 #include "diagnose.hpp"
 #include "layout.hpp"
+#include "options.hpp"
 
 namespace {
 
 using shmoe::tools::config::Layout;
 using shmoe::tools::config::LayoutKind;
-
-struct Request {
-  bool prefix = false, cflags = false, libs = false, diagnose = false;
-  int pes = 0;
-};
+using shmoe::tools::config::Request;
 
 int default_pes() {
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -59,24 +54,9 @@ int run(const Request& q) {
 int main(int argc, char** argv) {
   Request q;
   q.pes = default_pes();
-  CLI::App app{"shmoe-config: compiler and linker flags for shmoe, and a health check"};
-  app.set_version_flag("--version", SHMOE_VERSION_STRING);
-  app.add_flag("--prefix", q.prefix, "the install root (<prefix>/bin holds this program)");
-  app.add_flag("--cflags", q.cflags, "compiler flags: -I<prefix>/include");
-  app.add_flag("--libs", q.libs, "linker flags: -L<prefix>/lib -lshmoe and an rpath");
-  app.add_flag("--diagnose", q.diagnose,
-               "check the installation, loader path, /dev/shm, open-file limit and UCX; prints "
-               "JSON, exits 1 when a problem was found, with what to do in next_steps");
-  app.add_option("--pes", q.pes, "job size --diagnose plans for (default: the CPU count)")
-      ->check(CLI::Range(1, 1 << 16));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  if (!(q.prefix || q.cflags || q.libs || q.diagnose)) {
-    std::cerr << app.help();
-    return 2;
+  if (int stop = shmoe::tools::config::parse_config_options(argc, argv, SHMOE_VERSION_STRING, q);
+      stop >= 0) {
+    return stop;
   }
   try {
     return run(q);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "bootstrap/config_store.hpp"
+#include "hang_reports.hpp"
 #include "heap/segment.hpp"
 
 namespace shmoe::tools {
@@ -25,9 +26,11 @@ using Clock = std::chrono::steady_clock;
 
 int g_wake_pipe[2] = {-1, -1};
 volatile sig_atomic_t g_interrupted = 0;
+volatile sig_atomic_t g_report_requested = 0;  // SIGUSR1: ask every PE for its hang report
 
 void on_signal(int sig) {
   if (sig == SIGINT || sig == SIGTERM) g_interrupted = sig;
+  if (sig == SIGUSR1) g_report_requested = 1;
   int saved = errno;
   char c = 0;
   ssize_t ignored = ::write(g_wake_pipe[1], &c, 1);
@@ -44,6 +47,7 @@ void install_handlers() {
   ::sigaction(SIGCHLD, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGUSR1, &sa, nullptr);
 }
 
 // A PE's output stream when it is relayed line by line with a "[PE r] " prefix.
@@ -99,6 +103,7 @@ pid_t spawn(const LaunchOptions& o, Pe& pe) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGCHLD, SIG_DFL);
+    ::signal(SIGUSR1, SIG_DFL);
     if (o.prefix_output) {
       ::dup2(pipes[0][1], STDOUT_FILENO);
       ::dup2(pipes[1][1], STDERR_FILENO);
@@ -196,6 +201,36 @@ std::string local_store_address(const std::string& bind_host, std::uint16_t port
   return fmt::format("{}:{}", bind_host == "0.0.0.0" ? "127.0.0.1" : bind_host, port);
 }
 
+// How long the launcher waits for the PEs' hang reports: they are already in the store after a
+// timeout (the PE that timed out waited for them), and take a moment to come after SIGUSR1.
+constexpr std::chrono::milliseconds kReportWait{3000};
+
+void print_verdict(HangReports& hang, const char* why) {
+  write_all(STDERR_FILENO, fmt::format("shmoerun: {}; {}\n", why, hang.verdict(kReportWait)));
+}
+
+// When a PE stopped on a hang timeout: which PE the others waited on.
+void explain_hang(HangReports& hang) {
+  try {
+    if (hang.job_hung()) print_verdict(hang, "a wait exceeded SHMOE_HANG_TIMEOUT");
+  } catch (const std::exception& e) {
+    write_all(STDERR_FILENO, fmt::format("shmoerun: cannot read the hang reports: {}\n", e.what()));
+  }
+}
+
+// SIGUSR1 to shmoerun: every running PE writes its report, and shmoerun judges them.
+void request_reports(HangReports& hang, const std::vector<Pe>& pes) {
+  try {
+    hang.clear();
+    for (int rank : hang.running_ranks()) {
+      if (pes[rank].running) ::kill(pes[rank].pid, SIGUSR1);
+    }
+    print_verdict(hang, "hang reports on SIGUSR1");
+  } catch (const std::exception& e) {
+    write_all(STDERR_FILENO, fmt::format("shmoerun: cannot read the hang reports: {}\n", e.what()));
+  }
+}
+
 }  // namespace
 
 int run_store_only(const std::string& bind_host, std::uint16_t port, int job_size,
@@ -242,6 +277,7 @@ int run_job(LaunchOptions o) {
     o.store_address = local_store_address(o.store_bind, store->port());
   }
   install_handlers();
+  HangReports hang(o.store_address, o.n_pes);
   std::vector<Pe> pes(o.n_pes);
   for (int r = 0; r < o.n_pes; ++r) {
     pes[r].rank = o.first_rank + r;
@@ -319,10 +355,15 @@ int run_job(LaunchOptions o) {
       }
     }
     if (blame_at && !kill_deadline && (Clock::now() >= *blame_at || running == 0)) {
+      explain_hang(hang);
       const Pe& culprit = pick_culprit(pes, first_lost.load());
       stop_all(exit_code_of(culprit.status),
                fmt::format("PE {} (pid {}) {}; stopping the other {} PEs", culprit.rank,
                            culprit.pid, describe_status(culprit.status), running));
+    }
+    if (g_report_requested && !kill_deadline) {
+      g_report_requested = 0;
+      request_reports(hang, pes);
     }
     if (g_interrupted && !kill_deadline) {
       stop_all(130, fmt::format("interrupted by {}; stopping {} PEs", ::strsignal(g_interrupted),

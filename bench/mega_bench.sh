@@ -17,8 +17,8 @@ D=512 F=1024 K=4 L=2 W=128
 csv=${MEGA_BENCH_CSV:-output/perf/mega_bench.csv}
 mkdir -p "$(dirname "$csv")"
 
-printf '%-8s %4s %6s %12s %12s %8s %12s %10s %12s\n' shape pes tokens fused_ms unfused_ms speedup \
-  gemm_alone_ms gemm_eff fused/gemm
+printf '%-8s %4s %6s %10s %11s %8s %14s %11s %11s %9s %11s\n' shape pes tokens fused_ms \
+  unfused_ms speedup gemm_alone_ms tile_gflops blas_gflops gemm_eff fused/gemm
 for pes in 2 4; do
   for shape in decode prefill; do
     if [[ $shape == decode ]]; then T=128 loops=20; else T=2048 loops=3; fi
@@ -36,13 +36,16 @@ for pes in 2 4; do
     for ((p = 0; p < pes; ++p)); do "$gemm" $((T * K)) $D $F $L $W 3 >"$out/gemm$p" & done
     wait
     alone=$(cut -d, -f7 "$out"/gemm* | sort -g | tail -1)
+    tile_gflops=$(cut -d, -f9 "$out/gemm0")
+    blas_gflops=$(cut -d, -f10 "$out/gemm0")
     eff=$(cut -d, -f11 "$out/gemm0")
-    printf '%-8s %4d %6d %12.3f %12.3f %8.2f %12.3f %10.3f %12.2f\n' "$shape" "$pes" "$T" "$fused" \
-      "$unfused" "$(awk -v a="$unfused" -v b="$fused" 'BEGIN {print a / b}')" "$alone" "$eff" \
-      "$(awk -v a="$fused" -v b="$alone" 'BEGIN {print a / b}')"
+    printf '%-8s %4d %6d %10.3f %11.3f %8.2f %14.3f %11.2f %11.2f %9.3f %11.2f\n' "$shape" "$pes" \
+      "$T" "$fused" "$unfused" "$(awk -v a="$unfused" -v b="$fused" 'BEGIN {print a / b}')" \
+      "$alone" "$tile_gflops" "$blas_gflops" "$eff" "$(awk -v a="$fused" -v b="$alone" 'BEGIN {print a / b}')"
   done
 done
 echo "fused_ms/unfused_ms: e2e average of the slowest PE; speedup = unfused / fused"
 echo "gemm_alone_ms: every PE's GEMM tiles run at once, one process per PE, nothing else (slowest)"
-echo "gemm_eff: OpenBLAS on the same GEMMs untiled / the operator's tiles (1 = BLAS's own rate)"
+echo "tile_gflops/blas_gflops: PE 0's GEMM process, the operator's tiles / one untiled sgemm per"
+echo "  expert and weight (OpenBLAS's own rate on the same shapes); gemm_eff = tile / blas rate"
 echo "CSV: $csv"

@@ -27,4 +27,10 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
+if [[ $kind == thread ]]; then
+  # UCX's memory hooks (it patches mmap and malloc to track registered memory) crash a
+  # ThreadSanitizer process at start. shmoe registers its heap segment once and for the PE's life,
+  # so it never needs them.
+  export UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no
+fi
 ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@"

@@ -237,11 +237,11 @@ void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
     if (progress()) continue;
     if (backoff.pause()) {
-      report_hang(WaitState{fmt::format("UCX {}", what),
-                            fmt::format("UCX {} with PE {} (the peer's worker must progress)",
-                                        what, pe),
-                            pe, 1, 0, 0},
-                  backoff.waited());
+      report_hang(
+          WaitState{fmt::format("UCX {}", what),
+                    fmt::format("UCX {} with PE {} (the peer's worker must progress)", what, pe),
+                    pe, 1, 0, 0},
+          backoff.waited());
     }
   }
   ucp_request_free(request);

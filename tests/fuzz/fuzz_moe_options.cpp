@@ -1,6 +1,6 @@
-// Fuzzes shmoe-moe's command line parser on argv built from the input split at NUL bytes.
-// shmoe-moe's main() catches nothing around parse_moe_options, so any exception escaping it is a
-// finding (libFuzzer reports it as an abort). Accepted options are checked against what the
+// Fuzzes shmoe-moe's command line parsers (dispatch/combine, and `mega` when the first argument
+// is "mega") on argv built from the input split at NUL bytes. shmoe-moe's main() catches nothing
+// around them, so any exception escaping one is a finding (libFuzzer reports it as an abort). Accepted options are checked against what the
 // parser promises the runner: values in their documented ranges and no case with more top-k
 // slots than experts.
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mega_options.hpp"
 #include "options.hpp"
 #include "split_args.hpp"
 
@@ -24,13 +25,28 @@ void check_accepted(const shmoe::tools::MoeRunOptions& o) {
   }
 }
 
+// What the MegaMoE runner relies on: the refusals of parse_mega_options happened.
+void check_accepted(const shmoe::tools::MegaOptions& o) {
+  if (o.pes < 1 || o.pes > 64 || o.tokens < 0 || o.ffn_dim % 2 != 0) std::abort();
+  if (o.topk < 1 || o.topk > o.pes * o.experts_per_pe) std::abort();
+  const bool default_workers = o.matrix_workers == 0 && o.vector_workers == 0;
+  if (!default_workers && (o.matrix_workers < 1 || o.vector_workers != 2 * o.matrix_workers))
+    std::abort();
+  if (o.routing.empty_pes < 0 || o.routing.empty_pes > o.pes || o.loops < 1) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto args = shmoe::fuzz::split_at_nul("shmoe-moe", data, size);
   auto argv = shmoe::fuzz::argv_of(args);
+  const int argc = static_cast<int>(args.size());
+  if (argc > 1 && args[1] == "mega") {
+    shmoe::tools::MegaOptions options;
+    if (shmoe::tools::parse_mega_options(argc, argv.data(), options) < 0) check_accepted(options);
+    return 0;
+  }
   shmoe::tools::MoeRunOptions options;
-  int stop = shmoe::tools::parse_moe_options(static_cast<int>(args.size()), argv.data(), options);
-  if (stop < 0) check_accepted(options);
+  if (shmoe::tools::parse_moe_options(argc, argv.data(), options) < 0) check_accepted(options);
   return 0;
 }

@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/splitmix.hpp"
+
 namespace shmoe::test {
 
 // A fresh seed per run, the same on every PE (PE 0 draws it and puts it everywhere).
@@ -20,10 +22,7 @@ std::uint64_t shared_seed();
 std::vector<bool> expected_shared_memory_pes();
 
 inline std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+  return splitmix64(x);
 }
 
 // A value of type T that encodes (seed, source PE, destination PE, index), exactly representable

@@ -5,14 +5,12 @@
 
 #include <cstdint>
 
+#include "common/splitmix.hpp"
+
 namespace shmoe::tools {
 
-// splitmix64's finaliser.
 inline std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+  return splitmix64(x);
 }
 
 // One stream per (seed, owner, purpose); owner is a PE or an expert.

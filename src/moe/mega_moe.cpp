@@ -165,8 +165,6 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
     }
     s.slots.push_back(std::move(t));
   }
-  // Every PE's window must exist before any PE writes into it.
-  shmem_barrier_all();
 }
 
 MegaMoe::~MegaMoe() {

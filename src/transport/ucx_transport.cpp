@@ -277,25 +277,23 @@ void UcxTransport::get(int pe, std::size_t offset, void* dst, std::size_t bytes)
   wait(post_get(pe, offset, dst, bytes), "get", pe);
 }
 
-// Freed requests still complete; quiet()'s flush waits for them.
-void UcxTransport::put_nbi(int pe, std::size_t offset, const void* src, std::size_t bytes) {
-  if (bytes == 0) return;
-  ucs_status_ptr_t request = post_put(pe, offset, src, bytes);
+// Freed requests still complete; quiet()'s flush waits for them. An error is reported at once.
+void UcxTransport::release_nbi(ucs_status_ptr_t request, const char* what, int pe) {
   if (UCS_PTR_IS_PTR(request)) {
     ucp_request_free(request);
   } else if (UCS_PTR_IS_ERR(request)) {
-    wait(request, "put_nbi", pe);
+    wait(request, what, pe);
   }
+}
+
+void UcxTransport::put_nbi(int pe, std::size_t offset, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  release_nbi(post_put(pe, offset, src, bytes), "put_nbi", pe);
 }
 
 void UcxTransport::get_nbi(int pe, std::size_t offset, void* dst, std::size_t bytes) {
   if (bytes == 0) return;
-  ucs_status_ptr_t request = post_get(pe, offset, dst, bytes);
-  if (UCS_PTR_IS_PTR(request)) {
-    ucp_request_free(request);
-  } else if (UCS_PTR_IS_ERR(request)) {
-    wait(request, "get_nbi", pe);
-  }
+  release_nbi(post_get(pe, offset, dst, bytes), "get_nbi", pe);
 }
 
 void UcxTransport::flush_peer_if_written(int pe) {

@@ -81,6 +81,8 @@ class UcxTransport final : public Transport {
   // Waits for a request (nullptr or an error pointer: done), driving the worker and backing off;
   // a failure or a wait past the hang timeout stops the PE with `what` and the peer.
   void wait(ucs_status_ptr_t request, const char* what, int pe);
+  // For an _nbi operation: frees the request (it completes by quiet) or reports its error.
+  void release_nbi(ucs_status_ptr_t request, const char* what, int pe);
   void run_progress_thread();
 
   int rank_;

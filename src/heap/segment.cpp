@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,9 +16,10 @@
 namespace shmoe::heap {
 namespace {
 
-std::byte* map_fd(int fd, std::size_t size, const std::string& name) {
+std::byte* map_fd(int fd, std::size_t size, const std::string& name, std::byte* at) {
   // MAP_NORESERVE: a large heap costs nothing until its pages are touched.
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  void* p = ::mmap(at, size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_NORESERVE | (at != nullptr ? MAP_FIXED : 0), fd, 0);
   if (p == MAP_FAILED) {
     throw make_error("cannot map symmetric heap segment {} ({} bytes): {}", name, size,
                      std::strerror(errno));
@@ -46,13 +48,39 @@ void Segment::forget_names_at_fatal_exit() {
 
 void Segment::remove_name_of(int pid, int rank) {
   ::shm_unlink(name_for(pid, rank).c_str());
+  ::shm_unlink(data_name_for(pid, rank).c_str());
 }
 
 std::string Segment::name_for(int pid, int rank) {
   return fmt::format("/shmoe-{}-{}", pid, rank);
 }
 
-Segment Segment::create(const std::string& name, std::size_t size) {
+std::string Segment::data_name_for(int pid, int rank) {
+  return fmt::format("/shmoe-{}-{}-data", pid, rank);
+}
+
+std::byte* Segment::reserve_window(std::size_t size) {
+  void* p = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    throw make_error("cannot reserve {} bytes of address space for a symmetric window: {}", size,
+                     std::strerror(errno));
+  }
+  return static_cast<std::byte*>(p);
+}
+
+void Segment::move_to(std::byte* at) {
+  // The system call itself: UCX's memory hooks replace mremap() with a version that drops the
+  // new address (UCX 1.13), which moved the mapping to address 0.
+  auto* p = reinterpret_cast<void*>(::syscall(SYS_mremap, base_, size_, size_,
+                                              MREMAP_MAYMOVE | MREMAP_FIXED, at));
+  if (p == MAP_FAILED) {
+    throw make_error("cannot move the mapping of {} ({} bytes) to {}: {}", name_, size_,
+                     static_cast<const void*>(at), std::strerror(errno));
+  }
+  base_ = static_cast<std::byte*>(p);
+}
+
+Segment Segment::create(const std::string& name, std::size_t size, std::byte* at) {
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     throw make_error("cannot create symmetric heap segment {}: {}", name, std::strerror(errno));
@@ -68,7 +96,7 @@ Segment Segment::create(const std::string& name, std::size_t size) {
   }
   Segment s;
   try {
-    s.base_ = map_fd(fd, size, name);
+    s.base_ = map_fd(fd, size, name, at);
   } catch (...) {
     ::close(fd);
     ::shm_unlink(name.c_str());
@@ -82,7 +110,7 @@ Segment Segment::create(const std::string& name, std::size_t size) {
   return s;
 }
 
-Segment Segment::attach(const std::string& name, std::size_t size) {
+Segment Segment::attach(const std::string& name, std::size_t size, std::byte* at) {
   int fd = ::shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) {
     throw make_error("cannot open peer segment {}: {} (is the peer on another host?)", name,
@@ -96,7 +124,7 @@ Segment Segment::attach(const std::string& name, std::size_t size) {
   }
   Segment s;
   try {
-    s.base_ = map_fd(fd, size, name);
+    s.base_ = map_fd(fd, size, name, at);
   } catch (...) {
     ::close(fd);
     throw;

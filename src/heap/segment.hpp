@@ -13,12 +13,18 @@ namespace shmoe::heap {
 class Segment {
  public:
   Segment() = default;
-  // Creates and maps a new object of `size` bytes (pages are allocated lazily).
-  static Segment create(const std::string& name, std::size_t size);
+  // Creates and maps a new object of `size` bytes (pages are allocated lazily), at `at` if given
+  // (replacing what is mapped there, e.g. a reserved window), else where the kernel chooses.
+  static Segment create(const std::string& name, std::size_t size, std::byte* at = nullptr);
   // Maps a peer's object; throws naming the peer's segment if it is missing or smaller.
-  static Segment attach(const std::string& name, std::size_t size);
-  // The name of PE `rank` of the process `pid`: what the launcher sweeps.
+  static Segment attach(const std::string& name, std::size_t size, std::byte* at = nullptr);
+  // The names of PE `rank` of the process `pid`, its heap's and its program data's (see
+  // program_data.hpp): what the launcher sweeps.
   static std::string name_for(int pid, int rank);
+  static std::string data_name_for(int pid, int rank);
+  // Address space for mappings placed side by side: nothing is accessible there until segments
+  // are created or attached over it, and they unmap their part when they go.
+  static std::byte* reserve_window(std::size_t size);
 
   ~Segment();
   Segment(Segment&& other) noexcept;
@@ -27,14 +33,16 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   void unlink();  // removes the name; the mapping stays valid
+  // Moves the mapping to `at`, replacing what is mapped there (the same pages, a new address).
+  void move_to(std::byte* at);
 
   // Until forget_names_at_fatal_exit(), a fatal exit of this process removes these names (its
   // own segment's and the peers' it knows), so a job that fails during start-up leaves nothing
   // in /dev/shm even when the peer that owned a name was killed.
   static void remove_names_at_fatal_exit(std::vector<std::string> names);
   static void forget_names_at_fatal_exit();
-  // Removes the name of PE `rank` of process `pid` if it is still there (the process died
-  // before removing it).
+  // Removes the names of PE `rank` of process `pid` if they are still there (the process died
+  // before removing them).
   static void remove_name_of(int pid, int rank);
   std::byte* base() const { return base_; }
   std::size_t size() const { return size_; }

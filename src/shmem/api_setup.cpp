@@ -89,6 +89,9 @@ int shmem_addr_accessible(const void* addr, int pe) {
 void* shmem_ptr(const void* dest, int pe) {
   auto& rt = shmoe::runtime("shmem_ptr");
   if (pe < 0 || pe >= rt.size() || !rt.is_symmetric(dest, 1)) return nullptr;
+  // This PE's own object is where the program has it (a global is mapped twice: at its address
+  // and in this PE's window).
+  if (pe == rt.rank()) return const_cast<void*>(dest);
   std::byte* base = rt.transport().direct_base(pe);
   return base == nullptr ? nullptr : base + rt.offset_of(dest);
 }

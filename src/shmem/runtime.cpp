@@ -138,6 +138,8 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
       config_(config),
       launch_(launch),
       allocator_(config.heap_size) {
+  // First, while the library has started no thread: see program_data.hpp.
+  move_program_data();
   tune_waits_for_cores(size_);  // until connect_transport knows which PEs share this host
   bootstrap::StoreAddress store = launch.store;
   if (launch.hosts_store) {
@@ -172,6 +174,43 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
     linger_if_hosting_store();
     throw;
   }
+}
+
+void Runtime::move_program_data() {
+  heap::DataRange range = heap::find_program_data(&program_data_missing_);
+  if (range.size == 0) return;
+  const std::string name = heap::Segment::data_name_for(static_cast<int>(::getpid()), rank_);
+  heap::Segment::remove_names_at_fatal_exit({name});
+  program_data_ = heap::move_into_shared_memory(range, name);
+  program_data_range_ = range;
+}
+
+std::string Runtime::why_not_symmetric(const void* addr) const {
+  const auto* heap = static_cast<const void*>(heap_base_);
+  const auto* data = static_cast<const void*>(program_data_range_.base);
+  if (is_symmetric(addr, 0)) {
+    return is_symmetric(addr, 1)
+               ? fmt::format("it runs past the end of the symmetric heap [{}, +{}) or of the "
+                             "program's global data [{}, +{})",
+                             heap, config_.heap_size, data, program_data_range_.size)
+               : "it is the end of a symmetric range";
+  }
+  std::string where = fmt::format(
+      "it is not inside the symmetric heap [{}, +{}) nor the program's global data [{}, +{})",
+      heap, config_.heap_size, data, program_data_range_.size);
+  if (program_data_range_.size == 0) {
+    where += fmt::format(" (global variables are not symmetric in this job: {})",
+                         program_data_missing_.empty() ? "the PEs run different executables"
+                                                       : program_data_missing_);
+  }
+  const std::string file = heap::object_file_of(addr);
+  if (!file.empty()) {
+    return fmt::format(
+        "{}; it lies in {}: only the executable's writable global and static variables are "
+        "symmetric, not those of shared libraries nor constants",
+        where, file);
+  }
+  return where + ": allocate it with shmem_malloc, or make it a global or static variable";
 }
 
 void Runtime::publish_abort(const std::string& message) {
@@ -223,14 +262,16 @@ void Runtime::connect_transport() {
   tune_waits_for_cores(pes_sharing_cores);
   const bool use_ucx = size_ > 1 && (spans_hosts || config_.transport == TransportMode::kUcx);
   shm_ = std::make_unique<transport::ShmTransport>(*collectives_, rank_, size_, config_.heap_size,
-                                                   config_.host, mapped, config_.init_timeout);
+                                                   std::move(program_data_), config_.host, mapped,
+                                                   config_.init_timeout);
   heap_base_ = shm_->local_base();
+  if (shm_->symmetric_data_size() == 0) program_data_range_ = {};
   transport_ = shm_.get();
   if (use_ucx) {
     std::vector<bool> remote(size_);
     for (int pe = 0; pe < size_; ++pe) remote[pe] = !mapped[pe];
     ucx_ = std::make_unique<transport::UcxTransport>(*collectives_, rank_, size_, heap_base_,
-                                                     config_.heap_size, remote,
+                                                     shm_->window_size(), remote,
                                                      config_.init_timeout, config_.ucx);
     std::vector<transport::Transport*> route(size_);
     for (int pe = 0; pe < size_; ++pe) {

@@ -15,6 +15,7 @@
 #include "bootstrap/launch_env.hpp"
 #include "common/log.hpp"
 #include "heap/allocator.hpp"
+#include "heap/program_data.hpp"
 #include "shmem.h"
 #include "shmem/barrier.hpp"
 #include "shmem/hang_watch.hpp"
@@ -67,17 +68,30 @@ class Runtime {
   // The PEs whose segments this PE maps (its host's PEs, or itself alone under
   // SHMOE_TRANSPORT=ucx), ascending; SHMEM_TEAM_SHARED is made of them.
   const std::vector<int>& shared_memory_pes() const { return shared_memory_pes_; }
+  // This PE's window (ShmTransport): the heap, then the symmetric program data, so
+  // heap_base() + offset_of(addr) reaches any symmetric object of this PE.
   std::byte* heap_base() const { return heap_base_; }
   std::size_t heap_size() const { return config_.heap_size; }
+  // The executable's global and static variables, where they are symmetric (empty otherwise).
+  const heap::DataRange& program_data() const { return program_data_range_; }
 
   bool is_symmetric(const void* addr, std::size_t bytes) const {
     auto a = reinterpret_cast<std::uintptr_t>(addr);
     auto b = reinterpret_cast<std::uintptr_t>(heap_base_);
-    return a >= b && a - b <= config_.heap_size && bytes <= config_.heap_size - (a - b);
+    return (a >= b && a - b <= config_.heap_size && bytes <= config_.heap_size - (a - b)) ||
+           program_data_range_.contains(addr, bytes);
   }
+  // The symmetric offset of `addr`, which is_symmetric() accepted: offsets past the heap name
+  // the program data.
   std::size_t offset_of(const void* addr) const {
-    return static_cast<std::size_t>(static_cast<const std::byte*>(addr) - heap_base_);
+    const auto* p = static_cast<const std::byte*>(addr);
+    if (program_data_range_.contains(addr, 0)) {
+      return config_.heap_size + static_cast<std::size_t>(p - program_data_range_.base);
+    }
+    return static_cast<std::size_t>(p - heap_base_);
   }
+  // Why `addr` is not symmetric, for the message that refuses it.
+  std::string why_not_symmetric(const void* addr) const;
 
   // Collective heap management (serialised: PEs must call in the same order anyway).
   std::mutex& heap_mutex() { return heap_mutex_; }
@@ -95,6 +109,7 @@ class Runtime {
   [[noreturn]] void global_exit(int status);
 
  private:
+  void move_program_data();
   void connect_transport();
   void publish_abort(const std::string& message);
   void linger_if_hosting_store();
@@ -118,6 +133,9 @@ class Runtime {
   std::unique_ptr<transport::RoutedTransport> routed_;
   transport::Transport* transport_ = nullptr;  // shm_ alone, or routed_ when UCX is in use
   std::vector<int> shared_memory_pes_;
+  heap::Segment program_data_;  // this PE's moved program data, until the transport places it
+  heap::DataRange program_data_range_;
+  std::string program_data_missing_;  // why there is no symmetric program data, if there is none
   std::byte* heap_base_ = nullptr;
   std::mutex heap_mutex_;
   heap::BestFitAllocator allocator_;
@@ -149,10 +167,8 @@ inline void check_pe(const Runtime& rt, int pe, const char* fn) {
 inline std::size_t symmetric_offset(const Runtime& rt, const void* addr, std::size_t bytes,
                                     const char* fn, const char* param) {
   if (!rt.is_symmetric(addr, bytes)) [[unlikely]] {
-    api_error(fn,
-              "{}={} ({} bytes) is not inside the symmetric heap [{}, +{}): allocate it with "
-              "shmem_malloc",
-              param, addr, bytes, static_cast<const void*>(rt.heap_base()), rt.heap_size());
+    api_error(fn, "{}={} ({} bytes) is not symmetric: {}", param, addr, bytes,
+              rt.why_not_symmetric(addr));
   }
   return rt.offset_of(addr);
 }

@@ -11,18 +11,21 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace shmoe::transport {
 namespace {
 
 std::string encode(const PeerInfo& p) {
-  return fmt::format("{}\n{}\n{}", p.host, p.segment, p.segment_size);
+  return fmt::format("{}\n{}\n{}\n{}\n{}", p.host, p.segment, p.segment_size, p.data_segment,
+                     p.data_size);
 }
 
 PeerInfo decode(const std::string& text, int pe) {
   std::istringstream in(text);
   PeerInfo p;
-  if (!std::getline(in, p.host) || !std::getline(in, p.segment) || !(in >> p.segment_size)) {
+  if (!std::getline(in, p.host) || !std::getline(in, p.segment) || !(in >> p.segment_size) ||
+      !(in >> p.data_segment) || !(in >> p.data_size)) {
     throw make_error("malformed start-up record from PE {}", pe);
   }
   return p;
@@ -74,19 +77,41 @@ std::uint64_t atomic_on_word(void* word, const AmoRequest& request) {
 }
 
 ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
-                           std::size_t segment_size, const std::string& host,
-                           const std::vector<bool>& mapped, std::chrono::milliseconds timeout)
-    : rank_(rank) {
-  segments_.resize(size);
-  segments_[rank] = heap::Segment::create(heap::Segment::name_for(::getpid(), rank), segment_size);
-  heap::Segment::remove_names_at_fatal_exit({segments_[rank].name()});
-  PeerInfo mine{host, segments_[rank].name(), segment_size};
+                           std::size_t heap_size, heap::Segment program_data,
+                           const std::string& host, const std::vector<bool>& mapped,
+                           std::chrono::milliseconds timeout)
+    : rank_(rank), heap_size_(heap_size) {
+  windows_.resize(size);
+  Window& own = windows_[rank];
+  std::byte* window = heap::Segment::reserve_window(heap_size + program_data.size());
+  own.heap = heap::Segment::create(heap::Segment::name_for(::getpid(), rank), heap_size, window);
+  if (program_data.size() > 0) program_data.move_to(window + heap_size);
+  own.data = std::move(program_data);
+  heap::Segment::remove_names_at_fatal_exit({own.heap.name(), own.data.name()});
+  PeerInfo mine{host, own.heap.name(), heap_size,
+                own.data.size() > 0 ? own.data.name() : std::string("-"), own.data.size()};
   auto records = collectives.allgather("shm-segments", encode(mine), timeout);
+  std::vector<PeerInfo> peers;
   std::vector<std::string> names;
-  for (const auto& r : records) names.push_back(decode(r, static_cast<int>(names.size())).segment);
+  for (const auto& r : records) {
+    peers.push_back(decode(r, static_cast<int>(peers.size())));
+    names.push_back(peers.back().segment);
+    if (peers.back().data_size > 0) names.push_back(peers.back().data_segment);
+  }
   heap::Segment::remove_names_at_fatal_exit(std::move(names));
+  // Every PE sees the same records, so every PE takes the same decision here.
+  data_size_ = peers[0].data_size;
+  for (const auto& p : peers) {
+    if (p.data_size != data_size_) data_size_ = 0;
+  }
+  if (data_size_ == 0 && own.data.size() > 0 && rank == 0) {
+    log::warn(
+        "the PEs' program data differ in size (PE 0: {} bytes): they do not run one "
+        "executable, so global and static variables are not symmetric in this job",
+        peers[0].data_size);
+  }
   for (int pe = 0; pe < size; ++pe) {
-    PeerInfo peer = decode(records[pe], pe);
+    const PeerInfo& peer = peers[pe];
     if (pe != rank && !mapped[pe]) continue;
     if (peer.host != host) {
       throw make_error(
@@ -94,22 +119,29 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
           "only PEs of one host",
           pe, peer.host, host);
     }
-    if (peer.segment_size != segment_size) {
+    if (peer.segment_size != heap_size) {
       throw make_error(
           "PE {} has a symmetric heap of {} bytes but this PE has {} bytes: set the "
           "same SHMEM_SYMMETRIC_SIZE for every PE",
-          pe, peer.segment_size, segment_size);
+          pe, peer.segment_size, heap_size);
     }
-    if (pe != rank) segments_[pe] = heap::Segment::attach(peer.segment, segment_size);
+    if (pe == rank) continue;
+    // A peer's window is laid out like this PE's own: heap, then program data.
+    std::byte* at = heap::Segment::reserve_window(heap_size + data_size_);
+    windows_[pe].heap = heap::Segment::attach(peer.segment, heap_size, at);
+    if (data_size_ > 0) {
+      windows_[pe].data = heap::Segment::attach(peer.data_segment, data_size_, at + heap_size);
+    }
   }
   // Names go once every peer holds a mapping, so nothing is left in /dev/shm after this point.
   collectives.barrier("shm-mapped", timeout);
-  segments_[rank].unlink();
+  own.heap.unlink();
+  own.data.unlink();
   heap::Segment::forget_names_at_fatal_exit();
 }
 
 void ShmTransport::put(int pe, std::size_t offset, const void* src, std::size_t bytes) {
-  copy_to_peer(segments_[pe].base() + offset, src, bytes);
+  copy_to_peer(windows_[pe].heap.base() + offset, src, bytes);
 }
 
 // Where streaming stores start to win, measured on the shared mapping on this project's machines
@@ -145,11 +177,11 @@ void copy_to_peer(std::byte* dst, const void* src, std::size_t bytes) {
 }
 
 void ShmTransport::get(int pe, std::size_t offset, void* dst, std::size_t bytes) {
-  std::memcpy(dst, segments_[pe].base() + offset, bytes);
+  std::memcpy(dst, windows_[pe].heap.base() + offset, bytes);
 }
 
 std::uint64_t ShmTransport::atomic(int pe, std::size_t offset, const AmoRequest& request) {
-  return atomic_on_word(segments_[pe].base() + offset, request);
+  return atomic_on_word(windows_[pe].heap.base() + offset, request);
 }
 
 // Stores into mapped memory are complete when they retire; what remains is ordering them

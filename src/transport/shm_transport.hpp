@@ -17,20 +17,36 @@ struct PeerInfo {
   std::string host;
   std::string segment;
   std::size_t segment_size = 0;
+  std::string data_segment;  // "-" when the PE has no symmetric program data
+  std::size_t data_size = 0;
+};
+
+// Each PE's symmetric memory, as every PE that maps it sees it: one window made of the heap
+// segment followed by the program-data segment (program_data.hpp), so one offset names a byte of
+// either on every PE.
+struct Window {
+  heap::Segment heap;
+  heap::Segment data;
 };
 
 class ShmTransport final : public Transport {
  public:
-  // Collective: creates this PE's segment of `segment_size` bytes, exchanges names through the
-  // store, maps the segment of every peer pe with mapped[pe] (each must run on `host`) and
-  // removes the names once all are mapped.
+  // Collective: creates this PE's heap segment of `heap_size` bytes, places it and
+  // `program_data` (this PE's moved program data, or an empty segment) side by side in this PE's
+  // window, exchanges names through the store, maps the window of every peer pe with mapped[pe]
+  // (each must run on `host`) and removes the names once all are mapped. If the PEs' program
+  // data differ in size (not one executable), no PE's program data is symmetric.
   ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
-               std::size_t segment_size, const std::string& host, const std::vector<bool>& mapped,
-               std::chrono::milliseconds timeout);
+               std::size_t heap_size, heap::Segment program_data, const std::string& host,
+               const std::vector<bool>& mapped, std::chrono::milliseconds timeout);
 
   std::string_view name() const override { return "shm"; }
-  std::byte* local_base() const { return segments_[rank_].base(); }
-  std::byte* direct_base(int pe) const override { return segments_[pe].base(); }  // or nullptr
+  std::byte* local_base() const { return windows_[rank_].heap.base(); }
+  // The size of every PE's window: the heap, then the program data that is symmetric (0 bytes
+  // when it is not).
+  std::size_t window_size() const { return heap_size_ + data_size_; }
+  std::size_t symmetric_data_size() const { return data_size_; }
+  std::byte* direct_base(int pe) const override { return windows_[pe].heap.base(); }  // or nullptr
   void put(int pe, std::size_t offset, const void* src, std::size_t bytes) override;
   void get(int pe, std::size_t offset, void* dst, std::size_t bytes) override;
   std::uint64_t atomic(int pe, std::size_t offset, const AmoRequest& request) override;
@@ -39,7 +55,9 @@ class ShmTransport final : public Transport {
 
  private:
   int rank_;
-  std::vector<heap::Segment> segments_;
+  std::size_t heap_size_;
+  std::size_t data_size_ = 0;
+  std::vector<Window> windows_;
 };
 
 // A store into a peer's mapped window: memcpy, or non-temporal stores past the cache size. Not

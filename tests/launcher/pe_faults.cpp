@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   } else if (mode == "bad_address") {
     long local = 0;
     shmem_long_put(&local, &local, 1, 0);
+  } else if (mode == "library_global") {  // C library data: not the executable's, not symmetric
+    char buf[8];
+    shmem_getmem(buf, static_cast<const void*>(stdout), sizeof(buf), 0);
   } else if (mode == "bad_cmp") {
     shmem_long_wait_until(word, 99, 0);
   } else if (mode == "asymmetric_malloc") {

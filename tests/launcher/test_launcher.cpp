@@ -118,8 +118,10 @@ void expect_match(const Result& r, const std::string& pattern) {
 void expect_no_leaked_segments(const Result& r) {
   std::regex pid_re("pid=(\\d+) pe=(\\d+)");
   for (std::sregex_iterator it(r.output.begin(), r.output.end(), pid_re), end; it != end; ++it) {
-    auto path = fmt::format("/dev/shm/shmoe-{}-{}", (*it)[1].str(), (*it)[2].str());
-    EXPECT_FALSE(std::filesystem::exists(path)) << path << " leaked";
+    for (const char* suffix : {"", "-data"}) {
+      auto path = fmt::format("/dev/shm/shmoe-{}-{}{}", (*it)[1].str(), (*it)[2].str(), suffix);
+      EXPECT_FALSE(std::filesystem::exists(path)) << path << " leaked";
+    }
   }
 }
 
@@ -343,7 +345,18 @@ TEST(BadInput, NonSymmetricAddress) {
   Result r = run(shmoerun(1, "bad_address"));
   EXPECT_NE(r.status, 0);
   expect_match(r,
-               "shmem_long_put: dest=0x[0-9a-f]+ \\(8 bytes\\) is not inside the symmetric heap");
+               "shmem_long_put: dest=0x[0-9a-f]+ \\(8 bytes\\) is not symmetric: it is not inside "
+               "the symmetric heap \\[0x[0-9a-f]+, \\+[0-9]+\\) nor the program's global data "
+               "\\[0x[0-9a-f]+, \\+[0-9]+\\): allocate it with shmem_malloc");
+}
+
+TEST(BadInput, GlobalOfASharedLibrary) {
+  Result r = run(shmoerun(1, "library_global"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "shmem_getmem: source=0x[0-9a-f]+ \\(8 bytes\\) is not symmetric: .* it lies in "
+               "[^ ]*libc\\.so\\.6: only the executable's writable global and static variables "
+               "are symmetric");
 }
 
 TEST(BadInput, UnknownComparison) {

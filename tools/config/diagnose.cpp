@@ -290,12 +290,12 @@ void check_shared_memory(int pes, Report& r) {
   if (needed > free) shm_problem(size, pes, needed, free, r);
 }
 
-// Segments named /shmoe-PID-RANK whose PE is gone. Names are normally removed as soon as every
+// Segments named /shmoe-PID-RANK (and -data) whose PE is gone. Names are normally removed as soon as every
 // PE mapped them, so a leftover comes from a PE that died during start-up without shmoerun to
 // sweep it, and it holds /dev/shm space until removed. (A PID from another PID namespace reads
 // as gone too, hence "probably".)
 void check_stale_segments(Report& r) {
-  static const std::regex name(R"(shmoe-(\d+)-\d+)");
+  static const std::regex name(R"(shmoe-(\d+)-\d+(-data)?)");
   Json list = Json::array();
   std::uint64_t bytes = 0;
   std::error_code ec;

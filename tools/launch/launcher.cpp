@@ -163,11 +163,7 @@ const Pe& pick_culprit(const std::vector<Pe>& pes, int first_lost) {
 
 // Segments are unlinked once the job has started; a PE that died before that leaves its name.
 void sweep_segments(const std::vector<Pe>& pes) {
-  for (const auto& pe : pes) {
-    std::string name = heap::Segment::name_for(pe.pid, pe.rank);
-    std::error_code ec;
-    std::filesystem::remove(std::filesystem::path("/dev/shm") / name.substr(1), ec);
-  }
+  for (const auto& pe : pes) heap::Segment::remove_name_of(pe.pid, pe.rank);
 }
 
 // Waits until the job whose store is at `address` has ended: every PE finalized (0) or the job

@@ -1,9 +1,34 @@
 #include "options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace shmoe::tools {
+namespace {
+
+// Scripts written for Open MPI's mpirun and oshrun give the PE count as `-np N`, which CLI11
+// would read as -n with the value "p". So `-np` becomes `--np` among the launcher's own options;
+// from PROGRAM on (the first word that is neither an option nor an option's value) nothing is
+// touched. Returns the arguments in the reverse order CLI11's parse() consumes them.
+std::vector<std::string> args_with_np_spelled_long(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string& arg = args[i];
+    if (arg == "-np") arg = "--np";
+    if (arg.size() < 2 || arg.front() != '-' || arg == "--") break;
+    // An option spelled alone takes the next word as its value (flags take none; `--np=4` and
+    // `-n4` carry theirs, and match no option name).
+    const CLI::Option* option = app.get_option_no_throw(arg);
+    if (option != nullptr && option->get_expected_min() > 0) ++i;
+  }
+  std::reverse(args.begin(), args.end());
+  return args;
+}
+
+}  // namespace
 
 int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
   LaunchOptions& options = out.launch;
@@ -11,7 +36,8 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
   double timeout_s = 0;
   int port = 0;
   app.add_option("-n,--np", options.n_pes,
-                 "number of PEs started here (with --store-only: of the whole job)")
+                 "number of PEs started here (with --store-only: of the whole job); -np N works "
+                 "too")
       ->required()
       ->check(CLI::Range(1, 1024));
   app.add_option("--size", options.job_size,
@@ -42,8 +68,9 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
       "Two hosts, 2 PEs each:\n"
       "  hostA$ shmoerun -n 2 --size 4 --bind 0.0.0.0 --port 29500 ./prog\n"
       "  hostB$ shmoerun -n 2 --size 4 --first-rank 2 --store hostA:29500 ./prog");
+  if (argc > 0) app.name(argv[0]);  // what parse(argc, argv) would do; the usage line shows it
   try {
-    app.parse(argc, argv);
+    app.parse(args_with_np_spelled_long(app, argc, argv));
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

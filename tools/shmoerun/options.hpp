@@ -1,5 +1,5 @@
-// shmoerun's command line: -n N [--prefix] [--timeout S] [host options] PROGRAM ARGS..., or
-// --store-only -n N [--bind ADDR] [--port P].
+// shmoerun's command line (installed as oshrun too): -n N (or -np N) [--prefix] [--timeout S]
+// [host options] PROGRAM ARGS..., or --store-only -n N [--bind ADDR] [--port P].
 #pragma once
 
 #include "launcher.hpp"

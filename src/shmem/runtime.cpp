@@ -139,19 +139,19 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
       launch_(launch),
       allocator_(config.heap_size) {
   tune_waits_for_cores(size_);  // until connect_transport knows which PEs share this host
-  bootstrap::StoreAddress store = launch.store;
   if (launch.hosts_store) {
     bootstrap::ConfigStoreServer::Options o;
-    o.bind_host = store.host;
-    o.port = store.port;
+    o.bind_host = launch.store.host;
+    o.port = launch.store.port;
     o.job_size = size_;
     o.on_pe_lost = [host = config_.host](const bootstrap::Hello& lost) {
       if (lost.host == host) heap::Segment::remove_name_of(lost.pid, lost.rank);
     };
     server_ = std::make_unique<bootstrap::ConfigStoreServer>(o);
     server_->start();
-    store.port = server_->port();
   }
+  bootstrap::rendezvous(launch_, server_ ? server_->port() : 0, config_.init_timeout);
+  const bootstrap::StoreAddress& store = launch_.store;
   bootstrap::Hello hello{bootstrap::PeerRole::kPe, rank_, size_, static_cast<int>(::getpid()),
                          config_.host};
   client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);

@@ -334,6 +334,8 @@ void Runtime::global_exit(int status) {
   publish_abort(fmt::format("exit={};PE {} called shmem_global_exit({})", status, rank_, status));
   std::fflush(nullptr);
   linger_if_hosting_store();
+  // mpirun counts a process that leaves PMIx without PMIx_Finalize as failed, whatever its status.
+  launch_.pmix.reset();
   ::_exit(status);
 }
 

@@ -6,6 +6,7 @@
 #   mpirun_checks.sh BUILD_DIR store_given   an explicit SHMOE_STORE is still honoured
 #   mpirun_checks.sh BUILD_DIR suite PROGRAM N   a GoogleTest PE program (tests/pe) at N PEs
 #   mpirun_checks.sh BUILD_DIR killed        a killed PE is named, the job ends, nothing leaks
+#   mpirun_checks.sh BUILD_DIR global_exit   shmem_global_exit's status is the job's
 #   mpirun_checks.sh BUILD_DIR fallback      without a usable PMIx server (no mpirun involved)
 # A missing mpirun is a failure: scripts/install-deps.sh installs openmpi-bin.
 set -uo pipefail
@@ -134,6 +135,16 @@ check_killed() {
   done
 }
 
+# global_exit: the job ends with the status PE 1 gave shmem_global_exit, and a lone PE that
+# leaves with shmem_global_exit(0) has left PMIx properly (mpirun fails a job otherwise).
+check_global_exit() {
+  job 20 -np 3 "$build/tests/launcher/pe_faults" global_exit
+  ((status == 7)) || fail "exit code $status, not 7"
+  expect_line "PE 1 called shmem_global_exit\\(7\\)"
+  job 20 -np 1 "$build/tests/launcher/pe_faults" global_exit0
+  ((status == 0)) || fail "exit code $status, not 0"
+}
+
 # fallback: what decides the launch when PMIx is not usable. PMIX_* variables naming a server
 # that is not there make PMIx_Init fail at once.
 check_fallback() {
@@ -171,6 +182,7 @@ case $check in
   store_given) check_store_given ;;
   suite) check_suite "$1" "$2" ;;
   killed) check_killed ;;
+  global_exit) check_global_exit ;;
   fallback) check_fallback ;;
   *) fail "unknown check '$check'" ;;
 esac

@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
   libucx-dev iproute2
+  libpmix-dev openmpi-bin  # PMIx bootstrap (src/bootstrap/pmix_launch.cpp), tested under mpirun
   clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz) and their sanitizer runtimes
 )
 missing=()

@@ -1,9 +1,14 @@
 #include "bootstrap/launch_env.hpp"
 
 #include <climits>
+#include <optional>
+#include <random>
 
+#include "bootstrap/pmix_launch.hpp"
+#include "bootstrap/reachable_address.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace shmoe::bootstrap {
 namespace {
@@ -14,55 +19,143 @@ struct RankVars {
   const char* launcher;
 };
 
-// First match wins: shmoerun's own variables override whatever launched shmoerun.
-constexpr RankVars kLaunchers[] = {
-    {"SHMOE_RANK", "SHMOE_SIZE", "shmoerun"},
+constexpr RankVars kShmoerun = {"SHMOE_RANK", "SHMOE_SIZE", "shmoerun"};
+// Read, in this order, when no PMIx server started the process (or PMIx_Init failed).
+constexpr RankVars kOtherLaunchers[] = {
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
     {"PMI_RANK", "PMI_SIZE", "PMI"},
     {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
 };
 
-}  // namespace
+constexpr const char* kLoopback = "127.0.0.1";
+constexpr const char* kEveryInterface = "0.0.0.0";
+constexpr std::string_view kRendezvousKey = "shmoe.rendezvous";
 
-LaunchInfo detect_launch() {
+std::string pmix_launcher_name() {
+  if (env::get("OMPI_COMM_WORLD_RANK")) return "Open MPI (PMIx)";
+  if (env::get("SLURM_PROCID")) return "Slurm (PMIx)";
+  return "PMIx";
+}
+
+std::string random_job_key() {
+  std::random_device entropy;  // the kernel's random source, not a seeded generator
+  std::string key;
+  for (int i = 0; i < 4; ++i) key += fmt::format("{:08x}", entropy());
+  return key;
+}
+
+// Rank and size from the variables `vars` names; the store is at SHMOE_STORE, hosted by PE 0.
+LaunchInfo from_variables(const RankVars& vars, const std::optional<std::string>& store,
+                          const std::string& pmix_failure) {
   LaunchInfo info;
-  const RankVars* found = nullptr;
-  for (const auto& vars : kLaunchers) {
-    if (env::get(vars.rank)) {
-      found = &vars;
-      break;
-    }
-  }
-  if (found == nullptr) {
-    info.launcher = "singleton";
-    info.hosts_store = true;
-    info.store = StoreAddress{"127.0.0.1", 0};
-    return info;
-  }
-  info.launcher = found->launcher;
-  auto size_text = env::get(found->size);
+  info.launcher = vars.launcher;
+  auto size_text = env::get(vars.size);
   if (!size_text) {
-    throw make_error("{} is set but {} is not: cannot tell the job size", found->rank, found->size);
+    throw make_error("{} is set but {} is not: cannot tell the job size", vars.rank, vars.size);
   }
-  info.size = static_cast<int>(env::parse_int(*size_text, found->size, 1, INT_MAX));
-  info.rank =
-      static_cast<int>(env::parse_int(*env::get(found->rank), found->rank, 0, info.size - 1));
-  auto store = env::get("SHMOE_STORE");
+  info.size = static_cast<int>(env::parse_int(*size_text, vars.size, 1, INT_MAX));
+  info.rank = static_cast<int>(env::parse_int(*env::get(vars.rank), vars.rank, 0, info.size - 1));
   if (!store) {
     if (info.size == 1) {
       info.hosts_store = true;
-      info.store = StoreAddress{"127.0.0.1", 0};
+      info.store = StoreAddress{kLoopback, 0};
       return info;
     }
     throw make_error(
-        "started by {} as PE {} of {}, but SHMOE_STORE is not set: export SHMOE_STORE=HOST:PORT "
-        "(a free port on the host of PE 0, which then runs the config store there) for every PE",
-        info.launcher, info.rank, info.size);
+        "started by {} as PE {} of {}, but SHMOE_STORE is not set{}: export "
+        "SHMOE_STORE=HOST:PORT (a free port on the host of PE 0, which then runs the config store "
+        "there) for every PE",
+        info.launcher, info.rank, info.size,
+        pmix_failure.empty() ? "" : fmt::format(" and PMIx failed ({})", pmix_failure));
   }
   info.store = StoreAddress::parse(*store, "SHMOE_STORE");
   // Under shmoerun the launcher runs the store; under other launchers PE 0 does.
-  info.hosts_store = info.launcher != "shmoerun" && info.rank == 0;
+  info.hosts_store = info.launcher != kShmoerun.launcher && info.rank == 0;
   return info;
+}
+
+// Rank and size from the PMIx server. SHMOE_STORE, when given, still says where PE 0 runs the
+// store; otherwise PE 0 picks a free port and tells the others in rendezvous().
+LaunchInfo from_pmix(std::shared_ptr<PmixClient> pmix, const std::optional<std::string>& store) {
+  LaunchInfo info;
+  info.launcher = pmix_launcher_name();
+  info.rank = pmix->rank();
+  info.size = pmix->size();
+  info.hosts_store = info.rank == 0;
+  if (store) {
+    info.store = StoreAddress::parse(*store, "SHMOE_STORE");
+  } else {
+    info.store_from_pe0 = true;
+    // Loopback when no PE runs elsewhere: nothing outside this host can reach the store then.
+    info.store = StoreAddress{pmix->local_size() == info.size ? kLoopback : kEveryInterface, 0};
+  }
+  info.pmix = std::move(pmix);
+  return info;
+}
+
+}  // namespace
+
+LaunchInfo detect_launch() {
+  const auto store = env::get("SHMOE_STORE");
+  // shmoerun's own variables override whatever launched shmoerun, a PMIx server included.
+  if (env::get(kShmoerun.rank)) return from_variables(kShmoerun, store, "");
+  std::string pmix_failure;
+  if (PmixClient::started_by_server()) {
+    try {
+      return from_pmix(std::make_shared<PmixClient>(), store);
+    } catch (const Error& e) {
+      pmix_failure = e.what();
+    }
+  }
+  for (const auto& vars : kOtherLaunchers) {
+    if (env::get(vars.rank)) {
+      if (!pmix_failure.empty()) {
+        log::warn("a PMIx server started this process, but {}: reading {} and SHMOE_STORE instead",
+                  pmix_failure, vars.rank);
+      }
+      return from_variables(vars, store, pmix_failure);
+    }
+  }
+  if (!pmix_failure.empty()) {
+    throw make_error("a PMIx server started this process, but {}", pmix_failure);
+  }
+  LaunchInfo info;
+  info.launcher = "singleton";
+  info.hosts_store = true;
+  info.store = StoreAddress{kLoopback, 0};
+  return info;
+}
+
+void rendezvous(LaunchInfo& launch, std::uint16_t hosted_port, std::chrono::milliseconds timeout) {
+  if (launch.hosts_store) launch.store.port = hosted_port;
+  if (!launch.pmix) return;
+  std::string mine;
+  if (launch.rank == 0) {
+    if (launch.store_from_pe0 && launch.store.host == kEveryInterface) {
+      launch.store.host = address_for_other_hosts();
+    }
+    launch.job_key = random_job_key();
+    mine = launch.job_key + "\n" + (launch.store_from_pe0 ? launch.store.str() : "");
+  }
+  std::string from_pe0;
+  try {
+    // A job that calls shmem_init again after shmem_finalize meets again under a fresh key,
+    // so that no PE can read the address of the store that went away with the first round.
+    static int round = 0;
+    from_pe0 = launch.pmix->broadcast_from_rank0(fmt::format("{}.{}", kRendezvousKey, round++),
+                                                 mine, timeout);
+  } catch (const Error& e) {
+    throw make_error("start-up exchange with PE 0 through PMIx failed: {}", e.what());
+  }
+  const auto newline = from_pe0.find('\n');
+  if (newline == std::string::npos) {
+    throw make_error("PE 0 published a malformed start-up record through PMIx: '{}'", from_pe0);
+  }
+  launch.job_key = from_pe0.substr(0, newline);
+  if (launch.store_from_pe0) {
+    launch.store =
+        StoreAddress::parse(from_pe0.substr(newline + 1), "the store address PE 0 published");
+  }
 }
 
 }  // namespace shmoe::bootstrap

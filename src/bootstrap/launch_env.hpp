@@ -1,23 +1,43 @@
-// Where a PE learns its rank, the job size and the store address: from shmoerun, Open MPI's
-// mpirun, Slurm's srun, a PMI launcher (MPICH/Hydra), or nothing (a singleton job of one PE).
+// Where a PE learns its rank, the job size and the store address: from shmoerun, a PMIx server
+// (Open MPI's mpirun, Slurm's srun --mpi=pmix), the variables of Open MPI, Slurm or a PMI
+// launcher (MPICH/Hydra) together with SHMOE_STORE, or nothing (a singleton job of one PE).
 #pragma once
 
-#include <optional>
+#include <chrono>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "bootstrap/config_store.hpp"
 
 namespace shmoe::bootstrap {
 
+class PmixClient;
+
 struct LaunchInfo {
   int rank = 0;
   int size = 1;
-  StoreAddress store;        // where the store is (or will be, when this PE hosts it)
+  // Where the store is; when this PE hosts it, where it binds (port 0: any free port). Under PMIx
+  // without SHMOE_STORE the other PEs learn it from PE 0 in rendezvous().
+  StoreAddress store;
   bool hosts_store = false;  // this PE runs the store (PE 0 outside shmoerun; singletons)
-  std::string launcher;      // "shmoerun", "Open MPI", "Slurm", "PMI", "singleton"
+  // "shmoerun", "Open MPI (PMIx)", "Slurm (PMIx)", "PMIx", "Open MPI", "Slurm", "PMI", "singleton"
+  std::string launcher;
+  // A random token, the same in every PE of the job, that PE 0 hands out through the launcher;
+  // empty where the launcher has no channel for it (every start but a PMIx one).
+  std::string job_key;
+  // The PMIx server that started this PE, if any; PMIx ends (PMIx_Finalize) with the last copy.
+  std::shared_ptr<PmixClient> pmix;
+  bool store_from_pe0 = false;  // the store address comes from PE 0 through PMIx
 };
 
 // Throws shmoe::Error naming the variables when they are inconsistent or incomplete.
 LaunchInfo detect_launch();
+
+// Every PE calls this before it connects to the store, PE 0 after its store (if it hosts one)
+// listens on `hosted_port`. Under PMIx, PE 0 tells the others where the store is and hands out
+// the job key (waiting for at most `timeout`); elsewhere the address is known already. Fills in
+// launch.store (the address to connect to) and launch.job_key.
+void rendezvous(LaunchInfo& launch, std::uint16_t hosted_port, std::chrono::milliseconds timeout);
 
 }  // namespace shmoe::bootstrap

@@ -141,19 +141,19 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
   // First, while the library has started no thread: see program_data.hpp.
   move_program_data();
   tune_waits_for_cores(size_);  // until connect_transport knows which PEs share this host
-  bootstrap::StoreAddress store = launch.store;
   if (launch.hosts_store) {
     bootstrap::ConfigStoreServer::Options o;
-    o.bind_host = store.host;
-    o.port = store.port;
+    o.bind_host = launch.store.host;
+    o.port = launch.store.port;
     o.job_size = size_;
     o.on_pe_lost = [host = config_.host](const bootstrap::Hello& lost) {
       if (lost.host == host) heap::Segment::remove_name_of(lost.pid, lost.rank);
     };
     server_ = std::make_unique<bootstrap::ConfigStoreServer>(o);
     server_->start();
-    store.port = server_->port();
   }
+  bootstrap::rendezvous(launch_, server_ ? server_->port() : 0, config_.init_timeout);
+  const bootstrap::StoreAddress& store = launch_.store;
   bootstrap::Hello hello{bootstrap::PeerRole::kPe, rank_, size_, static_cast<int>(::getpid()),
                          config_.host};
   client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
@@ -375,6 +375,8 @@ void Runtime::global_exit(int status) {
   publish_abort(fmt::format("exit={};PE {} called shmem_global_exit({})", status, rank_, status));
   std::fflush(nullptr);
   linger_if_hosting_store();
+  // mpirun counts a process that leaves PMIx without PMIx_Finalize as failed, whatever its status.
+  launch_.pmix.reset();
   ::_exit(status);
 }
 

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
     shmem_barrier_all();
   } else if (mode == "global_exit" && me == 1) {
     shmem_global_exit(7);
+  } else if (mode == "global_exit0" && me == 0) {
+    shmem_global_exit(0);
   } else if (mode == "skip_barrier" && me == 1) {
     for (;;) sleep(600);  // busy elsewhere (a signal ends sleep early): never reaches the barrier
   } else if (mode == "wait_forever") {

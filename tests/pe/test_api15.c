@@ -49,48 +49,48 @@ static int me, npes, next, prev;
     shmem_free(w);                                                                            \
   } while (0)
 
-#define NBI_EXTENDED(T, CTX_ARG)                                    \
-  do {                                                              \
-    T* w = shmem_malloc(2 * sizeof(T));                             \
-    T f[2];                                                         \
-    w[0] = INIT(T, me, 0);                                          \
-    w[1] = INIT(T, me, 1);                                          \
-    shmem_barrier_all();                                            \
-    shmem_atomic_fetch_nbi(CTX_ARG f + 0, w + 0, next);             \
+#define NBI_EXTENDED(T, CTX_ARG)                                      \
+  do {                                                                \
+    T* w = shmem_malloc(2 * sizeof(T));                               \
+    T f[2];                                                           \
+    w[0] = INIT(T, me, 0);                                            \
+    w[1] = INIT(T, me, 1);                                            \
+    shmem_barrier_all();                                              \
+    shmem_atomic_fetch_nbi(CTX_ARG f + 0, w + 0, next);               \
     shmem_atomic_swap_nbi(CTX_ARG f + 1, w + 1, (T)(me + 0.5), next); \
-    shmem_quiet();                                                  \
-    CHECK(f[0] == INIT(T, next, 0));                                \
-    CHECK(f[1] == INIT(T, next, 1));                                \
-    shmem_barrier_all();                                            \
-    CHECK(w[1] == (T)(prev + 0.5));                                 \
-    shmem_barrier_all();                                            \
-    shmem_free(w);                                                  \
+    shmem_quiet();                                                    \
+    CHECK(f[0] == INIT(T, next, 0));                                  \
+    CHECK(f[1] == INIT(T, next, 1));                                  \
+    shmem_barrier_all();                                              \
+    CHECK(w[1] == (T)(prev + 0.5));                                   \
+    shmem_barrier_all();                                              \
+    shmem_free(w);                                                    \
   } while (0)
 
 /* Bitwise _nbi AMOs: each PE sets, clears and flips its own bit of every word on PE 0. */
-#define NBI_BITWISE(T, CTX_ARG)                                                    \
-  do {                                                                             \
-    T* w = shmem_malloc(3 * sizeof(T));                                            \
-    T all = 0, f;                                                                  \
-    for (int pe = 0; pe < npes; ++pe) all |= (T)1 << (pe * 5 % 31);                 \
-    const T mine = (T)1 << (me * 5 % 31);                                          \
-    w[0] = 0;                                                                      \
-    w[1] = all;                                                                    \
-    w[2] = all;                                                                    \
-    shmem_barrier_all();                                                           \
-    shmem_atomic_fetch_or_nbi(CTX_ARG & f, w + 0, mine, 0);                        \
-    shmem_quiet();                                                                 \
-    CHECK((f & mine) == 0);                                                        \
-    shmem_atomic_fetch_and_nbi(CTX_ARG & f, w + 1, (T)~mine, 0);                   \
-    shmem_quiet();                                                                 \
-    CHECK((f & mine) == mine);                                                     \
-    shmem_atomic_fetch_xor_nbi(CTX_ARG & f, w + 2, mine, 0);                       \
-    shmem_quiet();                                                                 \
-    CHECK((f & mine) == mine);                                                     \
-    shmem_barrier_all();                                                           \
-    if (me == 0) CHECK(w[0] == all && w[1] == 0 && w[2] == 0);                     \
-    shmem_barrier_all();                                                           \
-    shmem_free(w);                                                                 \
+#define NBI_BITWISE(T, CTX_ARG)                                     \
+  do {                                                              \
+    T* w = shmem_malloc(3 * sizeof(T));                             \
+    T all = 0, f;                                                   \
+    for (int pe = 0; pe < npes; ++pe) all |= (T)1 << (pe * 5 % 31); \
+    const T mine = (T)1 << (me * 5 % 31);                           \
+    w[0] = 0;                                                       \
+    w[1] = all;                                                     \
+    w[2] = all;                                                     \
+    shmem_barrier_all();                                            \
+    shmem_atomic_fetch_or_nbi(CTX_ARG& f, w + 0, mine, 0);          \
+    shmem_quiet();                                                  \
+    CHECK((f & mine) == 0);                                         \
+    shmem_atomic_fetch_and_nbi(CTX_ARG& f, w + 1, (T)~mine, 0);     \
+    shmem_quiet();                                                  \
+    CHECK((f & mine) == mine);                                      \
+    shmem_atomic_fetch_xor_nbi(CTX_ARG& f, w + 2, mine, 0);         \
+    shmem_quiet();                                                  \
+    CHECK((f & mine) == mine);                                      \
+    shmem_barrier_all();                                            \
+    if (me == 0) CHECK(w[0] == all && w[1] == 0 && w[2] == 0);      \
+    shmem_barrier_all();                                            \
+    shmem_free(w);                                                  \
   } while (0)
 
 #define NO_CTX
@@ -132,38 +132,37 @@ static void signed_bitwise_amos(void) {
 
 /* short and unsigned short wait/test, scalar and _vector forms: every PE stores 100 + its
  * number into its own slot on every PE. */
-#define P2P_VECTORS(T, N)                                                                   \
-  do {                                                                                      \
-    T* slots = shmem_calloc((size_t)npes, sizeof(T));                                       \
-    T want[64], impossible[64];                                                             \
-    size_t idx[64];                                                                         \
-    for (int i = 0; i < npes; ++i) {                                                        \
-      want[i] = (T)(100 + i);                                                               \
-      impossible[i] = (T)7;                                                                 \
-    }                                                                                       \
-    CHECK(shmem_test(&slots[me], SHMEM_CMP_EQ, want[me]) == 0);                             \
-    shmem_barrier_all();                                                                    \
-    for (int pe = 0; pe < npes; ++pe) shmem_##N##_p(&slots[me], want[me], pe);              \
-    shmem_wait_until(&slots[prev], SHMEM_CMP_EQ, want[prev]);                               \
-    shmem_wait_until_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want);             \
-    CHECK(shmem_test_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want) == 1);       \
-    CHECK(shmem_test_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, impossible) == 0); \
-    size_t any = shmem_wait_until_any_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want); \
-    CHECK(any < (size_t)npes && slots[any] == want[any]);                                   \
-    any = shmem_test_any_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want);             \
-    CHECK(any < (size_t)npes && slots[any] == want[any]);                                   \
-    CHECK(shmem_test_any_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, impossible) ==     \
-          SIZE_MAX);                                                                        \
-    CHECK(shmem_wait_until_some_vector(slots, (size_t)npes, idx, NULL, SHMEM_CMP_EQ, want) == \
-          (size_t)npes);                                                                    \
-    CHECK(shmem_test_some_vector(slots, (size_t)npes, idx, NULL, SHMEM_CMP_EQ, want) ==      \
-          (size_t)npes);                                                                    \
-    for (int i = 0; i < npes; ++i) CHECK(idx[i] == (size_t)i);                              \
-    CHECK(shmem_test(&slots[me], SHMEM_CMP_EQ, want[me]) == 1);                             \
-    shmem_wait_until_all(slots, (size_t)npes, NULL, SHMEM_CMP_GE, (T)100);                  \
-    CHECK(shmem_test_all(slots, (size_t)npes, NULL, SHMEM_CMP_LT, (T)(100 + npes)) == 1);   \
-    shmem_barrier_all();                                                                    \
-    shmem_free(slots);                                                                      \
+#define P2P_VECTORS(T, N)                                                                          \
+  do {                                                                                             \
+    T* slots = shmem_calloc((size_t)npes, sizeof(T));                                              \
+    T want[64], impossible[64];                                                                    \
+    size_t idx[64];                                                                                \
+    for (int i = 0; i < npes; ++i) {                                                               \
+      want[i] = (T)(100 + i);                                                                      \
+      impossible[i] = (T)7;                                                                        \
+    }                                                                                              \
+    CHECK(shmem_test(&slots[me], SHMEM_CMP_EQ, want[me]) == 0);                                    \
+    shmem_barrier_all();                                                                           \
+    for (int pe = 0; pe < npes; ++pe) shmem_##N##_p(&slots[me], want[me], pe);                     \
+    shmem_wait_until(&slots[prev], SHMEM_CMP_EQ, want[prev]);                                      \
+    shmem_wait_until_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want);                    \
+    CHECK(shmem_test_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want) == 1);              \
+    CHECK(shmem_test_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, impossible) == 0);        \
+    size_t any = shmem_wait_until_any_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want);       \
+    CHECK(any < (size_t)npes && slots[any] == want[any]);                                          \
+    any = shmem_test_any_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want);                    \
+    CHECK(any < (size_t)npes && slots[any] == want[any]);                                          \
+    CHECK(shmem_test_any_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, impossible) == SIZE_MAX); \
+    CHECK(shmem_wait_until_some_vector(slots, (size_t)npes, idx, NULL, SHMEM_CMP_EQ, want) ==      \
+          (size_t)npes);                                                                           \
+    CHECK(shmem_test_some_vector(slots, (size_t)npes, idx, NULL, SHMEM_CMP_EQ, want) ==            \
+          (size_t)npes);                                                                           \
+    for (int i = 0; i < npes; ++i) CHECK(idx[i] == (size_t)i);                                     \
+    CHECK(shmem_test(&slots[me], SHMEM_CMP_EQ, want[me]) == 1);                                    \
+    shmem_wait_until_all(slots, (size_t)npes, NULL, SHMEM_CMP_GE, (T)100);                         \
+    CHECK(shmem_test_all(slots, (size_t)npes, NULL, SHMEM_CMP_LT, (T)(100 + npes)) == 1);          \
+    shmem_barrier_all();                                                                           \
+    shmem_free(slots);                                                                             \
   } while (0)
 
 static void short_p2p(void) {
@@ -172,28 +171,28 @@ static void short_p2p(void) {
 }
 
 /* Team reductions AND, OR, XOR on int8_t .. int64_t through the generic names. */
-#define BITWISE_REDUCE(T)                                                     \
-  do {                                                                        \
-    T* src = shmem_malloc(3 * sizeof(T));                                     \
-    T* dst = shmem_malloc(3 * sizeof(T));                                     \
-    const int bits = (int)(8 * sizeof(T)) - 1;                                \
-    T want_or = 0, want_and = (T)~(T)0, want_xor = 0;                         \
-    for (int pe = 0; pe < npes; ++pe) {                                       \
-      want_or |= (T)((T)1 << (pe % bits));                                    \
-      want_and &= (T) ~((T)1 << (pe % bits));                                 \
-      want_xor ^= (T)(pe + 1);                                                \
-    }                                                                         \
-    src[0] = (T)((T)1 << (me % bits));                                        \
-    src[1] = (T) ~((T)1 << (me % bits));                                      \
-    src[2] = (T)(me + 1);                                                     \
-    shmem_barrier_all();                                                      \
-    CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, dst + 0, src + 0, 1) == 0);       \
-    CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, dst + 1, src + 1, 1) == 0);      \
-    CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, dst + 2, src + 2, 1) == 0);      \
-    CHECK(dst[0] == want_or && dst[1] == want_and && dst[2] == want_xor);     \
-    shmem_barrier_all();                                                      \
-    shmem_free(dst);                                                          \
-    shmem_free(src);                                                          \
+#define BITWISE_REDUCE(T)                                                 \
+  do {                                                                    \
+    T* src = shmem_malloc(3 * sizeof(T));                                 \
+    T* dst = shmem_malloc(3 * sizeof(T));                                 \
+    const int bits = (int)(8 * sizeof(T)) - 1;                            \
+    T want_or = 0, want_and = (T) ~(T)0, want_xor = 0;                    \
+    for (int pe = 0; pe < npes; ++pe) {                                   \
+      want_or |= (T)((T)1 << (pe % bits));                                \
+      want_and &= (T) ~((T)1 << (pe % bits));                             \
+      want_xor ^= (T)(pe + 1);                                            \
+    }                                                                     \
+    src[0] = (T)((T)1 << (me % bits));                                    \
+    src[1] = (T) ~((T)1 << (me % bits));                                  \
+    src[2] = (T)(me + 1);                                                 \
+    shmem_barrier_all();                                                  \
+    CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, dst + 0, src + 0, 1) == 0);   \
+    CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, dst + 1, src + 1, 1) == 0);  \
+    CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, dst + 2, src + 2, 1) == 0);  \
+    CHECK(dst[0] == want_or && dst[1] == want_and && dst[2] == want_xor); \
+    shmem_barrier_all();                                                  \
+    shmem_free(dst);                                                      \
+    shmem_free(src);                                                      \
   } while (0)
 
 static void signed_bitwise_reductions(void) {

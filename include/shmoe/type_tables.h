@@ -69,8 +69,13 @@
   X(uint32_t, uint32)               \
   X(uint64_t, uint64)
 
-/* Table 11: point-to-point synchronization types (wait_until, test). */
-#define SHMOE_P2P_SYNC_TYPES(X) SHMOE_AMO_STANDARD_TYPES(X)
+/* Point-to-point synchronization types (wait_until, test and their _all/_any/_some/_vector
+ * forms): short, unsigned short (deprecated by 1.5, still in its table) and the standard AMO
+ * types. */
+#define SHMOE_P2P_SYNC_TYPES(X) \
+  X(short, short)               \
+  X(unsigned short, ushort)     \
+  SHMOE_AMO_STANDARD_TYPES(X)
 
 /* A 16-byte element for shmem_put128 and friends (the specification moves 128-bit units). */
 typedef struct {

@@ -32,16 +32,20 @@ void BestFitAllocator::erase_free(std::map<std::size_t, std::size_t>::iterator i
   free_by_offset_.erase(it);
 }
 
-std::optional<std::size_t> BestFitAllocator::allocate(std::size_t size, std::size_t alignment) {
+std::optional<std::size_t> BestFitAllocator::allocate(std::size_t size, std::size_t alignment,
+                                                      std::uintptr_t origin) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) return std::nullopt;
   if (size > capacity_) return std::nullopt;
   alignment = alignment < kGranularity ? kGranularity : alignment;
+  // Offsets congruent to -origin modulo `alignment` are the aligned addresses.
+  const std::size_t shift = origin % alignment;
+  if (shift % kGranularity != 0) return std::nullopt;
   const std::size_t need = round_up(size == 0 ? 1 : size, kGranularity);
   // Smallest block first; a block may still be too small once its start is aligned up.
   for (auto s = free_by_size_.lower_bound(need); s != free_by_size_.end(); ++s) {
     const std::size_t block_off = s->second;
     const std::size_t block_size = s->first;
-    const std::size_t start = round_up(block_off, alignment);
+    const std::size_t start = round_up(block_off + shift, alignment) - shift;
     if (start - block_off + need > block_size) continue;
     erase_free(free_by_offset_.find(block_off));
     if (start > block_off) insert_free(block_off, start - block_off);

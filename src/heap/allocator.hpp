@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 
@@ -17,7 +18,11 @@ class BestFitAllocator {
 
   // nullopt when no free block can hold `size` at `alignment` (a power of two, >= 1).
   // A zero size is rounded up to one granule so every allocation has a distinct offset.
-  std::optional<std::size_t> allocate(std::size_t size, std::size_t alignment = kGranularity);
+  // `origin` is the address of offset 0: the offset returned makes origin + offset a multiple
+  // of `alignment`, so an alignment beyond the origin's own holds for the address, not only
+  // for the offset. origin % alignment must be a multiple of kGranularity (else nullopt).
+  std::optional<std::size_t> allocate(std::size_t size, std::size_t alignment = kGranularity,
+                                      std::uintptr_t origin = 0);
   // Returns false (and changes nothing) if `offset` is not the start of a live allocation.
   bool release(std::size_t offset);
   // Size of the live allocation at `offset` (rounded to the granularity), or nullopt.

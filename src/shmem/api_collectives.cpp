@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "shmem/collectives.hpp"
+#include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
 
 namespace {
@@ -33,6 +34,7 @@ int broadcast(const char* fn, shmem_team_t handle, void* dest, const void* sourc
               std::size_t bytes, int root) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr || root < 0 || root >= l.team->size()) return -1;
+  if (bytes == 0) return 0;
   check_dest(*l.team, dest, bytes, fn);
   coll::broadcast(*l.team, dest, source, bytes, root, true);
   return 0;
@@ -42,6 +44,7 @@ int fcollect(const char* fn, shmem_team_t handle, void* dest, const void* source
              std::size_t bytes) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr) return -1;
+  if (bytes == 0) return 0;
   check_dest(*l.team, dest, bytes * l.team->size(), fn);
   coll::fcollect(*l.team, dest, source, bytes);
   return 0;
@@ -60,6 +63,7 @@ int alltoall(const char* fn, shmem_team_t handle, void* dest, const void* source
              std::size_t bytes) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr) return -1;
+  if (bytes == 0) return 0;
   check_dest(*l.team, dest, bytes * l.team->size(), fn);
   coll::alltoall(*l.team, dest, source, bytes);
   return 0;
@@ -75,10 +79,9 @@ int alltoalls(const char* fn, shmem_team_t handle, void* dest, const void* sourc
               ptrdiff_t sst, std::size_t nelems, std::size_t elem) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr) return -1;
+  if (nelems == 0) return 0;
   check_strides(dst, sst, fn);
-  if (nelems > 0) {
-    check_dest(*l.team, dest, ((l.team->size() * nelems - 1) * dst + 1) * elem, fn);
-  }
+  check_dest(*l.team, dest, ((l.team->size() * nelems - 1) * dst + 1) * elem, fn);
   coll::alltoalls(*l.team, dest, source, dst, sst, nelems, elem);
   return 0;
 }
@@ -87,7 +90,7 @@ template <typename T, typename Op>
 int reduce(const char* fn, shmem_team_t handle, T* dest, const T* source, std::size_t n) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr) return -1;
-  coll::reduce<T, Op>(*l.team, dest, source, n);
+  if (n != 0) coll::reduce<T, Op>(*l.team, dest, source, n);
   return 0;
 }
 
@@ -119,47 +122,58 @@ Team& active_set(const char* fn, int start, int log_stride, int size) {
 extern "C" {
 
 #define SHMOE_DEF_TEAM_COLL(T, N)                                                                \
-  int shmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems,          \
-                            int PE_root) {                                                       \
+  int pshmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems,         \
+                             int PE_root) {                                                      \
     return broadcast("shmem_" #N "_broadcast", team, dest, source, nelems * sizeof(T), PE_root); \
   }                                                                                              \
-  int shmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems) {          \
+  int pshmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
     return collect("shmem_" #N "_collect", team, dest, source, nelems * sizeof(T));              \
   }                                                                                              \
-  int shmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
+  int pshmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems) {        \
     return fcollect("shmem_" #N "_fcollect", team, dest, source, nelems * sizeof(T));            \
   }                                                                                              \
-  int shmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
+  int pshmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems) {        \
     return alltoall("shmem_" #N "_alltoall", team, dest, source, nelems * sizeof(T));            \
   }                                                                                              \
-  int shmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst,          \
-                            ptrdiff_t sst, size_t nelems) {                                      \
+  int pshmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst,         \
+                             ptrdiff_t sst, size_t nelems) {                                     \
     return alltoalls("shmem_" #N "_alltoalls", team, dest, source, dst, sst, nelems, sizeof(T)); \
-  }
+  }                                                                                              \
+  SHMOE_WEAK_ALIAS(shmem_##N##_broadcast)                                                        \
+  SHMOE_WEAK_ALIAS(shmem_##N##_collect)                                                          \
+  SHMOE_WEAK_ALIAS(shmem_##N##_fcollect)                                                         \
+  SHMOE_WEAK_ALIAS(shmem_##N##_alltoall)                                                         \
+  SHMOE_WEAK_ALIAS(shmem_##N##_alltoalls)
 SHMOE_RMA_TYPES(SHMOE_DEF_TEAM_COLL)
 
-int shmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t nelems,
-                       int PE_root) {
+int pshmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t nelems,
+                        int PE_root) {
   return broadcast("shmem_broadcastmem", team, dest, source, nelems, PE_root);
 }
-int shmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+int pshmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
   return collect("shmem_collectmem", team, dest, source, nelems);
 }
-int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+int pshmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
   return fcollect("shmem_fcollectmem", team, dest, source, nelems);
 }
-int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+int pshmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
   return alltoall("shmem_alltoallmem", team, dest, source, nelems);
 }
-int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
-                       ptrdiff_t sst, size_t nelems) {
+int pshmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
+                        ptrdiff_t sst, size_t nelems) {
   return alltoalls("shmem_alltoallsmem", team, dest, source, dst, sst, nelems, 1);
 }
+SHMOE_WEAK_ALIAS(shmem_broadcastmem)
+SHMOE_WEAK_ALIAS(shmem_collectmem)
+SHMOE_WEAK_ALIAS(shmem_fcollectmem)
+SHMOE_WEAK_ALIAS(shmem_alltoallmem)
+SHMOE_WEAK_ALIAS(shmem_alltoallsmem)
 
-#define SHMOE_DEF_REDUCE(T, N, OP, CLASS)                                                      \
-  int shmem_##N##_##OP##_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce) { \
-    return reduce<T, coll::CLASS>("shmem_" #N "_" #OP "_reduce", team, dest, source, nreduce); \
-  }
+#define SHMOE_DEF_REDUCE(T, N, OP, CLASS)                                                       \
+  int pshmem_##N##_##OP##_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce) { \
+    return reduce<T, coll::CLASS>("shmem_" #N "_" #OP "_reduce", team, dest, source, nreduce);  \
+  }                                                                                             \
+  SHMOE_WEAK_ALIAS(shmem_##N##_##OP##_reduce)
 #define SHMOE_DEF_REDUCE_BITWISE(T, N) \
   SHMOE_DEF_REDUCE(T, N, and, And)     \
   SHMOE_DEF_REDUCE(T, N, or, Or) SHMOE_DEF_REDUCE(T, N, xor, Xor)
@@ -173,77 +187,86 @@ SHMOE_REDUCE_ARITH_TYPES(SHMOE_DEF_REDUCE_ARITH)
 
 // ---- Deprecated active-set forms ------------------------------------------------------------
 
-void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync) {
+void pshmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync) {
   (void)pSync;
   Team& team = active_set("shmem_barrier", PE_start, logPE_stride, PE_size);
   std::lock_guard lock(team.mutex());
   coll::finish(team);  // quiet, then the barrier
 }
 
-void shmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync) {
+void pshmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync) {
   (void)pSync;
   Team& team = active_set("shmem_sync", PE_start, logPE_stride, PE_size);
   std::lock_guard lock(team.mutex());
   team.sync();
 }
+SHMOE_WEAK_ALIAS(shmem_barrier)
+SHMOE_WEAK_ALIAS(shmem_sync)
 
-#define SHMOE_DEF_ACTIVE_SET_SIZED(BITS, T)                                                     \
-  void shmem_broadcast##BITS(void* dest, const void* source, size_t nelems, int PE_root,        \
-                             int PE_start, int logPE_stride, int PE_size, long* pSync) {        \
-    (void)pSync;                                                                                \
-    const char* fn = "shmem_broadcast" #BITS;                                                   \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
-    if (PE_root < 0 || PE_root >= PE_size) {                                                    \
-      shmoe::api_error(fn, "PE_root={} is out of range (0..{})", PE_root, PE_size - 1);         \
-    }                                                                                           \
-    std::lock_guard lock(team.mutex());                                                         \
-    check_dest(team, dest, nelems * sizeof(T), fn);                                             \
-    coll::broadcast(team, dest, source, nelems * sizeof(T), PE_root, false);                    \
-  }                                                                                             \
-  void shmem_collect##BITS(void* dest, const void* source, size_t nelems, int PE_start,         \
-                           int logPE_stride, int PE_size, long* pSync) {                        \
-    (void)pSync;                                                                                \
-    const char* fn = "shmem_collect" #BITS;                                                     \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
-    std::lock_guard lock(team.mutex());                                                         \
-    check_dest(team, dest, nelems * sizeof(T), fn);                                             \
-    coll::collect(team, dest, source, nelems * sizeof(T));                                      \
-  }                                                                                             \
-  void shmem_fcollect##BITS(void* dest, const void* source, size_t nelems, int PE_start,        \
-                            int logPE_stride, int PE_size, long* pSync) {                       \
-    (void)pSync;                                                                                \
-    const char* fn = "shmem_fcollect" #BITS;                                                    \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
-    std::lock_guard lock(team.mutex());                                                         \
-    check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                                   \
-    coll::fcollect(team, dest, source, nelems * sizeof(T));                                     \
-  }                                                                                             \
-  void shmem_alltoall##BITS(void* dest, const void* source, size_t nelems, int PE_start,        \
-                            int logPE_stride, int PE_size, long* pSync) {                       \
-    (void)pSync;                                                                                \
-    const char* fn = "shmem_alltoall" #BITS;                                                    \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
-    std::lock_guard lock(team.mutex());                                                         \
-    check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                                   \
-    coll::alltoall(team, dest, source, nelems * sizeof(T));                                     \
-  }                                                                                             \
-  void shmem_alltoalls##BITS(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,      \
-                             size_t nelems, int PE_start, int logPE_stride, int PE_size,        \
-                             long* pSync) {                                                     \
-    (void)pSync;                                                                                \
-    const char* fn = "shmem_alltoalls" #BITS;                                                   \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                               \
-    check_strides(dst, sst, fn);                                                                \
-    std::lock_guard lock(team.mutex());                                                         \
-    if (nelems > 0) check_dest(team, dest, ((PE_size * nelems - 1) * dst + 1) * sizeof(T), fn); \
-    coll::alltoalls(team, dest, source, dst, sst, nelems, sizeof(T));                           \
-  }
+#define SHMOE_DEF_ACTIVE_SET_SIZED(BITS, T)                                                 \
+  void pshmem_broadcast##BITS(void* dest, const void* source, size_t nelems, int PE_root,   \
+                              int PE_start, int logPE_stride, int PE_size, long* pSync) {   \
+    (void)pSync;                                                                            \
+    const char* fn = "shmem_broadcast" #BITS;                                               \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    if (PE_root < 0 || PE_root >= PE_size) {                                                \
+      shmoe::api_error(fn, "PE_root={} is out of range (0..{})", PE_root, PE_size - 1);     \
+    }                                                                                       \
+    std::lock_guard lock(team.mutex());                                                     \
+    check_dest(team, dest, nelems * sizeof(T), fn);                                         \
+    coll::broadcast(team, dest, source, nelems * sizeof(T), PE_root, false);                \
+  }                                                                                         \
+  void pshmem_collect##BITS(void* dest, const void* source, size_t nelems, int PE_start,    \
+                            int logPE_stride, int PE_size, long* pSync) {                   \
+    (void)pSync;                                                                            \
+    const char* fn = "shmem_collect" #BITS;                                                 \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    std::lock_guard lock(team.mutex());                                                     \
+    check_dest(team, dest, nelems * sizeof(T), fn);                                         \
+    coll::collect(team, dest, source, nelems * sizeof(T));                                  \
+  }                                                                                         \
+  void pshmem_fcollect##BITS(void* dest, const void* source, size_t nelems, int PE_start,   \
+                             int logPE_stride, int PE_size, long* pSync) {                  \
+    (void)pSync;                                                                            \
+    const char* fn = "shmem_fcollect" #BITS;                                                \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    std::lock_guard lock(team.mutex());                                                     \
+    check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                               \
+    coll::fcollect(team, dest, source, nelems * sizeof(T));                                 \
+  }                                                                                         \
+  void pshmem_alltoall##BITS(void* dest, const void* source, size_t nelems, int PE_start,   \
+                             int logPE_stride, int PE_size, long* pSync) {                  \
+    (void)pSync;                                                                            \
+    const char* fn = "shmem_alltoall" #BITS;                                                \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    std::lock_guard lock(team.mutex());                                                     \
+    if (nelems == 0) return;                                                                \
+    check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                               \
+    coll::alltoall(team, dest, source, nelems * sizeof(T));                                 \
+  }                                                                                         \
+  void pshmem_alltoalls##BITS(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
+                              size_t nelems, int PE_start, int logPE_stride, int PE_size,   \
+                              long* pSync) {                                                \
+    (void)pSync;                                                                            \
+    const char* fn = "shmem_alltoalls" #BITS;                                               \
+    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    if (nelems == 0) return;                                                                \
+    check_strides(dst, sst, fn);                                                            \
+    std::lock_guard lock(team.mutex());                                                     \
+    check_dest(team, dest, ((PE_size * nelems - 1) * dst + 1) * sizeof(T), fn);             \
+    coll::alltoalls(team, dest, source, dst, sst, nelems, sizeof(T));                       \
+  }                                                                                         \
+  SHMOE_WEAK_ALIAS(shmem_broadcast##BITS)                                                   \
+  SHMOE_WEAK_ALIAS(shmem_collect##BITS)                                                     \
+  SHMOE_WEAK_ALIAS(shmem_fcollect##BITS)                                                    \
+  SHMOE_WEAK_ALIAS(shmem_alltoall##BITS)                                                    \
+  SHMOE_WEAK_ALIAS(shmem_alltoalls##BITS)
 SHMOE_DEF_ACTIVE_SET_SIZED(32, uint32_t)
 SHMOE_DEF_ACTIVE_SET_SIZED(64, uint64_t)
 
 #define SHMOE_DEF_TO_ALL(T, N, OP, CLASS)                                                \
-  void shmem_##N##_##OP##_to_all(T* dest, const T* source, int nreduce, int PE_start,    \
-                                 int logPE_stride, int PE_size, T* pWrk, long* pSync) {  \
+  void pshmem_##N##_##OP##_to_all(T* dest, const T* source, int nreduce, int PE_start,   \
+                                  int logPE_stride, int PE_size, T* pWrk, long* pSync) { \
     (void)pWrk;                                                                          \
     (void)pSync;                                                                         \
     const char* fn = "shmem_" #N "_" #OP "_to_all";                                      \
@@ -251,7 +274,8 @@ SHMOE_DEF_ACTIVE_SET_SIZED(64, uint64_t)
     if (nreduce < 0) shmoe::api_error(fn, "nreduce={} is negative", nreduce);            \
     std::lock_guard lock(team.mutex());                                                  \
     coll::reduce<T, coll::CLASS>(team, dest, source, static_cast<std::size_t>(nreduce)); \
-  }
+  }                                                                                      \
+  SHMOE_WEAK_ALIAS(shmem_##N##_##OP##_to_all)
 #define SHMOE_DEF_TO_ALL_BITWISE(T, N) \
   SHMOE_DEF_TO_ALL(T, N, and, And) SHMOE_DEF_TO_ALL(T, N, or, Or) SHMOE_DEF_TO_ALL(T, N, xor, Xor)
 #define SHMOE_DEF_TO_ALL_MINMAX(T, N) \

@@ -1,8 +1,13 @@
 // Memory management routines (OpenSHMEM 1.5 section 9.3). Every call is collective: PEs call in
 // the same order with the same arguments, so the deterministic allocator hands out the same
 // offset everywhere; a barrier ends each call so no PE uses memory a peer has not yet allocated.
+// A call that performs no action (a zero size, freeing NULL) returns at once, without a barrier,
+// as the specification says.
+#include <unistd.h>
+
 #include <cstring>
 
+#include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
 
 namespace {
@@ -26,14 +31,46 @@ void check_symmetric_call(Runtime& rt, const char* fn, std::size_t size, std::si
   }
 }
 
+// The largest power of two by which every PE's heap address is congruent: alignments up to it
+// can be honoured on every PE with one symmetric offset. Heaps are mapped at page boundaries,
+// but where within a larger alignment a PE's heap starts is up to its mmap, so it takes the
+// addresses of all PEs, gathered once (collective: the first large shmem_align on every PE).
+std::size_t common_heap_alignment(Runtime& rt) {
+  static const Runtime* known_for = nullptr;
+  static std::size_t known = 0;
+  if (known_for == &rt) return known;
+  const auto base = reinterpret_cast<std::uintptr_t>(rt.heap_base());
+  auto all = rt.store_collectives().allgather("heap-addresses", std::to_string(base),
+                                              rt.config().init_timeout);
+  std::uintptr_t differences = 0;
+  for (const auto& other : all) differences |= std::stoull(other) - base;
+  known = differences == 0 ? std::size_t{1} << 62 : differences & (~differences + 1);
+  known_for = &rt;
+  return known;
+}
+
+bool alignment_possible(Runtime& rt, const char* fn, std::size_t alignment) {
+  static const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  if (alignment <= page) return true;
+  const std::size_t common = common_heap_alignment(rt);
+  if (alignment <= common) return true;
+  shmoe::log::error(
+      "{}: alignment {} cannot be honoured: the PEs' symmetric heaps are mapped at addresses "
+      "that agree only modulo {}, so no symmetric offset is {}-aligned on every PE",
+      fn, alignment, common, alignment);
+  return false;
+}
+
 void* allocate(const char* fn, std::size_t size, std::size_t alignment) {
+  if (size == 0) return nullptr;  // no action, and so no barrier
   auto& rt = shmoe::runtime(fn);
   std::optional<std::size_t> offset;
   {
     std::lock_guard lock(rt.heap_mutex());
     if (rt.config().debug_allocations) check_symmetric_call(rt, fn, size, alignment);
-    if (size > 0) {
-      offset = rt.allocator().allocate(size, alignment);
+    if (alignment_possible(rt, fn, alignment)) {
+      offset = rt.allocator().allocate(size, alignment,
+                                       reinterpret_cast<std::uintptr_t>(rt.heap_base()));
       if (!offset) {
         shmoe::log::error(
             "{}: cannot allocate {} bytes (alignment {}): {} bytes free in the symmetric heap, "
@@ -60,17 +97,17 @@ std::size_t offset_of_allocation(Runtime& rt, void* ptr, const char* fn) {
 
 extern "C" {
 
-void* shmem_malloc(size_t size) {
+void* pshmem_malloc(size_t size) {
   return allocate("shmem_malloc", size, 16);
 }
 
-void* shmem_malloc_with_hints(size_t size, long hints) {
+void* pshmem_malloc_with_hints(size_t size, long hints) {
   // Hints only promise how memory will be used; on shared memory every use is equally fast.
   (void)hints;
   return allocate("shmem_malloc_with_hints", size, 16);
 }
 
-void* shmem_calloc(size_t count, size_t size) {
+void* pshmem_calloc(size_t count, size_t size) {
   if (size != 0 && count > SIZE_MAX / size) {
     shmoe::api_error("shmem_calloc", "count={} times size={} overflows size_t", count, size);
   }
@@ -82,17 +119,18 @@ void* shmem_calloc(size_t count, size_t size) {
   return p;
 }
 
-void* shmem_align(size_t alignment, size_t size) {
+void* pshmem_align(size_t alignment, size_t size) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
     shmoe::api_error("shmem_align", "alignment={} is not a power of two", alignment);
   }
   return allocate("shmem_align", size, alignment);
 }
 
-void shmem_free(void* ptr) {
+void pshmem_free(void* ptr) {
+  if (ptr == nullptr) return;  // no action, and so no barrier
   auto& rt = shmoe::runtime("shmem_free");
   rt.barrier_all();  // no PE may still be writing into memory that goes away
-  if (ptr != nullptr) {
+  {
     std::lock_guard lock(rt.heap_mutex());
     if (rt.config().debug_allocations) check_symmetric_call(rt, "shmem_free", 0, 0);
     rt.allocator().release(offset_of_allocation(rt, ptr, "shmem_free"));
@@ -100,10 +138,10 @@ void shmem_free(void* ptr) {
   rt.barrier_all();
 }
 
-void* shmem_realloc(void* ptr, size_t size) {
+void* pshmem_realloc(void* ptr, size_t size) {
   if (ptr == nullptr) return allocate("shmem_realloc", size, 16);
   if (size == 0) {
-    shmem_free(ptr);
+    pshmem_free(ptr);
     return nullptr;
   }
   auto& rt = shmoe::runtime("shmem_realloc");
@@ -116,8 +154,15 @@ void* shmem_realloc(void* ptr, size_t size) {
   void* fresh = allocate("shmem_realloc", size, 16);
   if (fresh == nullptr) return nullptr;  // the old block stays valid, as with realloc(3)
   std::memcpy(fresh, ptr, old_size);
-  shmem_free(ptr);
+  pshmem_free(ptr);
   return fresh;
 }
+
+SHMOE_WEAK_ALIAS(shmem_malloc)
+SHMOE_WEAK_ALIAS(shmem_malloc_with_hints)
+SHMOE_WEAK_ALIAS(shmem_calloc)
+SHMOE_WEAK_ALIAS(shmem_align)
+SHMOE_WEAK_ALIAS(shmem_free)
+SHMOE_WEAK_ALIAS(shmem_realloc)
 
 }  // extern "C"

@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "common/backoff.hpp"
+#include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
 
 namespace {
@@ -51,7 +52,7 @@ std::uint32_t node_value(const Lock& l) {
 
 extern "C" {
 
-void shmem_set_lock(long* lock) {
+void pshmem_set_lock(long* lock) {
   Lock l = resolve(lock, "shmem_set_lock");
   // Nobody writes this PE's node while it is not queued: reset it, then join the queue.
   amo32(l, l.me, kNode, AmoOp::kStore, kWaiting);
@@ -73,7 +74,7 @@ void shmem_set_lock(long* lock) {
       });
 }
 
-int shmem_test_lock(long* lock) {
+int pshmem_test_lock(long* lock) {
   Lock l = resolve(lock, "shmem_test_lock");
   if (amo32(l, 0, kTail, AmoOp::kLoad, 0) != 0) return 1;
   amo32(l, l.me, kNode, AmoOp::kStore, 0);
@@ -81,7 +82,7 @@ int shmem_test_lock(long* lock) {
                                                                                                : 1;
 }
 
-void shmem_clear_lock(long* lock) {
+void pshmem_clear_lock(long* lock) {
   Lock l = resolve(lock, "shmem_clear_lock");
   l.rt.transport().quiet();  // what was written under the lock is complete before it passes on
   std::uint32_t next = node_value(l) & kNextMask;
@@ -101,5 +102,9 @@ void shmem_clear_lock(long* lock) {
   }
   amo32(l, static_cast<int>(next - 1), kNode, AmoOp::kAnd, ~kWaiting);
 }
+
+SHMOE_WEAK_ALIAS(shmem_set_lock)
+SHMOE_WEAK_ALIAS(shmem_test_lock)
+SHMOE_WEAK_ALIAS(shmem_clear_lock)
 
 }  // extern "C"

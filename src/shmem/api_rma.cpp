@@ -7,35 +7,40 @@
 namespace {
 
 using shmoe::api::check_remote;
+using shmoe::api::transfer;
+using shmoe::transport::Transport;
 
 template <typename T>
 void put(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
-  auto& rt = shmoe::runtime(fn);
-  std::size_t off = check_remote(ctx, rt, dest, nelems * sizeof(T), pe, fn, "dest");
-  rt.transport().put(pe, off, source, nelems * sizeof(T));
+  const std::size_t bytes = nelems * sizeof(T);
+  transfer(ctx, dest, bytes, pe, fn, "dest", [&](Transport& t, int world_pe, std::size_t off) {
+    t.put(world_pe, off, source, bytes);
+  });
 }
 
 template <typename T>
 void put_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
              const char* fn) {
-  auto& rt = shmoe::runtime(fn);
-  std::size_t off = check_remote(ctx, rt, dest, nelems * sizeof(T), pe, fn, "dest");
-  rt.transport().put_nbi(pe, off, source, nelems * sizeof(T));
+  const std::size_t bytes = nelems * sizeof(T);
+  transfer(ctx, dest, bytes, pe, fn, "dest", [&](Transport& t, int world_pe, std::size_t off) {
+    t.put_nbi(world_pe, off, source, bytes);
+  });
 }
 
 template <typename T>
 void get(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
-  auto& rt = shmoe::runtime(fn);
-  std::size_t off = check_remote(ctx, rt, source, nelems * sizeof(T), pe, fn, "source");
-  rt.transport().get(pe, off, dest, nelems * sizeof(T));
+  const std::size_t bytes = nelems * sizeof(T);
+  transfer(ctx, source, bytes, pe, fn, "source",
+           [&](Transport& t, int world_pe, std::size_t off) { t.get(world_pe, off, dest, bytes); });
 }
 
 template <typename T>
 void get_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
              const char* fn) {
-  auto& rt = shmoe::runtime(fn);
-  std::size_t off = check_remote(ctx, rt, source, nelems * sizeof(T), pe, fn, "source");
-  rt.transport().get_nbi(pe, off, dest, nelems * sizeof(T));
+  const std::size_t bytes = nelems * sizeof(T);
+  transfer(ctx, source, bytes, pe, fn, "source", [&](Transport& t, int world_pe, std::size_t off) {
+    t.get_nbi(world_pe, off, dest, bytes);
+  });
 }
 
 // Single elements go as one atomic store/load where the width allows, so a peer polling the word
@@ -72,32 +77,40 @@ inline void check_stride(ptrdiff_t stride, const char* fn, const char* param) {
     shmoe::api_error(fn, "{}={} must be a positive stride (in elements)", param, stride);
 }
 
+// Bytes from the first to the last element of a strided remote range (0 when it is empty).
+template <typename T>
+std::size_t strided_span(std::size_t nelems, ptrdiff_t stride) {
+  return nelems == 0 ? 0 : ((nelems - 1) * static_cast<std::size_t>(stride) + 1) * sizeof(T);
+}
+
 template <typename T>
 void iput(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst,
           std::size_t nelems, int pe, const char* fn) {
-  if (nelems == 0) return;
-  check_stride(dst, fn, "dst");
-  check_stride(sst, fn, "sst");
-  auto& rt = shmoe::runtime(fn);
-  std::size_t span = ((nelems - 1) * static_cast<std::size_t>(dst) + 1) * sizeof(T);
-  std::size_t off = check_remote(ctx, rt, dest, span, pe, fn, "dest");
-  for (std::size_t i = 0; i < nelems; ++i) {
-    rt.transport().put(pe, off + i * dst * sizeof(T), source + i * sst, sizeof(T));
+  if (nelems > 0) {
+    check_stride(dst, fn, "dst");
+    check_stride(sst, fn, "sst");
   }
+  transfer(ctx, dest, strided_span<T>(nelems, dst), pe, fn, "dest",
+           [&](Transport& t, int world_pe, std::size_t off) {
+             for (std::size_t i = 0; i < nelems; ++i) {
+               t.put(world_pe, off + i * dst * sizeof(T), source + i * sst, sizeof(T));
+             }
+           });
 }
 
 template <typename T>
 void iget(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst,
           std::size_t nelems, int pe, const char* fn) {
-  if (nelems == 0) return;
-  check_stride(dst, fn, "dst");
-  check_stride(sst, fn, "sst");
-  auto& rt = shmoe::runtime(fn);
-  std::size_t span = ((nelems - 1) * static_cast<std::size_t>(sst) + 1) * sizeof(T);
-  std::size_t off = check_remote(ctx, rt, source, span, pe, fn, "source");
-  for (std::size_t i = 0; i < nelems; ++i) {
-    rt.transport().get(pe, off + i * sst * sizeof(T), dest + i * dst, sizeof(T));
+  if (nelems > 0) {
+    check_stride(dst, fn, "dst");
+    check_stride(sst, fn, "sst");
   }
+  transfer(ctx, source, strided_span<T>(nelems, sst), pe, fn, "source",
+           [&](Transport& t, int world_pe, std::size_t off) {
+             for (std::size_t i = 0; i < nelems; ++i) {
+               t.get(world_pe, off + i * sst * sizeof(T), dest + i * dst, sizeof(T));
+             }
+           });
 }
 
 }  // namespace
@@ -183,19 +196,27 @@ SHMOE_DEFINE_BOTH(void, getmem_nbi, (void* dest, const void* source, size_t nele
                   get_nbi(ctx, static_cast<char*>(dest), static_cast<const char*>(source), nelems,
                           pe, "shmem_getmem_nbi"))
 
-void shmem_ctx_fence(shmem_ctx_t ctx) {
+// A fence or quiet on SHMEM_CTX_INVALID does nothing (OpenSHMEM 1.5 section 9.11); a destroyed
+// context is still an error.
+void pshmem_ctx_fence(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_INVALID) return;
   shmoe::check_ctx(ctx, "shmem_ctx_fence");
   shmoe::runtime("shmem_ctx_fence").transport().fence();
 }
-void shmem_ctx_quiet(shmem_ctx_t ctx) {
+void pshmem_ctx_quiet(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_INVALID) return;
   shmoe::check_ctx(ctx, "shmem_ctx_quiet");
   shmoe::runtime("shmem_ctx_quiet").transport().quiet();
 }
-void shmem_fence(void) {
-  shmem_ctx_fence(SHMEM_CTX_DEFAULT);
+void pshmem_fence(void) {
+  pshmem_ctx_fence(SHMEM_CTX_DEFAULT);
 }
-void shmem_quiet(void) {
-  shmem_ctx_quiet(SHMEM_CTX_DEFAULT);
+void pshmem_quiet(void) {
+  pshmem_ctx_quiet(SHMEM_CTX_DEFAULT);
 }
+SHMOE_WEAK_ALIAS(shmem_ctx_fence)
+SHMOE_WEAK_ALIAS(shmem_ctx_quiet)
+SHMOE_WEAK_ALIAS(shmem_fence)
+SHMOE_WEAK_ALIAS(shmem_quiet)
 
 }  // extern "C"

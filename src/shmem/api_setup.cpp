@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
 
 struct shmoe_ctx shmoe_ctx_default;
@@ -12,7 +13,7 @@ namespace {
 using shmoe::Runtime;
 
 void finalize_at_exit() {
-  if (shmoe::runtime_or_null() != nullptr) shmem_finalize();
+  if (shmoe::runtime_or_null() != nullptr) pshmem_finalize();
 }
 
 int start(int requested) {
@@ -40,21 +41,21 @@ int start(int requested) {
 
 extern "C" {
 
-void shmem_init(void) {
+void pshmem_init(void) {
   start(SHMEM_THREAD_SINGLE);
 }
 
-int shmem_init_thread(int requested, int* provided) {
+int pshmem_init_thread(int requested, int* provided) {
   int level = start(requested);
   if (provided != nullptr) *provided = level;
   return 0;
 }
 
-void shmem_query_thread(int* provided) {
+void pshmem_query_thread(int* provided) {
   if (provided != nullptr) *provided = shmoe::runtime("shmem_query_thread").thread_level();
 }
 
-void shmem_finalize(void) {
+void pshmem_finalize(void) {
   auto rt = shmoe::take_runtime();
   if (!rt) return;  // finalize after finalize is allowed and does nothing
   try {
@@ -64,29 +65,29 @@ void shmem_finalize(void) {
   }
 }
 
-void shmem_global_exit(int status) {
+void pshmem_global_exit(int status) {
   if (auto* rt = shmoe::runtime_or_null()) rt->global_exit(status);
   std::exit(status);
 }
 
-int shmem_my_pe(void) {
+int pshmem_my_pe(void) {
   return shmoe::runtime("shmem_my_pe").rank();
 }
-int shmem_n_pes(void) {
+int pshmem_n_pes(void) {
   return shmoe::runtime("shmem_n_pes").size();
 }
 
-int shmem_pe_accessible(int pe) {
+int pshmem_pe_accessible(int pe) {
   auto& rt = shmoe::runtime("shmem_pe_accessible");
   return pe >= 0 && pe < rt.size() ? 1 : 0;
 }
 
-int shmem_addr_accessible(const void* addr, int pe) {
+int pshmem_addr_accessible(const void* addr, int pe) {
   auto& rt = shmoe::runtime("shmem_addr_accessible");
-  return shmem_pe_accessible(pe) && rt.is_symmetric(addr, 1) ? 1 : 0;
+  return pshmem_pe_accessible(pe) && rt.is_symmetric(addr, 1) ? 1 : 0;
 }
 
-void* shmem_ptr(const void* dest, int pe) {
+void* pshmem_ptr(const void* dest, int pe) {
   auto& rt = shmoe::runtime("shmem_ptr");
   if (pe < 0 || pe >= rt.size() || !rt.is_symmetric(dest, 1)) return nullptr;
   // This PE's own object is where the program has it (a global is mapped twice: at its address
@@ -96,18 +97,24 @@ void* shmem_ptr(const void* dest, int pe) {
   return base == nullptr ? nullptr : base + rt.offset_of(dest);
 }
 
-void shmem_info_get_version(int* major, int* minor) {
+void pshmem_info_get_version(int* major, int* minor) {
   if (major != nullptr) *major = SHMEM_MAJOR_VERSION;
   if (minor != nullptr) *minor = SHMEM_MINOR_VERSION;
 }
 
-void shmem_info_get_name(char* name) {
-  if (name == nullptr) return;
-  std::strncpy(name, SHMEM_VENDOR_STRING " " SHMOE_VERSION_STRING, SHMEM_MAX_NAME_LEN - 1);
-  name[SHMEM_MAX_NAME_LEN - 1] = '\0';
+// The name is SHMEM_VENDOR_STRING itself, as the specification asks of the two ("consistent").
+void pshmem_info_get_name(char* name) {
+  static_assert(sizeof(SHMEM_VENDOR_STRING) <= SHMEM_MAX_NAME_LEN);
+  if (name != nullptr) std::memcpy(name, SHMEM_VENDOR_STRING, sizeof(SHMEM_VENDOR_STRING));
 }
 
-int shmem_ctx_create(long options, shmem_ctx_t* ctx) {
+// A profiling tool that intercepts shmem_pcontrol gives the levels their meaning; the library
+// itself only returns (OpenSHMEM 1.5 section 10.1).
+void pshmem_pcontrol(const int level, ...) {
+  (void)level;
+}
+
+int pshmem_ctx_create(long options, shmem_ctx_t* ctx) {
   shmoe::runtime("shmem_ctx_create");
   if (ctx == nullptr) return -1;
   constexpr long kKnown = SHMEM_CTX_SERIALIZED | SHMEM_CTX_PRIVATE | SHMEM_CTX_NOSTORE;
@@ -119,12 +126,28 @@ int shmem_ctx_create(long options, shmem_ctx_t* ctx) {
   return 0;
 }
 
-void shmem_ctx_destroy(shmem_ctx_t ctx) {
+void pshmem_ctx_destroy(shmem_ctx_t ctx) {
   if (ctx == SHMEM_CTX_DEFAULT || ctx == SHMEM_CTX_INVALID) return;
   shmoe::check_ctx(ctx, "shmem_ctx_destroy");
-  shmem_ctx_quiet(ctx);
+  pshmem_ctx_quiet(ctx);
   ctx->live = false;
   delete ctx;
 }
+
+SHMOE_WEAK_ALIAS(shmem_init)
+SHMOE_WEAK_ALIAS(shmem_init_thread)
+SHMOE_WEAK_ALIAS(shmem_query_thread)
+SHMOE_WEAK_ALIAS(shmem_finalize)
+SHMOE_WEAK_ALIAS(shmem_global_exit)
+SHMOE_WEAK_ALIAS(shmem_my_pe)
+SHMOE_WEAK_ALIAS(shmem_n_pes)
+SHMOE_WEAK_ALIAS(shmem_pe_accessible)
+SHMOE_WEAK_ALIAS(shmem_addr_accessible)
+SHMOE_WEAK_ALIAS(shmem_ptr)
+SHMOE_WEAK_ALIAS(shmem_info_get_version)
+SHMOE_WEAK_ALIAS(shmem_info_get_name)
+SHMOE_WEAK_ALIAS(shmem_pcontrol)
+SHMOE_WEAK_ALIAS(shmem_ctx_create)
+SHMOE_WEAK_ALIAS(shmem_ctx_destroy)
 
 }  // extern "C"

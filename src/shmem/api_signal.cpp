@@ -8,20 +8,24 @@ namespace {
 
 using shmoe::transport::AmoOp;
 
+// A zero-length put-with-signal moves no data (dest and source may then be null) and still
+// updates the signal.
 void put_signal(shmem_ctx_t ctx, void* dest, const void* source, std::size_t bytes,
                 std::uint64_t* sig_addr, std::uint64_t signal, int sig_op, int pe, const char* fn) {
-  auto& rt = shmoe::runtime(fn);
-  std::size_t data_off = shmoe::api::check_remote(ctx, rt, dest, bytes, pe, fn, "dest");
-  std::size_t sig_off =
-      shmoe::symmetric_offset(rt, sig_addr, sizeof(std::uint64_t), fn, "sig_addr");
   if (sig_op != SHMEM_SIGNAL_SET && sig_op != SHMEM_SIGNAL_ADD) {
     shmoe::api_error(fn, "sig_op={} is neither SHMEM_SIGNAL_SET ({}) nor SHMEM_SIGNAL_ADD ({})",
                      sig_op, SHMEM_SIGNAL_SET, SHMEM_SIGNAL_ADD);
   }
-  auto& t = rt.transport();
-  t.put(pe, data_off, source, bytes);
-  t.fence();
-  t.atomic(pe, sig_off, {sig_op == SHMEM_SIGNAL_SET ? AmoOp::kStore : AmoOp::kAdd, 8, signal});
+  std::size_t sig_off =
+      shmoe::symmetric_offset(shmoe::runtime(fn), sig_addr, sizeof(std::uint64_t), fn, "sig_addr");
+  const int world_pe =
+      shmoe::api::transfer(ctx, dest, bytes, pe, fn, "dest",
+                           [&](shmoe::transport::Transport& t, int to, std::size_t off) {
+                             t.put(to, off, source, bytes);
+                             t.fence();
+                           });
+  shmoe::runtime(fn).transport().atomic(
+      world_pe, sig_off, {sig_op == SHMEM_SIGNAL_SET ? AmoOp::kStore : AmoOp::kAdd, 8, signal});
 }
 
 }  // namespace
@@ -51,14 +55,16 @@ SHMOE_RMA_SIZES(SHMOE_DEF_PUT_SIGNAL_SIZED)
 
 SHMOE_DEF_PUT_SIGNAL(putmem_signal, void, 1, "shmem_putmem_signal")
 
-uint64_t shmem_signal_fetch(const uint64_t* sig_addr) {
+uint64_t pshmem_signal_fetch(const uint64_t* sig_addr) {
   shmoe::run_wait_progress();  // a caller polling the signal must see it arrive over UCX too
   return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(sig_addr))
       .load(std::memory_order_acquire);
 }
 
-uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value) {
+uint64_t pshmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value) {
   return shmoe::api::wait_until_u64("shmem_signal_wait_until", sig_addr, cmp, cmp_value);
 }
+SHMOE_WEAK_ALIAS(shmem_signal_fetch)
+SHMOE_WEAK_ALIAS(shmem_signal_wait_until)
 
 }  // extern "C"

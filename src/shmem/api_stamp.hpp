@@ -5,18 +5,22 @@
 #include <cstring>
 #include <type_traits>
 
+#include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
 
 #define SHMOE_UNPAREN(...) __VA_ARGS__
 
-// Defines shmem_ctx_NAME(ctx, PARAMS) as CALL and shmem_NAME(PARAMS) on the default context.
-#define SHMOE_DEFINE_BOTH(RET, NAME, PARAMS, ARGS, CALL)            \
-  RET shmem_ctx_##NAME(shmem_ctx_t ctx, SHMOE_UNPAREN PARAMS) {     \
-    return CALL;                                                    \
-  }                                                                 \
-  RET shmem_##NAME(SHMOE_UNPAREN PARAMS) {                          \
-    return shmem_ctx_##NAME(SHMEM_CTX_DEFAULT, SHMOE_UNPAREN ARGS); \
-  }
+// Defines pshmem_ctx_NAME(ctx, PARAMS) as CALL and pshmem_NAME(PARAMS) on the default context,
+// with shmem_ctx_NAME and shmem_NAME their weak aliases (profiling.hpp).
+#define SHMOE_DEFINE_BOTH(RET, NAME, PARAMS, ARGS, CALL)             \
+  RET pshmem_ctx_##NAME(shmem_ctx_t ctx, SHMOE_UNPAREN PARAMS) {     \
+    return CALL;                                                     \
+  }                                                                  \
+  RET pshmem_##NAME(SHMOE_UNPAREN PARAMS) {                          \
+    return pshmem_ctx_##NAME(SHMEM_CTX_DEFAULT, SHMOE_UNPAREN ARGS); \
+  }                                                                  \
+  SHMOE_WEAK_ALIAS(shmem_ctx_##NAME)                                 \
+  SHMOE_WEAK_ALIAS(shmem_##NAME)
 
 namespace shmoe::api {
 
@@ -36,20 +40,40 @@ T from_bits(std::uint64_t bits) {
   return value;
 }
 
-// The checks every remote operation makes: live context, PE in range, symmetric target.
-// Translates `pe` from the context's team numbering to the world's. Returns the target's offset.
-inline std::size_t check_remote(shmem_ctx_t ctx, const Runtime& rt, const void* target,
-                                std::size_t bytes, int& pe, const char* fn, const char* param) {
+// The checks every remote operation makes on its context and PE. Returns the PE in the world's
+// numbering (a context made on a team takes team PE numbers).
+inline int check_ctx_and_pe(shmem_ctx_t ctx, const Runtime& rt, int pe, const char* fn) {
   check_ctx(ctx, fn);
   if (ctx->pe_count >= 0) {
     if (pe < 0 || pe >= ctx->pe_count) [[unlikely]] {
       api_error(fn, "pe={} is out of range for the context's team (0..{})", pe, ctx->pe_count - 1);
     }
-    pe = ctx->pe_start + pe * ctx->pe_stride;
-  } else {
-    check_pe(rt, pe, fn);
+    return ctx->pe_start + pe * ctx->pe_stride;
   }
+  check_pe(rt, pe, fn);
+  return pe;
+}
+
+// The checks of a remote operation on one object: context, PE, symmetric target. Translates
+// `pe` to the world's numbering. Returns the target's offset.
+inline std::size_t check_remote(shmem_ctx_t ctx, const Runtime& rt, const void* target,
+                                std::size_t bytes, int& pe, const char* fn, const char* param) {
+  pe = check_ctx_and_pe(ctx, rt, pe, fn);
   return symmetric_offset(rt, target, bytes, fn, param);
+}
+
+// A transfer of `bytes` to or from `target` on `pe`: checks the context, the PE and that the
+// target is symmetric, then calls move(transport, world_pe, target_offset). A zero-length
+// transfer moves nothing, and its addresses may be null (OpenSHMEM 1.5 Annex C: a null pointer
+// with a zero length is supported), so it checks only the context and the PE. Returns the PE
+// in the world's numbering.
+template <typename Move>
+int transfer(shmem_ctx_t ctx, const void* target, std::size_t bytes, int pe, const char* fn,
+             const char* param, Move&& move) {
+  auto& rt = runtime(fn);
+  pe = check_ctx_and_pe(ctx, rt, pe, fn);
+  if (bytes > 0) move(rt.transport(), pe, symmetric_offset(rt, target, bytes, fn, param));
+  return pe;
 }
 
 // Waits until *ivar satisfies cmp against value (backing off, reporting hangs); returns what it

@@ -1,5 +1,6 @@
 // Team management routines (OpenSHMEM 1.5 section 9.4). Invalid arguments give the error values
 // of the specification (-1, nonzero, SHMEM_TEAM_INVALID) instead of stopping the PE.
+#include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
 #include "shmem/team.hpp"
 
@@ -38,33 +39,33 @@ bool contains(const PeSet& set, int pe) {
 
 extern "C" {
 
-int shmem_team_my_pe(shmem_team_t team) {
+int pshmem_team_my_pe(shmem_team_t team) {
   Team* t = resolve(team, "shmem_team_my_pe");
   return t == nullptr ? -1 : t->my_index();
 }
 
-int shmem_team_n_pes(shmem_team_t team) {
+int pshmem_team_n_pes(shmem_team_t team) {
   Team* t = resolve(team, "shmem_team_n_pes");
   return t == nullptr ? -1 : t->size();
 }
 
-int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config) {
+int pshmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config) {
   Team* t = resolve(team, "shmem_team_get_config");
   if (t == nullptr || config == nullptr) return -1;
   if ((config_mask & SHMEM_TEAM_NUM_CONTEXTS) != 0) config->num_contexts = t->config().num_contexts;
   return 0;
 }
 
-int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team) {
+int pshmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team) {
   Team* src = resolve(src_team, "shmem_team_translate_pe");
   Team* dst = TeamRegistry::resolve(dest_team);
   if (src == nullptr || dst == nullptr || src_pe < 0 || src_pe >= src->size()) return -1;
   return dst->index_of(src->world_pe(src_pe));
 }
 
-int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, int size,
-                             const shmem_team_config_t* config, long config_mask,
-                             shmem_team_t* new_team) {
+int pshmem_team_split_strided(shmem_team_t parent_team, int start, int stride, int size,
+                              const shmem_team_config_t* config, long config_mask,
+                              shmem_team_t* new_team) {
   auto& rt = shmoe::runtime("shmem_team_split_strided");
   if (new_team == nullptr) return -1;
   *new_team = SHMEM_TEAM_INVALID;
@@ -82,10 +83,10 @@ int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, in
   return ok ? 0 : -1;
 }
 
-int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
-                        const shmem_team_config_t* xaxis_config, long xaxis_mask,
-                        shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
-                        long yaxis_mask, shmem_team_t* yaxis_team) {
+int pshmem_team_split_2d(shmem_team_t parent_team, int xrange,
+                         const shmem_team_config_t* xaxis_config, long xaxis_mask,
+                         shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
+                         long yaxis_mask, shmem_team_t* yaxis_team) {
   auto& rt = shmoe::runtime("shmem_team_split_2d");
   if (xaxis_team == nullptr || yaxis_team == nullptr) return -1;
   *xaxis_team = *yaxis_team = SHMEM_TEAM_INVALID;
@@ -110,7 +111,7 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
   return ok ? 0 : -1;
 }
 
-void shmem_team_destroy(shmem_team_t team) {
+void pshmem_team_destroy(shmem_team_t team) {
   auto& rt = shmoe::runtime("shmem_team_destroy");
   if (team == SHMEM_TEAM_WORLD || team == SHMEM_TEAM_SHARED) {
     shmoe::api_error("shmem_team_destroy", "the predefined teams cannot be destroyed");
@@ -120,7 +121,7 @@ void shmem_team_destroy(shmem_team_t team) {
   rt.teams().destroy(*t);
 }
 
-int shmem_team_sync(shmem_team_t team) {
+int pshmem_team_sync(shmem_team_t team) {
   Team* t = resolve(team, "shmem_team_sync");
   if (t == nullptr) return -1;
   std::lock_guard lock(t->mutex());
@@ -129,12 +130,12 @@ int shmem_team_sync(shmem_team_t team) {
 }
 
 // A context made on a team addresses PEs by their number in that team; check_remote translates.
-int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
+int pshmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
   Team* t = resolve(team, "shmem_team_create_ctx");
   if (ctx == nullptr) return -1;
   *ctx = SHMEM_CTX_INVALID;
   if (t == nullptr) return -1;
-  if (shmem_ctx_create(options, ctx) != 0) return -1;
+  if (pshmem_ctx_create(options, ctx) != 0) return -1;
   (*ctx)->team = team;
   (*ctx)->pe_start = t->pes().start;
   (*ctx)->pe_stride = t->pes().stride;
@@ -142,7 +143,7 @@ int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
   return 0;
 }
 
-int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
+int pshmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
   if (team == nullptr) return -1;
   if (ctx == SHMEM_CTX_INVALID || !ctx->live) {
     *team = SHMEM_TEAM_INVALID;
@@ -151,5 +152,16 @@ int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
   *team = ctx == SHMEM_CTX_DEFAULT || ctx->team == nullptr ? SHMEM_TEAM_WORLD : ctx->team;
   return 0;
 }
+
+SHMOE_WEAK_ALIAS(shmem_team_my_pe)
+SHMOE_WEAK_ALIAS(shmem_team_n_pes)
+SHMOE_WEAK_ALIAS(shmem_team_get_config)
+SHMOE_WEAK_ALIAS(shmem_team_translate_pe)
+SHMOE_WEAK_ALIAS(shmem_team_split_strided)
+SHMOE_WEAK_ALIAS(shmem_team_split_2d)
+SHMOE_WEAK_ALIAS(shmem_team_destroy)
+SHMOE_WEAK_ALIAS(shmem_team_sync)
+SHMOE_WEAK_ALIAS(shmem_team_create_ctx)
+SHMOE_WEAK_ALIAS(shmem_ctx_get_team)
 
 }  // extern "C"

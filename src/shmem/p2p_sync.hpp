@@ -82,9 +82,27 @@ bool test_all(T* ivars, std::size_t n, const int* status, int cmp, const Values&
   return true;
 }
 
+// Where the _any routines start looking: one past the index this thread's last _any call
+// returned. Of several satisfied elements, a series of calls then returns each in turn, as
+// OpenSHMEM 1.5 requires ("a series of calls ... must eventually return i" for every satisfied
+// i); always starting at 0 would return the lowest one forever.
+class AnyScan {
+ public:
+  static std::size_t start(std::size_t n) { return n == 0 ? 0 : next_ % n; }
+  static std::size_t found(std::size_t i) {
+    if (i != SIZE_MAX) next_ = i + 1;
+    return i;
+  }
+
+ private:
+  static inline thread_local std::size_t next_ = 0;
+};
+
 template <typename T, typename Values>
-std::size_t test_any(T* ivars, std::size_t n, const int* status, int cmp, const Values& v) {
-  for (std::size_t i = 0; i < n; ++i) {
+std::size_t test_any(T* ivars, std::size_t n, const int* status, int cmp, const Values& v,
+                     std::size_t start) {
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (start + k) % n;
     if (included(status, i) && compare(load(ivars + i), cmp, v[i])) return i;
   }
   return SIZE_MAX;
@@ -149,10 +167,11 @@ std::size_t wait_any(const char* fn, T* ivars, std::size_t n, const int* status,
                      const Values& v) {
   check_cmp(cmp, fn);
   if (!any_included(n, status)) return SIZE_MAX;
+  const std::size_t start = AnyScan::start(n);
   std::size_t found = SIZE_MAX;
-  shmoe::wait_until([&] { return (found = test_any(ivars, n, status, cmp, v)) != SIZE_MAX; },
+  shmoe::wait_until([&] { return (found = test_any(ivars, n, status, cmp, v, start)) != SIZE_MAX; },
                     [&] { return describe(fn, ivars, n, status, cmp, v); });
-  return found;
+  return AnyScan::found(found);
 }
 
 template <typename T, typename Values>

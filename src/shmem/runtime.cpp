@@ -78,7 +78,7 @@ int abort_status(std::string& message) {
     if (semi != std::string::npos) {
       int status = std::atoi(message.c_str() + 5);
       message.erase(0, semi + 1);
-      return status == 0 ? 1 : status;
+      return status;  // shmem_global_exit's status is the job's, 0 included
     }
   }
   return 1;

@@ -43,6 +43,23 @@ TEST(BestFit, HonoursAlignmentAndExhaustion) {
   EXPECT_FALSE(a.release(12345));  // not an allocation
 }
 
+// The alignment holds for origin + offset, where origin is the address of offset 0: a heap
+// mapped at a page boundary that is not 64 KiB-aligned still yields 64 KiB-aligned addresses.
+TEST(BestFit, AlignsTheAddressNotOnlyTheOffset) {
+  for (std::uintptr_t origin : {std::uintptr_t{0x7f0000001000}, std::uintptr_t{0x7f000000f000},
+                                std::uintptr_t{0x7f0000010000}}) {
+    BestFitAllocator a(1 << 20);
+    ASSERT_TRUE(a.allocate(24, 16, origin));
+    for (std::size_t align : {std::size_t{8192}, std::size_t{65536}}) {
+      auto p = a.allocate(100, align, origin);
+      ASSERT_TRUE(p) << "origin " << origin << " align " << align;
+      EXPECT_EQ((origin + *p) % align, 0u) << "origin " << origin << " align " << align;
+    }
+  }
+  BestFitAllocator a(1 << 20);
+  EXPECT_FALSE(a.allocate(100, 4096, 8));  // an origin off the 16-byte granule
+}
+
 // Random alloc/free sequences: live blocks never overlap, stay in range, and the byte count
 // balances; everything freed gives one block again.
 TEST(BestFit, RandomSequencesKeepInvariants) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -166,8 +167,21 @@ void sweep_segments(const std::vector<Pe>& pes) {
   for (const auto& pe : pes) heap::Segment::remove_name_of(pe.pid, pe.rank);
 }
 
+// Prints why the job was aborted and returns the job's exit status: shmem_global_exit(status)
+// stores "exit=<status>;<why>" (shmem/runtime.cpp) and its status is the job's, 0 included;
+// any other abort is a failure.
+int report_abort(std::string why) {
+  int status = 1;
+  if (why.rfind("exit=", 0) == 0 && why.find(';') != std::string::npos) {
+    status = std::atoi(why.c_str() + 5);
+    why.erase(0, why.find(';') + 1);
+  }
+  write_all(STDERR_FILENO, fmt::format("shmoerun: job aborted: {}\n", why));
+  return status;
+}
+
 // Waits until the job whose store is at `address` has ended: every PE finalized (0) or the job
-// was aborted (1, after printing why). 124 after `timeout` (0: none), 130 on Ctrl-C.
+// was aborted (its status, after printing why). 124 after `timeout` (0: none), 130 on Ctrl-C.
 int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeout) {
   bootstrap::Hello hello{bootstrap::PeerRole::kTool, -1, 0, static_cast<int>(::getpid()), ""};
   bootstrap::ConfigStoreClient client(bootstrap::StoreAddress::parse(address), hello,
@@ -176,8 +190,7 @@ int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeo
   for (;;) {
     if (client.get(bootstrap::kFinalizedKey, std::chrono::milliseconds(200))) return 0;
     if (auto why = client.get(bootstrap::kAbortKey, std::chrono::milliseconds(0))) {
-      write_all(STDERR_FILENO, fmt::format("shmoerun: job aborted: {}\n", *why));
-      return 1;
+      return report_abort(*why);
     }
     if (g_interrupted) {
       write_all(STDERR_FILENO, "shmoerun: interrupted; stopping the store\n");

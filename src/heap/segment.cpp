@@ -60,12 +60,22 @@ std::string Segment::data_name_for(int pid, int rank) {
 }
 
 std::byte* Segment::reserve_window(std::size_t size) {
-  void* p = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Over-reserve, then keep the aligned part: every PE's heap then starts on a kWindowAlignment
+  // boundary, so one symmetric offset is as aligned on every PE as on this one (shmem_align).
+  const std::size_t reserved = size + kWindowAlignment;
+  void* p =
+      ::mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     throw make_error("cannot reserve {} bytes of address space for a symmetric window: {}", size,
                      std::strerror(errno));
   }
-  return static_cast<std::byte*>(p);
+  const auto begin = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t aligned = (begin + kWindowAlignment - 1) & ~(kWindowAlignment - 1);
+  if (aligned > begin) ::munmap(p, aligned - begin);
+  if (aligned + size < begin + reserved) {
+    ::munmap(reinterpret_cast<void*>(aligned + size), begin + reserved - (aligned + size));
+  }
+  return reinterpret_cast<std::byte*>(aligned);
 }
 
 void Segment::move_to(std::byte* at) {

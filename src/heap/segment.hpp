@@ -22,8 +22,10 @@ class Segment {
   // program_data.hpp): what the launcher sweeps.
   static std::string name_for(int pid, int rank);
   static std::string data_name_for(int pid, int rank);
-  // Address space for mappings placed side by side: nothing is accessible there until segments
-  // are created or attached over it, and they unmap their part when they go.
+  // Address space for mappings placed side by side, starting on a kWindowAlignment boundary:
+  // nothing is accessible there until segments are created or attached over it, and they unmap
+  // their part when they go.
+  static constexpr std::size_t kWindowAlignment = std::size_t{1} << 30;
   static std::byte* reserve_window(std::size_t size);
 
   ~Segment();

@@ -1,10 +1,15 @@
 /* A standard OpenSHMEM program, built by the installed tools (run.sh): each PE puts a block of
- * values that encode (its PE number, index) into the symmetric array of its right neighbour,
- * and after a barrier checks what its left neighbour put. Prints "PE r/N: ok" when all match. */
+ * values that encode (its PE number, index) into its right neighbour's symmetric heap array and
+ * global array, counts itself in PE 0's static counter under a global lock, and after a barrier
+ * checks what its left neighbour put. Prints "PE r/N: ok" when all match. */
 #include <shmem.h>
 #include <stdio.h>
 
 enum { kCount = 64 };
+
+long global_inbox[kCount]; /* globals and statics are symmetric, as in every OpenSHMEM */
+long lock;
+static long arrivals;
 
 static long encode(int pe, int i) {
   return 1000L * pe + i + 1;
@@ -22,16 +27,25 @@ int main(void) {
   }
   for (int i = 0; i < kCount; ++i) outbox[i] = encode(me, i);
   shmem_long_put(inbox, outbox, kCount, right);
+  shmem_long_put(global_inbox, outbox, kCount, right);
+  shmem_set_lock(&lock);
+  shmem_long_p(&arrivals, shmem_long_g(&arrivals, 0) + 1, 0);
+  shmem_quiet();
+  shmem_clear_lock(&lock);
   shmem_barrier_all();
 
   int wrong = 0;
   for (int i = 0; i < kCount; ++i) {
-    if (inbox[i] != encode(left, i)) {
+    if (inbox[i] != encode(left, i) || global_inbox[i] != encode(left, i)) {
       if (wrong++ == 0) {
-        fprintf(stderr, "PE %d/%d: inbox[%d] = %ld, want %ld from PE %d\n", me, npes, i, inbox[i],
-                encode(left, i), left);
+        fprintf(stderr, "PE %d/%d: inbox[%d] = %ld, global_inbox[%d] = %ld, want %ld from PE %d\n",
+                me, npes, i, inbox[i], i, global_inbox[i], encode(left, i), left);
       }
     }
+  }
+  if (me == 0 && arrivals != npes) {
+    fprintf(stderr, "PE 0/%d: the static counter is %ld, want %d\n", npes, arrivals, npes);
+    ++wrong;
   }
   if (wrong == 0) printf("PE %d/%d: ok\n", me, npes);
   shmem_free(inbox);

@@ -19,9 +19,8 @@ struct Locked {
 };
 
 Locked lock_team(shmem_team_t handle, const char* fn) {
-  shmoe::runtime(fn);
   Locked l;
-  l.team = shmoe::TeamRegistry::resolve(handle);
+  l.team = shmoe::runtime(fn).teams().resolve(handle, fn, "team");
   if (l.team != nullptr) l.lock = std::unique_lock(l.team->mutex());
   return l;
 }

@@ -109,7 +109,11 @@ void* pshmem_malloc_with_hints(size_t size, long hints) {
 
 void* pshmem_calloc(size_t count, size_t size) {
   if (size != 0 && count > SIZE_MAX / size) {
-    shmoe::api_error("shmem_calloc", "count={} times size={} overflows size_t", count, size);
+    // Every PE passes the same arguments, so every PE returns NULL here: no barrier is owed.
+    shmoe::runtime("shmem_calloc");
+    shmoe::log::warn("shmem_calloc: count={} times size={} overflows size_t: returning NULL",
+                     count, size);
+    return nullptr;
   }
   void* p = allocate("shmem_calloc", count * size, 16);
   if (p != nullptr) {

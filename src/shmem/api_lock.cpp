@@ -7,6 +7,8 @@
 // A successor links itself with an atomic OR and the holder grants with an atomic AND, so the
 // two never overwrite each other.
 #include <atomic>
+#include <mutex>
+#include <set>
 
 #include "common/backoff.hpp"
 #include "shmem/profiling.hpp"
@@ -48,16 +50,56 @@ std::uint32_t node_value(const Lock& l) {
   return std::atomic_ref<std::uint32_t>(*l.node).load(std::memory_order_acquire);
 }
 
+// The locks this PE holds (by symmetric offset). The queue alone cannot tell a clear by a PE
+// that does not hold the lock, or a second set by its holder, from a hand-over in progress: both
+// would wait forever. Locks belong to the PE, not to a thread.
+class HeldLocks {
+ public:
+  void acquired(const Lock& l) {
+    std::lock_guard g(mutex_);
+    held_.insert(l.off);
+  }
+  void refuse_if_held(const Lock& l, const char* fn) {
+    std::lock_guard g(mutex_);
+    if (held_.count(l.off) != 0) {
+      shmoe::api_error(fn, "this PE already holds the lock at symmetric offset {:#x} (OpenSHMEM "
+                           "locks are not recursive: shmem_clear_lock it first)",
+                       l.off);
+    }
+  }
+  void released(const Lock& l, const char* fn) {
+    std::lock_guard g(mutex_);
+    if (held_.erase(l.off) == 0) {
+      shmoe::api_error(fn, "this PE does not hold the lock at symmetric offset {:#x}: only the "
+                           "PE whose shmem_set_lock or shmem_test_lock took it may clear it",
+                       l.off);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::size_t> held_;
+};
+
+HeldLocks& held_locks() {
+  static HeldLocks locks;
+  return locks;
+}
+
 }  // namespace
 
 extern "C" {
 
 void pshmem_set_lock(long* lock) {
   Lock l = resolve(lock, "shmem_set_lock");
+  held_locks().refuse_if_held(l, "shmem_set_lock");
   // Nobody writes this PE's node while it is not queued: reset it, then join the queue.
   amo32(l, l.me, kNode, AmoOp::kStore, kWaiting);
   std::uint32_t prev = amo32(l, 0, kTail, AmoOp::kSwap, static_cast<std::uint32_t>(l.me + 1));
-  if (prev == 0) return;
+  if (prev == 0) {
+    held_locks().acquired(l);
+    return;
+  }
   amo32(l, static_cast<int>(prev - 1), kNode, AmoOp::kOr, static_cast<std::uint32_t>(l.me + 1));
   shmoe::wait_until(
       [&] { return (node_value(l) & kWaiting) == 0; },
@@ -72,18 +114,23 @@ void pshmem_set_lock(long* lock) {
             node_value(l),
             0};
       });
+  held_locks().acquired(l);
 }
 
 int pshmem_test_lock(long* lock) {
   Lock l = resolve(lock, "shmem_test_lock");
   if (amo32(l, 0, kTail, AmoOp::kLoad, 0) != 0) return 1;
   amo32(l, l.me, kNode, AmoOp::kStore, 0);
-  return amo32(l, 0, kTail, AmoOp::kCompareSwap, static_cast<std::uint32_t>(l.me + 1), 0) == 0 ? 0
-                                                                                               : 1;
+  if (amo32(l, 0, kTail, AmoOp::kCompareSwap, static_cast<std::uint32_t>(l.me + 1), 0) != 0) {
+    return 1;
+  }
+  held_locks().acquired(l);
+  return 0;
 }
 
 void pshmem_clear_lock(long* lock) {
   Lock l = resolve(lock, "shmem_clear_lock");
+  held_locks().released(l, "shmem_clear_lock");
   l.rt.transport().quiet();  // what was written under the lock is complete before it passes on
   std::uint32_t next = node_value(l) & kNextMask;
   if (next == 0) {

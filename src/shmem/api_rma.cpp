@@ -13,7 +13,7 @@ using shmoe::transport::Transport;
 template <typename T>
 void put(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
   const std::size_t bytes = nelems * sizeof(T);
-  transfer(ctx, dest, bytes, pe, fn, "dest", [&](Transport& t, int world_pe, std::size_t off) {
+  transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn, [&](Transport& t, int world_pe, std::size_t off) {
     t.put(world_pe, off, source, bytes);
   });
 }
@@ -22,7 +22,7 @@ template <typename T>
 void put_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
              const char* fn) {
   const std::size_t bytes = nelems * sizeof(T);
-  transfer(ctx, dest, bytes, pe, fn, "dest", [&](Transport& t, int world_pe, std::size_t off) {
+  transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn, [&](Transport& t, int world_pe, std::size_t off) {
     t.put_nbi(world_pe, off, source, bytes);
   });
 }
@@ -30,7 +30,7 @@ void put_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int 
 template <typename T>
 void get(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
   const std::size_t bytes = nelems * sizeof(T);
-  transfer(ctx, source, bytes, pe, fn, "source",
+  transfer(ctx, source, "source", {dest, "dest"}, bytes, pe, fn,
            [&](Transport& t, int world_pe, std::size_t off) { t.get(world_pe, off, dest, bytes); });
 }
 
@@ -38,7 +38,7 @@ template <typename T>
 void get_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
              const char* fn) {
   const std::size_t bytes = nelems * sizeof(T);
-  transfer(ctx, source, bytes, pe, fn, "source", [&](Transport& t, int world_pe, std::size_t off) {
+  transfer(ctx, source, "source", {dest, "dest"}, bytes, pe, fn, [&](Transport& t, int world_pe, std::size_t off) {
     t.get_nbi(world_pe, off, dest, bytes);
   });
 }
@@ -90,7 +90,7 @@ void iput(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t ss
     check_stride(dst, fn, "dst");
     check_stride(sst, fn, "sst");
   }
-  transfer(ctx, dest, strided_span<T>(nelems, dst), pe, fn, "dest",
+  transfer(ctx, dest, "dest", {source, "source"}, strided_span<T>(nelems, dst), pe, fn,
            [&](Transport& t, int world_pe, std::size_t off) {
              for (std::size_t i = 0; i < nelems; ++i) {
                t.put(world_pe, off + i * dst * sizeof(T), source + i * sst, sizeof(T));
@@ -105,7 +105,7 @@ void iget(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t ss
     check_stride(dst, fn, "dst");
     check_stride(sst, fn, "sst");
   }
-  transfer(ctx, source, strided_span<T>(nelems, sst), pe, fn, "source",
+  transfer(ctx, source, "source", {dest, "dest"}, strided_span<T>(nelems, sst), pe, fn,
            [&](Transport& t, int world_pe, std::size_t off) {
              for (std::size_t i = 0; i < nelems; ++i) {
                t.get(world_pe, off + i * sst * sizeof(T), dest + i * dst, sizeof(T));

@@ -19,7 +19,7 @@ void put_signal(shmem_ctx_t ctx, void* dest, const void* source, std::size_t byt
   std::size_t sig_off =
       shmoe::symmetric_offset(shmoe::runtime(fn), sig_addr, sizeof(std::uint64_t), fn, "sig_addr");
   const int world_pe =
-      shmoe::api::transfer(ctx, dest, bytes, pe, fn, "dest",
+      shmoe::api::transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn,
                            [&](shmoe::transport::Transport& t, int to, std::size_t off) {
                              t.put(to, off, source, bytes);
                              t.fence();

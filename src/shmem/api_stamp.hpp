@@ -62,17 +62,28 @@ inline std::size_t check_remote(shmem_ctx_t ctx, const Runtime& rt, const void* 
   return symmetric_offset(rt, target, bytes, fn, param);
 }
 
-// A transfer of `bytes` to or from `target` on `pe`: checks the context, the PE and that the
-// target is symmetric, then calls move(transport, world_pe, target_offset). A zero-length
-// transfer moves nothing, and its addresses may be null (OpenSHMEM 1.5 Annex C: a null pointer
-// with a zero length is supported), so it checks only the context and the PE. Returns the PE
-// in the world's numbering.
+// The local side of a transfer: the buffer and the name of its parameter.
+struct LocalBuffer {
+  const void* address;
+  const char* param;
+};
+
+// A transfer of `bytes` to or from `target` on `pe`: checks the context, the PE, that the
+// target is symmetric and that the local buffer is not null, then calls move(transport,
+// world_pe, target_offset). A zero-length transfer moves nothing, and its addresses may be null
+// (OpenSHMEM 1.5 Annex C: a null pointer with a zero length is supported), so it checks only the
+// context and the PE. Returns the PE in the world's numbering.
 template <typename Move>
-int transfer(shmem_ctx_t ctx, const void* target, std::size_t bytes, int pe, const char* fn,
-             const char* param, Move&& move) {
+int transfer(shmem_ctx_t ctx, const void* target, const char* param, LocalBuffer local,
+             std::size_t bytes, int pe, const char* fn, Move&& move) {
   auto& rt = runtime(fn);
   pe = check_ctx_and_pe(ctx, rt, pe, fn);
-  if (bytes > 0) move(rt.transport(), pe, symmetric_offset(rt, target, bytes, fn, param));
+  if (bytes == 0) return pe;
+  if (local.address == nullptr) [[unlikely]] {
+    api_error(fn, "{}=NULL, but the call moves {} bytes: only a zero-length call may pass NULL",
+              local.param, bytes);
+  }
+  move(rt.transport(), pe, symmetric_offset(rt, target, bytes, fn, param));
   return pe;
 }
 

@@ -1,10 +1,12 @@
 #include "shmem/team.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstring>
 
 #include "common/backoff.hpp"
+#include "common/log.hpp"
 #include "shmem/collectives.hpp"
 #include "shmem/runtime.hpp"
 
@@ -110,24 +112,60 @@ Team* TeamRegistry::create(PeSet pes, int slot, shmem_team_config_t config, shmo
   return teams_.back().get();
 }
 
-bool TeamRegistry::split(Team& parent, const std::vector<PeSet>& sets,
-                         const std::vector<shmem_team_config_t>& configs,
-                         std::vector<shmem_team_t>& out) {
-  std::uint64_t mine;
+Team* TeamRegistry::resolve(shmem_team_t handle, const char* fn, const char* param) {
+  if (handle == nullptr) return nullptr;
+  bool known = handle == &shmoe_team_world || handle == &shmoe_team_shared;
+  if (!known) {
+    std::lock_guard lock(mutex_);
+    known = std::any_of(handles_.begin(), handles_.end(),
+                        [&](const std::unique_ptr<shmoe_team>& h) { return h.get() == handle; });
+  }
+  if (!known) {
+    log::warn(
+        "{}: {}={} is not a team handle (SHMEM_TEAM_WORLD, SHMEM_TEAM_SHARED or one a split "
+        "returned): the call fails",
+        fn, param, static_cast<const void*>(handle));
+    return nullptr;
+  }
+  return handle->team;
+}
+
+std::string TeamRegistry::split(Team& parent, const std::vector<PeSet>& sets,
+                                const std::vector<shmem_team_config_t>& configs,
+                                std::uint64_t call, const std::string& refusal,
+                                std::vector<shmem_team_t>& out) {
+  out.assign(sets.size(), SHMEM_TEAM_INVALID);
+  // One reduction answers three questions: which slots are in use anywhere, whether every
+  // member passed the same arguments (all calls agree iff OR(call) == call and OR(~call) ==
+  // ~call everywhere), and whether any member refused its arguments.
+  std::uint64_t mine[4];
   {
     std::lock_guard lock(mutex_);
-    mine = slots_in_use_;
+    mine[0] = slots_in_use_;
   }
-  std::uint64_t used = 0;
-  collectives::reduce_or_u64(parent, &used, &mine, 1);
+  mine[1] = call;
+  mine[2] = ~call;
+  mine[3] = refusal.empty() ? 0 : 1;
+  std::uint64_t all[4] = {};
+  collectives::reduce_or_u64(parent, all, mine, 4);
+  if (all[3] != 0) {
+    return refusal.empty() ? "another PE of the parent team passed arguments it refused" : refusal;
+  }
+  if (all[1] != call || all[2] != ~call) {
+    return "the PEs of the parent team passed different arguments (every member must pass the "
+           "same)";
+  }
   // The teams of one call overlap (split_2d: each PE is in an x and a y team), so each takes its
   // own slot: the i-th lowest slot free on every parent member.
   std::vector<int> slots;
   for (int s = 0; s < kTeamSlots && slots.size() < sets.size(); ++s) {
-    if ((used & (std::uint64_t{1} << s)) == 0) slots.push_back(s);
+    if ((all[0] & (std::uint64_t{1} << s)) == 0) slots.push_back(s);
   }
-  out.assign(sets.size(), SHMEM_TEAM_INVALID);
-  if (slots.size() < sets.size()) return false;
+  if (slots.size() < sets.size()) {
+    return fmt::format("no free team slot: at most {} teams besides SHMEM_TEAM_WORLD and "
+                       "SHMEM_TEAM_SHARED exist at once (destroy one first)",
+                       kTeamSlots - 2);
+  }
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < sets.size(); ++i) {
     if (sets[i].size == 0) continue;
@@ -136,7 +174,7 @@ bool TeamRegistry::split(Team& parent, const std::vector<PeSet>& sets,
     handle->team = create(sets[i], slots[i], configs[i], handle);
     out[i] = handle;
   }
-  return true;
+  return "";
 }
 
 void TeamRegistry::destroy(Team& team) {

@@ -114,15 +114,21 @@ class TeamRegistry {
   TeamRegistry(Runtime& rt, std::size_t offset);
   ~TeamRegistry();
 
-  // The team behind a handle, or nullptr for SHMEM_TEAM_INVALID and destroyed teams.
-  static Team* resolve(shmem_team_t handle) { return handle == nullptr ? nullptr : handle->team; }
+  // The team behind a handle, or nullptr for SHMEM_TEAM_INVALID and destroyed teams; also for a
+  // value that is no team handle at all, after a warning naming `fn` and `param` (the caller
+  // then returns the specification's error value instead of reading through it).
+  Team* resolve(shmem_team_t handle, const char* fn, const char* param);
 
   // Collective over `parent`: forms the teams `sets` (world PE numbers, one entry per team this
   // call creates; size 0 where this PE is in none) on one slot number, agreed on by all parent
   // members. `out[i]` receives this PE's handle for sets[i], or SHMEM_TEAM_INVALID when this PE
-  // is not in it. Returns false (all out[i] invalid, on every PE) when no slot is free.
-  bool split(Team& parent, const std::vector<PeSet>& sets,
-             const std::vector<shmem_team_config_t>& configs, std::vector<shmem_team_t>& out);
+  // is not in it. `call` identifies the caller's arguments and `refusal` says what is wrong with
+  // them on this PE ("" if nothing): every member must pass the same call and no refusal.
+  // Returns "" on success, else why no team was formed, the same verdict on every member (all
+  // out[i] invalid).
+  std::string split(Team& parent, const std::vector<PeSet>& sets,
+                    const std::vector<shmem_team_config_t>& configs, std::uint64_t call,
+                    const std::string& refusal, std::vector<shmem_team_t>& out);
   // Collective over the team.
   void destroy(Team& team);
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# API misuse, as a user would get it wrong: api_misuse.sh SHMOERUN API_MISUSE. Each case checks
+# the exit status, a message naming the call and the value, and that it took seconds (the hang
+# timeout is 60 s, so a case that waited for it fails).
+set -uo pipefail
+shmoerun=$1 prog=$2
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# check NAME PES WANT_STATUS(0|nonzero) PATTERN... : runs the mode, greps every pattern.
+check() {
+  local mode=$1 pes=$2 want=$3
+  shift 3
+  local start=$SECONDS out status
+  out=$(SHMOE_HANG_TIMEOUT=60 SHMEM_SYMMETRIC_SIZE=16M timeout 100 "$shmoerun" -n "$pes" "$prog" "$mode" 2>&1)
+  status=$?
+  local took=$((SECONDS - start))
+  echo "--- $mode ($pes PEs): status $status in ${took} s"
+  echo "$out" | head -20
+  if [ "$want" = 0 ] && [ $status -ne 0 ]; then fail "$mode exited $status, want 0"; fi
+  if [ "$want" != 0 ] && [ $status -eq 0 ]; then fail "$mode exited 0, want an error"; fi
+  ((took < 30)) || fail "$mode took $took s: it waited instead of refusing"
+  local p
+  for p in "$@"; do
+    grep -Eq -- "$p" <<<"$out" || fail "$mode: no line matches /$p/"
+  done
+}
+
+check null_source 2 nonzero "shmem_long_put: source=NULL, but the call moves 32 bytes"
+check null_dest_get 2 nonzero "shmem_long_get: dest=NULL, but the call moves 16 bytes"
+check garbage_team 2 0 \
+  "shmem_team_split_strided: parent_team=0x1234 is not a team handle" \
+  "shmem_team_n_pes: team=0x5678 is not a team handle" \
+  "PE 0: split=-1 invalid=1 n_pes=-1" "PE 1: split=-1 invalid=1 n_pes=-1"
+check split_mismatch 4 0 \
+  "shmem_team_split_strided: no team formed: the PEs of the parent team passed different arguments" \
+  "PE 0: split=-1 invalid=1" "PE 1: split=-1 invalid=1" "PE 3: split=-1 invalid=1"
+check bad_split 3 0 \
+  "shmem_team_split_strided: no team formed: start=5 is out of range for a parent team of 3 PEs \(0\.\.2\)" \
+  "shmem_team_split_strided: no team formed: another PE of the parent team passed arguments it refused" \
+  "PE 0: split=-1 invalid=1" "PE 2: split=-1 invalid=1" \
+  "PE 0: then split=0 size=3" "PE 2: then split=0 size=3"
+check calloc_overflow 2 0 \
+  "shmem_calloc: count=[0-9]+ times size=4 overflows size_t: returning NULL" \
+  "PE 0: calloc=NULL" "PE 1: calloc=NULL"
+check clear_unheld 2 nonzero \
+  "shmem_clear_lock: this PE does not hold the lock at symmetric offset 0x[0-9a-f]+"
+check set_twice 2 nonzero \
+  "shmem_set_lock: this PE already holds the lock at symmetric offset 0x[0-9a-f]+ \(OpenSHMEM locks are not recursive"
+check clear_by_other 2 nonzero "PE 1: .*shmem_clear_lock: this PE does not hold the lock"
+check lock_ok 4 0 "PE 0: count=40 want=40"
+
+echo "$failures failed"
+exit $((failures > 0))

@@ -1,0 +1,258 @@
+// The pure pieces of the MoE protocol and the transports, which multi-PE runs exercise only as a
+// whole: route planning, the call-error verdict, the copy-engine split, the weighted reduction
+// and the AMO on a word. Checked here against independent references: a brute-force placement
+// of every row, fp64 sums, and plain integer arithmetic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "moe/combine_reduce.hpp"
+#include "moe/context_state.hpp"
+#include "moe/protocol.hpp"
+#include "moe/route_plan.hpp"
+#include "transport/shm_transport.hpp"
+
+namespace shmoe::moe {
+namespace {
+
+// Every PE's routing of one call, and the headers the exchange would have delivered.
+struct Routing {
+  int P, L, bs, topk;
+  std::vector<std::vector<std::int32_t>> ids;  // [src][token * topk + slot]
+};
+
+Routing random_routing(std::mt19937_64& rng, int P, int L, int bs, int topk) {
+  Routing r{P, L, bs, topk, {}};
+  std::uniform_int_distribution<int> expert(-1, P * L - 1);  // -1: no expert
+  for (int src = 0; src < P; ++src) {
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(bs) * topk);
+    for (auto& e : ids) e = expert(rng);
+    r.ids.push_back(std::move(ids));
+  }
+  return r;
+}
+
+// Fills a header exchange for call g as every PE's fill_route_header would, in plain memory.
+struct Headers {
+  std::vector<std::byte> window;
+  HeaderExchange hx;
+  Headers(const Routing& r, std::uint64_t g, int max_bs)
+      : window(HeaderExchange::bytes(r.P, r.L)), hx(window.data(), r.P, r.L) {
+    for (int src = 0; src < r.P; ++src) {
+      CallHeader& h = *hx.mine(g, src);
+      h = CallHeader{};
+      fill_route_header(h, hx.counts(g, src), r.ids[src].data(), r.bs, max_bs, r.topk, r.P * r.L);
+    }
+  }
+};
+
+// Where each row lands, by brute force: destination dst's rows are ordered by (local expert,
+// source PE, token, slot); a row's position is its index in that order.
+std::vector<std::int64_t> brute_force_positions(const Routing& r, int me) {
+  std::vector<std::int64_t> want(r.ids[me].size(), -1);
+  for (int dst = 0; dst < r.P; ++dst) {
+    std::int64_t row = 0;
+    for (int e = 0; e < r.L; ++e) {
+      for (int src = 0; src < r.P; ++src) {
+        for (std::size_t i = 0; i < r.ids[src].size(); ++i) {
+          if (r.ids[src][i] != dst * r.L + e) continue;
+          if (src == me) want[i] = row;
+          ++row;
+        }
+      }
+    }
+  }
+  return want;
+}
+
+TEST(RoutePlan, EveryRowLandsWhereTheOrderSaysOnEveryPe) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 50; ++trial) {
+    const int P = 1 + static_cast<int>(rng() % 5), L = 1 + static_cast<int>(rng() % 3);
+    const int bs = static_cast<int>(rng() % 9), topk = 1 + static_cast<int>(rng() % 3);
+    const Routing r = random_routing(rng, P, L, bs, topk);
+    const std::uint64_t g = 1 + rng() % 1000;
+    Headers h(r, g, 8);
+    for (int me = 0; me < P; ++me) {
+      RoutePlan plan;
+      const std::string error = plan_routes(h.hx, g, me, P, L, r.ids[me].data(), bs, topk,
+                                            std::numeric_limits<std::size_t>::max(), "op", "cap",
+                                            plan);
+      ASSERT_EQ(error, "");
+      EXPECT_EQ(plan.positions, brute_force_positions(r, me)) << "trial " << trial << " PE " << me;
+      for (int dst = 0; dst < P; ++dst) {
+        std::int64_t want = 0;
+        for (int src = 0; src < P; ++src) {
+          for (auto e : r.ids[src]) want += e >= 0 && e / L == dst;
+        }
+        EXPECT_EQ(plan.rows_to(dst), want);
+      }
+    }
+  }
+}
+
+TEST(RoutePlan, ADestinationOverItsCapacityIsNamedAlikeOnEveryPe) {
+  // Two PEs, one expert each; every row of both goes to PE 1's expert.
+  Routing r{2, 1, 3, 2, {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, -1, 1}}};
+  Headers h(r, 7, 8);
+  for (int me = 0; me < 2; ++me) {
+    RoutePlan plan;
+    EXPECT_EQ(plan_routes(h.hx, 7, me, 2, 1, r.ids[me].data(), 3, 2, 10, "dispatch",
+                          "max_recv_rows", plan),
+              "dispatch: PE 1 would receive 11 rows, but its window holds 10 (max_recv_rows); "
+              "raise max_recv_rows (and SHMEM_SYMMETRIC_SIZE if needed)");
+    EXPECT_EQ(plan_routes(h.hx, 7, me, 2, 1, r.ids[me].data(), 3, 2, 11, "dispatch",
+                          "max_recv_rows", plan),
+              "");
+  }
+}
+
+TEST(CallError, TheFirstErrorInPeOrderAndParameterMismatchesFirst) {
+  std::vector<CallHeader> h(3);
+  for (auto& x : h) {
+    x.hidden = 16;
+    x.topk = 2;
+    x.experts_per_pe = 2;
+    x.dtype = 1;
+  }
+  auto headers = [&] {
+    std::vector<const CallHeader*> v;
+    for (auto& x : h) v.push_back(&x);
+    return v;
+  };
+  EXPECT_EQ(first_call_error("dispatch", headers(), 0, 6, 8), "");
+  h[2].error = kBsTooLarge;
+  h[2].error_index[0] = 9;
+  h[2].error_index[1] = 8;
+  h[1].error = kExpertOutOfRange;
+  h[1].error_index[0] = 3;
+  h[1].error_index[1] = 1;
+  h[1].error_index[2] = 42;
+  // PE 1's error comes before PE 2's, whichever PE asks.
+  for (int me = 0; me < 3; ++me) {
+    EXPECT_EQ(first_call_error("dispatch", headers(), me, 6, 8),
+              "dispatch: PE 1: expert_ids[3][1]=42 is out of range (0..5, or -1 for no expert)");
+  }
+  h[1].error = kNoError;
+  EXPECT_EQ(first_call_error("mega", headers(), 0, 6, 8, "tokens", "the configured tokens"),
+            "mega: PE 2: tokens=9 is out of range (0..8, the configured tokens)");
+  // A parameter mismatch is reported before any input error.
+  h[0].topk = 3;
+  EXPECT_EQ(first_call_error("dispatch", headers(), 0, 6, 8),
+            "dispatch: PEs disagree on the parameters (topk): PE 1 called with hidden=16 topk=2 "
+            "experts_per_pe=2 dtype=1 ffn=0, PE 0 with hidden=16 topk=3 experts_per_pe=2 dtype=1 "
+            "ffn=0");
+}
+
+TEST(CopyEngineSplit, OnlySegmentsAboveTheThresholdAndTheAverage) {
+  EXPECT_EQ(segments_for_copy_engine({}, 1), std::vector<bool>{});
+  EXPECT_EQ(segments_for_copy_engine({0, 0}, 0), (std::vector<bool>{false, false}));
+  // Average of the non-empty segments: (10 + 30 + 50) / 3 = 30.
+  EXPECT_EQ(segments_for_copy_engine({10, 0, 30, 50}, 20),
+            (std::vector<bool>{false, false, false, true}));
+  EXPECT_EQ(segments_for_copy_engine({10, 0, 30, 50}, 60),
+            (std::vector<bool>{false, false, false, false}));
+  // Equal segments: none is above the average, so the workers take them all.
+  EXPECT_EQ(segments_for_copy_engine({64, 64, 64}, 1), (std::vector<bool>{false, false, false}));
+}
+
+TEST(WeightedReduction, Fp32InIncreasingSlotOrderSkippingMissingExperts) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int tokens = 7, topk = 3, hidden = 33;
+  std::normal_distribution<float> value(0.0f, 3.0f);
+  std::vector<float> rows(static_cast<std::size_t>(tokens) * topk * hidden), weights(tokens * topk);
+  std::vector<std::int32_t> ids(tokens * topk);
+  for (auto& v : rows) v = value(rng);
+  for (auto& w : weights) w = value(rng);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = rng() % 4 == 0 ? -1 : 1;
+  std::vector<float> out(static_cast<std::size_t>(tokens) * hidden, -7.0f);
+  WeightedRows w{DType::kFloat32, hidden, topk,
+                 reinterpret_cast<const std::byte*>(rows.data()), hidden * sizeof(float),
+                 ids.data(), weights.data(), out.data()};
+  reduce_weighted_rows(w, 2, 6);  // tokens 2..5 only
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < hidden; ++h) {
+      const float got = out[static_cast<std::size_t>(t) * hidden + h];
+      if (t < 2 || t >= 6) {
+        EXPECT_EQ(got, -7.0f) << "token " << t << " is outside [first, last)";
+        continue;
+      }
+      float fp32 = 0.0f;  // the order the contract names: increasing k, fp32
+      double fp64 = 0.0;
+      for (int k = 0; k < topk; ++k) {
+        if (ids[t * topk + k] < 0) continue;
+        const float x = rows[(static_cast<std::size_t>(t) * topk + k) * hidden + h];
+        fp32 += x * weights[t * topk + k];
+        fp64 += static_cast<double>(x) * weights[t * topk + k];
+      }
+      EXPECT_EQ(got, fp32) << "token " << t << " element " << h;
+      EXPECT_NEAR(got, fp64, 1e-5 * (1.0 + std::abs(fp64)));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shmoe::moe
+
+namespace shmoe::transport {
+namespace {
+
+template <typename T>
+void check_every_op(T start, T operand, T compare) {
+  using U = std::make_unsigned_t<T>;
+  const auto bits = [](T v) { return static_cast<std::uint64_t>(static_cast<U>(v)); };
+  struct Case {
+    AmoOp op;
+    T want_after;
+    T want_returned;
+  };
+  const Case cases[] = {
+      {AmoOp::kLoad, start, start},
+      {AmoOp::kStore, operand, T{0}},
+      {AmoOp::kSwap, operand, start},
+      {AmoOp::kCompareSwap, start == compare ? operand : start, start},
+      {AmoOp::kAdd, static_cast<T>(static_cast<U>(start) + static_cast<U>(operand)), start},
+      {AmoOp::kAnd, static_cast<T>(start & operand), start},
+      {AmoOp::kOr, static_cast<T>(start | operand), start},
+      {AmoOp::kXor, static_cast<T>(start ^ operand), start},
+  };
+  for (const Case& c : cases) {
+    // The word sits between two guards that no operation may touch.
+    struct {
+      T before, word, after;
+    } mem{static_cast<T>(0x5A), start, static_cast<T>(0x5A)};
+    const std::uint64_t got = atomic_on_word(
+        &mem.word, {c.op, static_cast<std::uint8_t>(sizeof(T)), bits(operand), bits(compare)});
+    if (c.op != AmoOp::kStore) {
+      EXPECT_EQ(static_cast<T>(got), c.want_returned) << static_cast<int>(c.op);
+    }
+    EXPECT_EQ(mem.word, c.want_after) << static_cast<int>(c.op) << " width " << sizeof(T);
+    EXPECT_EQ(mem.before, static_cast<T>(0x5A));
+    EXPECT_EQ(mem.after, static_cast<T>(0x5A));
+  }
+}
+
+TEST(AtomicOnWord, EveryOperationAtEveryWidth) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 20; ++trial) {
+    const std::uint64_t a = rng(), b = rng();
+    check_every_op<std::uint8_t>(static_cast<std::uint8_t>(a), static_cast<std::uint8_t>(b),
+                                 trial % 2 ? static_cast<std::uint8_t>(a) : 0);
+    check_every_op<std::int16_t>(static_cast<std::int16_t>(a), static_cast<std::int16_t>(b),
+                                 trial % 2 ? static_cast<std::int16_t>(a) : 0);
+    check_every_op<std::uint32_t>(static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(b),
+                                  trial % 2 ? static_cast<std::uint32_t>(a) : 0);
+    check_every_op<std::int64_t>(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b),
+                                 trial % 2 ? static_cast<std::int64_t>(a) : 0);
+  }
+  std::uint32_t word = 0;
+  EXPECT_THROW(atomic_on_word(&word, {AmoOp::kAdd, 3, 1, 0}), std::exception);
+}
+
+}  // namespace
+}  // namespace shmoe::transport

@@ -19,15 +19,7 @@ void shmem_pcontrol(const int level, ...) {
   pshmem_pcontrol(level);
 }
 
-static int failures = 0;
-#define CHECK(cond)                                                                          \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      fprintf(stderr, "PE %d: %s:%d: check failed: %s\n", shmem_my_pe(), __FILE__, __LINE__, \
-              #cond);                                                                        \
-      ++failures;                                                                            \
-    }                                                                                        \
-  } while (0)
+#include "c_check.h"
 
 int main(void) {
   shmem_init();

@@ -8,15 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures = 0;
-#define CHECK(cond)                                                                          \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      fprintf(stderr, "PE %d: %s:%d: check failed: %s\n", shmem_my_pe(), __FILE__, __LINE__, \
-              #cond);                                                                        \
-      ++failures;                                                                            \
-    }                                                                                        \
-  } while (0)
+#include "c_check.h"
 
 static int me, npes, next, prev;
 

@@ -7,15 +7,7 @@
 
 typedef void (*any_fn)(void);
 
-static int failures = 0;
-#define CHECK(cond)                                                                          \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      fprintf(stderr, "PE %d: %s:%d: check failed: %s\n", shmem_my_pe(), __FILE__, __LINE__, \
-              #cond);                                                                        \
-      ++failures;                                                                            \
-    }                                                                                        \
-  } while (0)
+#include "c_check.h"
 
 /* Referenced through a volatile table so the linker must resolve every one. */
 static any_fn volatile table[] = {

@@ -3,9 +3,8 @@
 // rows of each token (see combine_reduce.hpp).
 //
 // Protocol of call g (vector workers; worker 0 runs the control steps):
-//  1. entry: each PE raises combine-ready g at every PE (its combine window is free again, or
-//     it refuses its inputs) and waits for everyone's; only then may rows be written into a
-//     peer's window. A refusal anywhere ends the call on every PE.
+//  1. entry: each PE raises combine-ready g at every PE (its combine window is free again) and
+//     waits for everyone's; only then may rows be written into a peer's window.
 //  2. payload: workers put rows (big segments via the copy engine with the double plane), fence,
 //     barrier; worker 0 quiets the engine and raises combine-done g at every PE.
 //  3. reduce: wait for combine-done g from every PE, then each worker reduces its tokens.
@@ -13,6 +12,7 @@
 #include <shmem.h>
 
 #include <chrono>
+#include <mutex>
 #include <vector>
 
 #include "moe/combine_reduce.hpp"
@@ -23,61 +23,45 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What is wrong with this PE's inputs, or "": checked before any row moves, and told to every
-// PE at the entry step.
-std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
-  const auto& c = s.cfg;
-  const int P = s.n_pes, L = c.experts_per_pe;
-  if (in.bs < 0 || in.bs > c.max_bs) {
-    return fmt::format("combine: PE {}: bs={} is out of range (0..{}, the context's max_bs)", s.me,
-                       in.bs, c.max_bs);
+void check_args(const MoeContext::State& s, const CombineArgs& in) {
+  if (in.bs < 0 || in.bs > s.cfg.max_bs) {
+    throw MoeError(
+        fmt::format("combine: PE {}: bs={} is out of range (0..{}, the context's max_bs)", s.me,
+                    in.bs, s.cfg.max_bs));
   }
   if (in.assist_info == nullptr || in.ep_recv_count == nullptr ||
       (in.bs > 0 &&
        (in.expert_ids == nullptr || in.expert_scales == nullptr || in.x_out == nullptr))) {
-    return fmt::format("combine: PE {}: a required tensor is null", s.me);
+    throw MoeError(fmt::format("combine: PE {}: a required tensor is null", s.me));
   }
-  const std::int32_t rows = in.ep_recv_count[L * P - 1];
-  if (rows < 0 || static_cast<std::size_t>(rows) > s.recv_cap) {
-    return fmt::format("combine: PE {}: ep_recv_count[{}]={} is out of range (0..{}, the rows "
-                       "the window holds)",
-                       s.me, L * P - 1, rows, s.recv_cap);
-  }
-  if (rows > 0 && in.expand_x == nullptr) {
-    return fmt::format("combine: PE {}: expand_x is null but {} rows are to be sent", s.me, rows);
-  }
-  for (std::int32_t r = 0; r < rows; ++r) {
-    const std::int32_t src = in.assist_info[3 * r], t = in.assist_info[3 * r + 1],
-                       k = in.assist_info[3 * r + 2];
-    if (src < 0 || src >= P || t < 0 || t >= c.max_bs || k < 0 || k >= c.topk) {
-      return fmt::format(
-          "combine: PE {}: assist_info[{}] = ({}, {}, {}) is out of range (source 0..{}, token "
-          "0..{}, slot 0..{})",
-          s.me, r, src, t, k, P - 1, c.max_bs - 1, c.topk - 1);
-    }
-  }
-  return "";
 }
 
 void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   auto& s = ctx.state();
   const auto& c = s.cfg;
   const int P = s.n_pes, L = c.experts_per_pe;
-  const std::string mine = refusal(s, in);
+  // Refused before any flag moves. The peers, which did join the call, then wait for this PE
+  // and, after SHMOE_HANG_TIMEOUT, report by name what they wait for.
+  check_args(s, in);
   const std::uint64_t g = ++s.combine_generation;
-  const std::size_t rows =
-      mine.empty() ? static_cast<std::size_t>(in.ep_recv_count[L * P - 1]) : 0;
+  const std::size_t rows = static_cast<std::size_t>(in.ep_recv_count[L * P - 1]);
+  if (rows > s.recv_cap) {
+    throw MoeError(fmt::format("combine: PE {}: ep_recv_count[{}]={} exceeds the window's {} rows",
+                               s.me, L * P - 1, rows, s.recv_cap));
+  }
   s.timing = OpTiming{};
   std::vector<bool> by_engine;  // per (expert, source) block of expand_x
   double comm_us = 0;
-  std::vector<int> refusing;
+  std::string bad_row;
+  std::mutex bad_row_mutex;
 
   auto kernel = [&](kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
     auto t0 = Clock::now();
     if (id == 0) {
-      refusing = s.combine_ready.raise_everywhere_and_wait(s.me, g, "combine entry", !mine.empty());
-      if (double_plane && refusing.empty()) {
+      for (int pe = 0; pe < P; ++pe) s.combine_ready.raise(pe, s.me, g);
+      for (int src = 0; src < P; ++src) s.combine_ready.wait(src, g, "combine entry");
+      if (double_plane) {
         std::vector<std::size_t> seg(static_cast<std::size_t>(L) * P);
         std::int32_t prev = 0;
         for (std::size_t b = 0; b < seg.size(); ++b) {
@@ -88,7 +72,6 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
       }
     }
     w.barrier();
-    if (!refusing.empty()) return;
     const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
     std::vector<kernel::RemoteCopy> engine_copies;
     std::size_t block = 0;
@@ -96,6 +79,16 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
       while (static_cast<std::size_t>(in.ep_recv_count[block]) <= r) ++block;
       const std::int32_t src = in.assist_info[3 * r], t = in.assist_info[3 * r + 1],
                          k = in.assist_info[3 * r + 2];
+      if (src < 0 || src >= P || t < 0 || t >= c.max_bs || k < 0 || k >= c.topk) {
+        std::lock_guard lock(bad_row_mutex);
+        if (bad_row.empty()) {
+          bad_row = fmt::format(
+              "combine: PE {}: assist_info[{}] = ({}, {}, {}) is out of range "
+              "(source 0..{}, token 0..{}, slot 0..{})",
+              s.me, r, src, t, k, P - 1, c.max_bs - 1, c.topk - 1);
+        }
+        continue;
+      }
       void* to = s.combine_rows + (static_cast<std::size_t>(t) * c.topk + k) * s.row_bytes;
       const void* row = static_cast<const std::byte*>(in.expand_x) + r * s.row_bytes;
       if (!by_engine.empty() && by_engine[block]) {
@@ -110,7 +103,8 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     if (id == 0) {
       s.engine->quiet();
       shmem_fence();
-      s.combine_done.raise_everywhere_and_wait(s.me, g, "combine payload");
+      for (int pe = 0; pe < P; ++pe) s.combine_done.raise(pe, s.me, g);
+      for (int src = 0; src < P; ++src) s.combine_done.wait(src, g, "combine payload");
       comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     }
     w.barrier();
@@ -122,12 +116,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
                          first, last);
   };
   s.pool->launch({0, c.workers.vector}, kernel);
-  if (!mine.empty()) throw MoeError(mine);
-  if (!refusing.empty()) {
-    throw MoeError(fmt::format(
-        "combine: PE {} refused its inputs (its own message says why), so no PE combined",
-        refusing.front()));
-  }
+  if (!bad_row.empty()) throw MoeError(bad_row);
   for (int i = 0; i < c.workers.vector; ++i)
     s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
   s.timing.comm_us = comm_us;

@@ -123,7 +123,8 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     if (id == 0) {
       s.engine->quiet();
       shmem_fence();
-      s.dispatch_done.raise_everywhere_and_wait(s.me, g, "dispatch payload");
+      for (int pe = 0; pe < P; ++pe) s.dispatch_done.raise(pe, s.me, g);
+      for (int src = 0; src < P; ++src) s.dispatch_done.wait(src, g, "dispatch payload");
       comm_us = us_since(t0);
       // Outputs that come from the counts alone.
       std::int32_t running = 0;

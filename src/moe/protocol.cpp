@@ -10,16 +10,15 @@
 
 namespace shmoe::moe {
 
-void FlagArray::raise(int pe, int src, std::uint64_t generation, bool refused) const {
-  shmem_uint64_atomic_set(slot(src), generation | (refused ? kRefused : 0), pe);
+void FlagArray::raise(int pe, int src, std::uint64_t generation) const {
+  shmem_uint64_atomic_set(slot(src), generation, pe);
 }
 
-bool FlagArray::wait(int src, std::uint64_t generation, const std::string& what) const {
+void FlagArray::wait(int src, std::uint64_t generation, const std::string& what) const {
   std::atomic_ref<std::uint64_t> flag(*slot(src));
-  std::uint64_t value = 0;
-  shmoe::wait_until([&] { return ((value = flag.load(std::memory_order_acquire)) & ~kRefused) >= generation; },
+  shmoe::wait_until([&] { return flag.load(std::memory_order_acquire) >= generation; },
                     [&] {
-                      const std::uint64_t seen = flag.load() & ~kRefused;
+                      const std::uint64_t seen = flag.load();
                       return shmoe::WaitState{
                           what,
                           fmt::format("{} #{}: waiting for PE {} (its flag is at generation {})",
@@ -29,18 +28,6 @@ bool FlagArray::wait(int src, std::uint64_t generation, const std::string& what)
                           seen,
                           generation};
                     });
-  return (value & kRefused) != 0 && (value & ~kRefused) == generation;
-}
-
-std::vector<int> FlagArray::raise_everywhere_and_wait(int me, std::uint64_t generation,
-                                                      const std::string& what,
-                                                      bool refused) const {
-  for (int pe = 0; pe < n_; ++pe) raise(pe, me, generation, refused);
-  std::vector<int> refusing;
-  for (int src = 0; src < n_; ++src) {
-    if (wait(src, generation, what)) refusing.push_back(src);
-  }
-  return refusing;
 }
 
 namespace {
@@ -76,9 +63,12 @@ std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
     if (pe != me) shmem_putmem(my_row, my_row, stride_, pe);
   }
   shmem_fence();
-  flags_[p].raise_everywhere_and_wait(me, g, what);
+  for (int pe = 0; pe < n_; ++pe) flags_[p].raise(pe, me, g);
   std::vector<const CallHeader*> headers(n_);
-  for (int src = 0; src < n_; ++src) headers[src] = header(p, src);
+  for (int src = 0; src < n_; ++src) {
+    flags_[p].wait(src, g, what);
+    headers[src] = header(p, src);
+  }
   return headers;
 }
 

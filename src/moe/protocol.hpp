@@ -40,23 +40,13 @@ class FlagArray {
     return reinterpret_cast<std::uint64_t*>(base_ + static_cast<std::size_t>(src) * kStride);
   }
   // Sets flag `src` at PE `pe` to `generation` (release: everything this thread stored before,
-  // and everything ordered before it by a barrier and a store fence, is visible first), marked
-  // as a refusal of that call when `refused`.
-  void raise(int pe, int src, std::uint64_t generation, bool refused = false) const;
-  // Waits until flag `src` here reaches `generation`; a hang names the PE and the call. Returns
-  // whether PE `src` refused call `generation`.
-  bool wait(int src, std::uint64_t generation, const std::string& what) const;
-  // The step every operator starts and ends its phases with: raises this PE's flag (`me`) to
-  // `generation` at every PE, then waits for every PE's. Returns the PEs that refused the call
-  // (ascending; the same list on every PE), so a PE that refuses its inputs stops every PE of
-  // the call instead of leaving them waiting.
-  std::vector<int> raise_everywhere_and_wait(int me, std::uint64_t generation,
-                                             const std::string& what, bool refused = false) const;
+  // and everything ordered before it by a barrier and a store fence, is visible first).
+  void raise(int pe, int src, std::uint64_t generation) const;
+  // Waits until flag `src` here reaches `generation`; a hang names the PE and the call.
+  void wait(int src, std::uint64_t generation, const std::string& what) const;
 
  private:
   static constexpr std::size_t kStride = 64;
-  // Generations stay far below it, so a refused call's flag still orders by generation.
-  static constexpr std::uint64_t kRefused = std::uint64_t{1} << 63;
   std::byte* base_ = nullptr;
   int n_ = 0;
 };

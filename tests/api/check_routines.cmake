@@ -5,6 +5,8 @@
 # generic name that rejects a type of its table, fails the test with the routine's name.
 #
 # cmake -DLIST=routines.txt -DCC=cc -DINCLUDE_DIR=... -DLIBRARY=libshmoe.so -DWORK_DIR=... -P
+# EXTRA_FLAGS (a list): the sanitizer flags the library was built with, which its programs need too
+# (an ASan library needs the ASan runtime first in the program's library list).
 foreach(var LIST CC INCLUDE_DIR LIBRARY WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "check_routines.cmake: -D${var}=... is missing")
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
 get_filename_component(library_dir "${LIBRARY}" DIRECTORY)
 set(program "${WORK_DIR}/openshmem_routines")
 execute_process(
-  COMMAND "${CMAKE_COMMAND}" -E env LC_ALL=C "${CC}" -std=c11 -pedantic -Wall -Wextra -Werror -fmax-errors=0 -I "${INCLUDE_DIR}"
+  COMMAND "${CMAKE_COMMAND}" -E env LC_ALL=C "${CC}" -std=c11 -pedantic -Wall -Wextra -Werror -fmax-errors=0 ${EXTRA_FLAGS} -I "${INCLUDE_DIR}"
           "${source}" -o "${program}" "${LIBRARY}" "-Wl,-rpath,${library_dir}"
   RESULT_VARIABLE compiled OUTPUT_VARIABLE build_log ERROR_VARIABLE build_log)
 if(NOT compiled EQUAL 0)

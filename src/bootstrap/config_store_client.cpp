@@ -294,6 +294,14 @@ ConfigStoreClient::ConfigStoreClient(const StoreAddress& address, const Hello& h
                                      milliseconds connect_timeout)
     : impl_(std::make_unique<Impl>()) {
   impl_->where = address.str();
+  const JobKey key =
+      hello.job_key.empty() ? JobKey::from_environment().value_or(JobKey{}) : hello.job_key;
+  if (key.empty()) {
+    throw make_error(
+        "cannot join the config store at {}: this process has no job key ({} is not set); the "
+        "store admits only processes that prove the job's key",
+        impl_->where, kJobKeyVariable);
+  }
   connect_timeout = std::clamp(connect_timeout, milliseconds{0}, kForever);
   auto start = Clock::now();
   auto deadline = start + connect_timeout;
@@ -313,14 +321,6 @@ ConfigStoreClient::ConfigStoreClient(const StoreAddress& address, const Hello& h
     pause = std::min(pause * 2, milliseconds{100});
   }
 
-  const JobKey key =
-      hello.job_key.empty() ? JobKey::from_environment().value_or(JobKey{}) : hello.job_key;
-  if (key.empty()) {
-    throw make_error(
-        "cannot join the config store at {}: this process has no job key ({} is not set); the "
-        "store admits only processes that prove the job's key",
-        impl_->where, kJobKeyVariable);
-  }
   // A store greets at once when it accepts; one that cannot accept (out of descriptors) leaves
   // the connection in its backlog, unanswered.
   const std::string server_nonce = read_challenge(std::max(connect_timeout, kGreetingWait));

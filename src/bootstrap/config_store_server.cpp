@@ -67,25 +67,27 @@ std::string describe(const Hello& h) {
   return fmt::format("PE {} (pid {} on {})", h.rank, h.pid, h.host);
 }
 
+// Text from a client as a message may show it: it may be long, binary, or made to forge lines
+// in the launcher's log.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (char ch : text.substr(0, 64)) out.push_back(ch >= ' ' && ch < 0x7f ? ch : '?');
+  if (text.size() > 64) out += "...";
+  return out;
+}
+
 // Who an unproven hello claims to be.
 std::string describe_claim(const Hello& h) {
+  const std::string host = printable(h.host);
   switch (h.role) {
     case PeerRole::kPe:
-      return describe(h);
+      return fmt::format("PE {} (pid {} on {})", h.rank, h.pid, host);
     case PeerRole::kMonitor:
-      return fmt::format("the monitor of {}", describe(h));
+      return fmt::format("the monitor of PE {} (pid {} on {})", h.rank, h.pid, host);
     case PeerRole::kTool:
       break;
   }
-  return fmt::format("a tool (pid {} on {})", h.pid, h.host);
-}
-
-// A key as a message may show it: keys come from clients and may be long or binary.
-std::string printable(std::string_view key) {
-  std::string out;
-  for (char ch : key.substr(0, 64)) out.push_back(ch >= ' ' && ch < 0x7f ? ch : '?');
-  if (key.size() > 64) out += "...";
-  return out;
+  return fmt::format("a tool (pid {} on {})", h.pid, host);
 }
 
 std::size_t entry_bytes(std::size_t key_size, std::size_t value_size) {
@@ -319,6 +321,7 @@ void ConfigStoreServer::Impl::accept_all() {
     if (accept_failing_since) {
       log::info("config store: accepting connections again");
       accept_failing_since.reset();
+      accept_trouble_logged = false;  // once per episode
       store_trouble.clear();
     }
     welcome(fd, ss);
@@ -367,7 +370,7 @@ void ConfigStoreServer::Impl::on_accept_failure(int err) {
           : fmt::format("the config store cannot accept connections: {}", errno_text(err));
   if (!accept_trouble_logged) {
     accept_trouble_logged = true;
-    log::error("config store: {}", store_trouble);
+    log::error("{}", store_trouble);
   }
   if (now - *accept_failing_since >= kAcceptGiveUp && still_starting()) {
     publish_abort(store_trouble);

@@ -9,6 +9,8 @@ packages=(
   libopenblas-dev
   libucx-dev iproute2
   libpmix-dev openmpi-bin  # PMIx bootstrap (src/bootstrap/pmix_launch.cpp), tested under mpirun
+  libssl-dev  # libcrypto's HMAC-SHA256 for the config store's job key (src/bootstrap/store_auth.cpp)
+  util-linux  # setpriv: tests/security runs a stranger as user nobody
   clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz) and their sanitizer runtimes
 )
 missing=()

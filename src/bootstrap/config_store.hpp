@@ -3,9 +3,15 @@
 // ConfigStoreClient, says hello (rank, size, host, pid), exchanges its segment and endpoint
 // information, and uses it for start-up barriers.
 //
+// Only the job's own processes get in: every connection starts with a challenge-response over
+// the job key (store_auth.hpp), checked before the server reads or changes anything else. A
+// hello that fails it (another job, a wrong or replayed proof, a malformed frame) is refused and
+// its connection closed, and the job goes on as if it had never come.
+//
 // Besides plain key-value service, the server watches the job:
 //  * a second hello for a rank that is already connected, or a hello with a different job size,
-//    is refused, and the server publishes kAbortKey with a message naming both parties;
+//    from a process that proved the job key, is refused, and the server publishes kAbortKey with
+//    a message naming both parties;
 //  * a PE connection that closes without BYE means the PE died: kAbortKey names it;
 //  * once every rank of the job said BYE, kFinalizedKey is set.
 // Each PE watches kAbortKey on a second ("monitor") connection, so every PE stops with the same
@@ -20,6 +26,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "bootstrap/job_key.hpp"
 
 namespace shmoe::bootstrap {
 
@@ -44,6 +52,9 @@ struct Hello {
   std::int32_t size = 0;   // 0 for tools
   std::int32_t pid = 0;
   std::string host;
+  // The job's key, which the hello proves without sending it. Empty: SHMOE_JOB_KEY from this
+  // process's environment (what shmoerun's own tools and its PEs' helpers find there).
+  JobKey job_key;
 };
 
 // What the server knows about the ranks of the job, for "who is missing" messages.
@@ -51,6 +62,30 @@ struct JobStatus {
   std::int32_t size = 0;               // 0 until the first PE said hello
   std::vector<std::int32_t> arrived;   // ranks that said hello (PE role), ascending
   std::vector<std::int32_t> departed;  // ranks that said BYE, ascending
+  // Why the server may be missing PEs that tried to come (e.g. it is out of file descriptors);
+  // empty when it knows of no such trouble.
+  std::string store_trouble;
+};
+
+// How much the store holds. A request that would go past a limit is refused with a message
+// naming the size and the limit, and its connection is dropped (a PE's drop ends the job with
+// that message; a tool's leaves the job running). Values exchanged by real jobs are far smaller:
+// an allgather of UCX worker addresses and keys takes a few KiB per PE, and a store
+// collective's keys are removed once every PE is past them.
+struct StoreLimits {
+  static constexpr std::size_t kDefaultMaxValue = std::size_t{64} << 20;
+  static constexpr std::size_t kDefaultMaxTotal = std::size_t{256} << 20;
+  std::size_t max_value = kDefaultMaxValue;  // one key or value, in bytes
+  std::size_t max_total = kDefaultMaxTotal;  // all keys and values written by clients
+  // SHMOE_STORE_MAX_VALUE and SHMOE_STORE_MAX_TOTAL (sizes such as 64M), where set, replace the
+  // defaults; throws shmoe::Error naming the variable on a bad value.
+  static StoreLimits from_environment();
+};
+
+// What the store holds now (for tests and fuzzers; readable from any thread).
+struct StoreUsage {
+  std::size_t stored_bytes = 0;  // keys and values, with a fixed allowance per entry
+  std::size_t keys = 0;
 };
 
 class ConfigStoreServer {
@@ -59,7 +94,8 @@ class ConfigStoreServer {
     std::string bind_host = "127.0.0.1";
     std::uint16_t port = 0;     // 0: pick a free port
     std::int32_t job_size = 0;  // 0: learn it from the first PE hello
-    std::size_t max_frame = 64u << 20;
+    JobKey job_key;             // required: only processes that prove it get in
+    StoreLimits limits = StoreLimits::from_environment();
     // Called on the service thread for a PE that disconnected without BYE, after the abort is
     // published: the owner cleans up what the dead PE could not (its shared-memory name).
     std::function<void(const Hello&)> on_pe_lost;
@@ -72,6 +108,7 @@ class ConfigStoreServer {
 
   // The port actually bound (after construction the socket is listening).
   std::uint16_t port() const;
+  StoreUsage usage() const;
   // Serves on a background thread until stop() or destruction.
   void start();
   void stop();
@@ -84,8 +121,9 @@ class ConfigStoreServer {
 class ConfigStoreClient {
  public:
   // Connects, retrying until `connect_timeout` (the store may start after the client), then says
-  // hello. Throws shmoe::Error: unreachable address (naming it and the time waited), refused
-  // hello (the server's reason), protocol mismatch.
+  // hello, proving hello.job_key, and checks that the store knows the key too. Throws
+  // shmoe::Error: unreachable address (naming it and the time waited), no key, refused hello
+  // (the server's reason), a store that does not know the key, protocol mismatch.
   ConfigStoreClient(const StoreAddress& address, const Hello& hello,
                     std::chrono::milliseconds connect_timeout);
   ~ConfigStoreClient();
@@ -110,12 +148,17 @@ class ConfigStoreClient {
   void shutdown();
 
  private:
+  // The server's nonce from the challenge it opens every connection with.
+  std::string read_challenge(std::chrono::milliseconds timeout);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
 // Barrier and allgather over the store. Every PE of the job must call them in the same order.
-// Rounds are numbered so keys of different rounds never collide.
+// Rounds are numbered so keys of different rounds never collide. Once a barrier completes, every
+// PE has finished the rounds before it, so PE 0 then removes their keys: the store holds the
+// last rounds only, however many collectives a job runs.
 class StoreCollectives {
  public:
   StoreCollectives(ConfigStoreClient& client, std::int32_t rank, std::int32_t size);
@@ -129,6 +172,8 @@ class StoreCollectives {
   std::int32_t rank_;
   std::int32_t size_;
   std::uint64_t round_ = 0;
+  // Keys of rounds this PE has finished: removed (by PE 0) once the next barrier completes.
+  std::vector<std::string> finished_keys_;
 };
 
 }  // namespace shmoe::bootstrap

@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "bootstrap/config_store.hpp"
+#include "bootstrap/store_auth.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/error.hpp"
 
@@ -31,6 +33,8 @@ constexpr std::size_t kMaxReply = std::size_t{1} << 31;
 // How much longer than the server's own deadline a GET may wait for its answer before the
 // connection is presumed dead.
 constexpr milliseconds kReplySlack{10'000};
+// The least time a connection waits for the store's greeting, however short its timeout.
+constexpr milliseconds kGreetingWait{1000};
 // Longer timeouts mean "forever": adding a start time or slack to them could overflow.
 constexpr milliseconds kForever = std::chrono::hours(24 * 365);
 
@@ -203,6 +207,30 @@ struct ConfigStoreClient::Impl {
     if (!broken.empty()) throw Error(broken);
     set_rcvtimeo(recv_timeout);
     send_all(w.frame());
+    return receive();
+  }
+
+  // The frame the server sends unasked when the connection opens.
+  Reply greeting(milliseconds timeout) {
+    std::lock_guard lock(mu);
+    pollfd p{fd, POLLIN, 0};
+    int n;
+    do {
+      n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(timeout.count(), INT_MAX)));
+    } while (n < 0 && errno == EINTR);
+    if (n == 0) {
+      fail(
+          make_error("the config store at {} accepted the connection but sent no greeting "
+                     "within {:.1f} s: it may be out of file descriptors (its log would say so), "
+                     "or what listens there is not a config store of this shmoe version",
+                     where, std::chrono::duration<double>(timeout).count()));
+    }
+    set_rcvtimeo(timeout);
+    return receive();
+  }
+
+  // One reply frame; the caller holds mu.
+  Reply receive() {
     std::uint8_t header[wire::kHeaderSize];
     recv_all(reinterpret_cast<char*>(header), sizeof(header));
     wire::FrameHeader h;
@@ -214,7 +242,7 @@ struct ConfigStoreClient::Impl {
                      "on that port?",
                      where, e.what()));
     }
-    if (h.code > static_cast<std::uint8_t>(Status::kBadRequest)) {
+    if (h.code > static_cast<std::uint8_t>(Status::kChallenge)) {
       fail(make_error("config store at {} sent an unknown reply status {}", where, h.code));
     }
     Reply r;
@@ -266,6 +294,14 @@ ConfigStoreClient::ConfigStoreClient(const StoreAddress& address, const Hello& h
                                      milliseconds connect_timeout)
     : impl_(std::make_unique<Impl>()) {
   impl_->where = address.str();
+  const JobKey key =
+      hello.job_key.empty() ? JobKey::from_environment().value_or(JobKey{}) : hello.job_key;
+  if (key.empty()) {
+    throw make_error(
+        "cannot join the config store at {}: this process has no job key ({} is not set); the "
+        "store admits only processes that prove the job's key",
+        impl_->where, kJobKeyVariable);
+  }
   connect_timeout = std::clamp(connect_timeout, milliseconds{0}, kForever);
   auto start = Clock::now();
   auto deadline = start + connect_timeout;
@@ -285,13 +321,21 @@ ConfigStoreClient::ConfigStoreClient(const StoreAddress& address, const Hello& h
     pause = std::min(pause * 2, milliseconds{100});
   }
 
+  // A store greets at once when it accepts; one that cannot accept (out of descriptors) leaves
+  // the connection in its backlog, unanswered.
+  const std::string server_nonce = read_challenge(std::max(connect_timeout, kGreetingWait));
   wire::Writer w(static_cast<std::uint8_t>(Op::kHello));
   w.u16(wire::kProtocolVersion)
       .u8(static_cast<std::uint8_t>(hello.role))
       .i32(hello.rank)
       .i32(hello.size)
       .i32(hello.pid)
-      .str(hello.host);
+      .str(hello.host)
+      .str(key.job_id())
+      .str(auth::random_bytes(auth::kNonceBytes));
+  const std::string mac =
+      auth::hello_mac(key, server_nonce, std::string_view(w.frame()).substr(wire::kHeaderSize));
+  w.str(mac);
   Reply r = impl_->request(w, connect_timeout + kReplySlack);
   if (r.status == Status::kRefused) {
     std::string reason = "(no reason given)";
@@ -302,7 +346,40 @@ ConfigStoreClient::ConfigStoreClient(const StoreAddress& address, const Hello& h
     }
     throw make_error("the config store at {} refused this process: {}", impl_->where, reason);
   }
-  impl_->expect_ok(Op::kHello, r);
+  if (r.status != Status::kOk) impl_->unexpected(Op::kHello, r);
+  const std::string proof =
+      impl_->parse(Op::kHello, r, [](wire::Reader& rd) { return std::string(rd.str()); });
+  if (!auth::macs_equal(proof, auth::store_proof(key, mac))) {
+    throw make_error(
+        "the config store at {} does not know the key of job {}: another job's store, or "
+        "something else, listens there",
+        impl_->where, key.job_id());
+  }
+}
+
+std::string ConfigStoreClient::read_challenge(milliseconds timeout) {
+  Reply r = impl_->greeting(timeout);
+  if (r.status != Status::kChallenge) {
+    throw make_error(
+        "config store at {} opened with status {} instead of a challenge (is it an older shmoe "
+        "without job keys?)",
+        impl_->where, static_cast<int>(r.status));
+  }
+  return impl_->parse(Op::kHello, r, [this](wire::Reader& rd) {
+    const std::uint16_t version = rd.u16();
+    if (version != wire::kProtocolVersion) {
+      throw make_error(
+          "the config store at {} speaks protocol version {}, this process version {} (are two "
+          "shmoe installations mixed?)",
+          impl_->where, version, wire::kProtocolVersion);
+    }
+    std::string nonce(rd.str());
+    if (nonce.size() != auth::kNonceBytes) {
+      throw make_error("the config store at {} sent a challenge of {} bytes, not {}", impl_->where,
+                       nonce.size(), auth::kNonceBytes);
+    }
+    return nonce;
+  });
 }
 
 ConfigStoreClient::~ConfigStoreClient() = default;
@@ -383,6 +460,7 @@ JobStatus ConfigStoreClient::job_status() {
     };
     read_ranks(s.arrived);
     read_ranks(s.departed);
+    s.store_trouble = std::string(rd.str());
     return s;
   });
 }

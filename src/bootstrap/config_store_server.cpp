@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,7 +18,9 @@
 #include <unordered_map>
 
 #include "bootstrap/config_store.hpp"
+#include "bootstrap/store_auth.hpp"
 #include "bootstrap/wire.hpp"
+#include "common/env.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 
@@ -29,6 +32,21 @@ using wire::Op;
 using wire::Status;
 
 constexpr std::int64_t kForeverMs = std::int64_t{365} * 24 * 3600 * 1000;
+// Before a connection has proved the job key it may send one small frame (its hello) and must do
+// so promptly: a stranger can hold neither much memory nor a descriptor for long.
+constexpr std::size_t kHelloFrameLimit = 16u << 10;
+constexpr auto kHelloDeadline = std::chrono::seconds(15);
+// Room in a frame beyond its value: the opcode's other fields and the key.
+constexpr std::size_t kFrameOverhead = 64u << 10;
+// Counted per entry on top of its key and value: the hash node and the strings' own size.
+constexpr std::size_t kEntryOverhead = 64;
+// A connection whose replies pile up unread is not served (nor read) until they drain.
+constexpr std::size_t kOutBacklogLimit = 1u << 20;
+// While the job is still starting, a store that cannot accept connections for this long gives
+// up and says why, rather than leaving the PEs to wait for SHMOE_INIT_TIMEOUT.
+constexpr auto kAcceptGiveUp = std::chrono::seconds(5);
+// Refused strangers are logged, but only the first few: a flood must not flood the log too.
+constexpr int kLoggedRefusals = 10;
 
 std::string errno_text(int err) {
   return std::strerror(err);
@@ -49,6 +67,33 @@ std::string describe(const Hello& h) {
   return fmt::format("PE {} (pid {} on {})", h.rank, h.pid, h.host);
 }
 
+// Text from a client as a message may show it: it may be long, binary, or made to forge lines
+// in the launcher's log.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (char ch : text.substr(0, 64)) out.push_back(ch >= ' ' && ch < 0x7f ? ch : '?');
+  if (text.size() > 64) out += "...";
+  return out;
+}
+
+// Who an unproven hello claims to be.
+std::string describe_claim(const Hello& h) {
+  const std::string host = printable(h.host);
+  switch (h.role) {
+    case PeerRole::kPe:
+      return fmt::format("PE {} (pid {} on {})", h.rank, h.pid, host);
+    case PeerRole::kMonitor:
+      return fmt::format("the monitor of PE {} (pid {} on {})", h.rank, h.pid, host);
+    case PeerRole::kTool:
+      break;
+  }
+  return fmt::format("a tool (pid {} on {})", h.pid, host);
+}
+
+std::size_t entry_bytes(std::size_t key_size, std::size_t value_size) {
+  return key_size + value_size + kEntryOverhead;
+}
+
 struct Conn {
   std::uint64_t id = 0;
   int fd = -1;
@@ -57,7 +102,9 @@ struct Conn {
   std::size_t in_off = 0;  // consumed prefix of `in`, erased in batches
   std::string out;
   std::size_t out_off = 0;
-  bool greeted = false;
+  std::string nonce;  // the challenge sent on accept; the hello must sign it
+  std::optional<Clock::time_point> hello_deadline;
+  bool greeted = false;  // the hello proved the job key and was accepted
   Hello hello;
   bool said_bye = false;
   bool dead = false;
@@ -73,9 +120,16 @@ struct Conn {
 }  // namespace
 
 struct ConfigStoreServer::Impl {
-  explicit Impl(Options o) : opt(std::move(o)) {}
+  explicit Impl(Options o)
+      : opt(std::move(o)),
+        job_id(opt.job_key.job_id()),
+        max_frame(opt.limits.max_value + kFrameOverhead) {}
 
   Options opt;
+  const std::string job_id;
+  const std::size_t max_frame;
+  std::atomic<std::size_t> usage_bytes{0};
+  std::atomic<std::size_t> usage_keys{0};
   int listen_fd = -1;
   int wake_rd = -1;
   int wake_wr = -1;
@@ -98,21 +152,40 @@ struct ConfigStoreServer::Impl {
   std::set<std::int32_t> arrived;
   std::set<std::int32_t> departed;
   std::unordered_map<std::int32_t, std::uint64_t> live_pe;
+  std::size_t stored_bytes = 0;
+  int refusals_logged = 0;
   bool accept_failing = false;
+  // Since when accept() has failed for lack of descriptors; what the server says about it.
+  std::optional<Clock::time_point> accept_failing_since;
+  bool accept_trouble_logged = false;
+  std::string store_trouble;
 
   void open_listener();
   void run();
   void accept_all();
+  void welcome(int fd, const sockaddr_storage& ss);
+  void on_accept_failure(int err);
+  std::string descriptor_shortage(int err) const;
+  bool still_starting() const;
   void read_from(Conn& c);
   void process_frames(Conn& c);
   void handle(Conn& c, std::uint8_t code, std::string_view payload);
-  void on_hello(Conn& c, const Hello& h, std::uint16_t version);
+  void on_hello(Conn& c, wire::Reader& r, std::string_view payload);
+  void admit_pe(Conn& c, const Hello& h, const std::string& proof);
   void reply(Conn& c, wire::Writer& w);
   void reply_status(Conn& c, Status s);
   void refuse(Conn& c, const std::string& reason);
+  void refuse_and_drop(Conn& c, const std::string& reason);
   void bad_request(Conn& c, const std::string& why);
+  void log_stranger(const Conn& c, const std::string& what);
+  bool within_limits(Conn& c, std::string_view op, const std::string& key,
+                     std::size_t new_value_size);
   void flush(Conn& c);
+  static bool backlogged(const Conn& c) { return c.out.size() - c.out_off > kOutBacklogLimit; }
+  void note_usage();
   void publish(const std::string& key, std::string value);
+  void append(const std::string& key, std::string_view value);
+  bool erase(const std::string& key);
   void publish_abort(const std::string& message);
   void wake(const std::string& key);
   void unpark(Conn& c);
@@ -177,8 +250,6 @@ void ConfigStoreServer::Impl::open_listener() {
 void ConfigStoreServer::Impl::run() {
   std::vector<pollfd> fds;
   std::vector<std::uint64_t> ids;
-  // A parked connection may keep pipelined frames, but not without bound.
-  const std::size_t max_buffered = opt.max_frame + wire::kHeaderSize + (1u << 16);
   while (!stop_requested.load(std::memory_order_acquire)) {
     fds.clear();
     ids.clear();
@@ -189,7 +260,8 @@ void ConfigStoreServer::Impl::run() {
     accept_failing = false;
     fds.push_back({listen_fd, static_cast<short>(retry_accept_soon ? 0 : POLLIN), 0});
     for (auto& [id, c] : conns) {
-      short events = POLLIN;
+      // Unread replies hold back the connection's further requests (see kOutBacklogLimit).
+      short events = backlogged(c) ? 0 : POLLIN;
       if (c.out_off < c.out.size()) events |= POLLOUT;
       fds.push_back({c.fd, events, 0});
       ids.push_back(id);
@@ -214,13 +286,20 @@ void ConfigStoreServer::Impl::run() {
       auto it = conns.find(ids[i - 2]);
       if (it == conns.end() || it->second.dead) continue;
       Conn& c = it->second;
-      if (fds[i].revents & POLLOUT) flush(c);
+      if (fds[i].revents & POLLOUT) {
+        flush(c);
+        // Requests held back behind the backlog may go on now.
+        if (!c.dead && c.in.size() > c.in_off) runnable.push_back(c.id);
+      }
       if (!c.dead && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) read_from(c);
-      if (!c.dead && c.in.size() - c.in_off > max_buffered) {
+      // A parked connection may keep pipelined frames, but not without bound.
+      const std::size_t limit =
+          (c.greeted ? max_frame : kHelloFrameLimit) + wire::kHeaderSize + (1u << 16);
+      if (!c.dead && c.in.size() - c.in_off > limit) {
         bad_request(c, "too many requests queued behind a pending GET");
       }
     }
-    if (fds[1].revents != 0) accept_all();
+    if (fds[1].revents != 0 || retry_accept_soon) accept_all();
     expire_deadlines();
     settle();
   }
@@ -236,20 +315,106 @@ void ConfigStoreServer::Impl::accept_all() {
         ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        log::warn("config store: accept failed: {}", errno_text(errno));
-        accept_failing = true;
-      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK) on_accept_failure(errno);
       return;
     }
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::uint64_t id = next_id++;
-    Conn& c = conns[id];
-    c.id = id;
-    c.fd = fd;
-    c.peer = sockaddr_text(ss);
+    if (accept_failing_since) {
+      log::info("config store: accepting connections again");
+      accept_failing_since.reset();
+      accept_trouble_logged = false;  // once per episode
+      store_trouble.clear();
+    }
+    welcome(fd, ss);
   }
+}
+
+// The new connection gets its challenge at once; until it answers with a proven hello it may do
+// nothing else.
+void ConfigStoreServer::Impl::welcome(int fd, const sockaddr_storage& ss) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  std::string nonce;
+  try {
+    nonce = auth::random_bytes(auth::kNonceBytes);
+  } catch (const Error& e) {
+    log::error("config store: refusing a connection: {}", e.what());
+    ::close(fd);
+    return;
+  }
+  std::uint64_t id = next_id++;
+  Conn& c = conns[id];
+  c.id = id;
+  c.fd = fd;
+  c.peer = sockaddr_text(ss);
+  c.nonce = std::move(nonce);
+  c.hello_deadline = Clock::now() + kHelloDeadline;
+  wire::Writer w(static_cast<std::uint8_t>(Status::kChallenge));
+  w.u16(wire::kProtocolVersion).str(c.nonce);
+  reply(c, w);
+}
+
+bool ConfigStoreServer::Impl::still_starting() const {
+  return job_size == 0 || arrived.size() < static_cast<std::size_t>(job_size);
+}
+
+// Out of descriptors, accept() fails again at every try while the connection waits in the
+// backlog. Said once, with what would fix it; and while the job is still starting, the job
+// ends with that message instead of waiting for SHMOE_INIT_TIMEOUT.
+void ConfigStoreServer::Impl::on_accept_failure(int err) {
+  accept_failing = true;
+  const auto now = Clock::now();
+  if (!accept_failing_since) accept_failing_since = now;
+  store_trouble =
+      err == EMFILE || err == ENFILE
+          ? descriptor_shortage(err)
+          : fmt::format("the config store cannot accept connections: {}", errno_text(err));
+  if (!accept_trouble_logged) {
+    accept_trouble_logged = true;
+    log::error("{}", store_trouble);
+  }
+  if (now - *accept_failing_since >= kAcceptGiveUp && still_starting()) {
+    publish_abort(store_trouble);
+  }
+}
+
+std::string ConfigStoreServer::Impl::descriptor_shortage(int err) const {
+  // How many store connections one PE opens: the most any rank has open now.
+  std::unordered_map<std::int32_t, std::size_t> per_rank;
+  std::size_t per_pe = 1;
+  for (const auto& [id, c] : conns) {
+    if (c.greeted && c.hello.role != PeerRole::kTool) {
+      per_pe = std::max(per_pe, ++per_rank[c.hello.rank]);
+    }
+  }
+  const std::string arrivals = fmt::format("{} of {} PEs connected", arrived.size(),
+                                           job_size > 0 ? std::to_string(job_size) : "?");
+  if (err == ENFILE) {
+    return fmt::format(
+        "the config store cannot accept connections: the system's table of open files is full "
+        "(ENFILE, see /proc/sys/fs/file-max); {}",
+        arrivals);
+  }
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  const std::size_t limit = static_cast<std::size_t>(rl.rlim_cur);
+  const std::size_t own = conns.size() + 3;  // connections, the listener, the wake-up pipe
+  const std::size_t others = limit > own ? limit - own : 0;
+  const std::string hard = rl.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(rl.rlim_max);
+  std::string need;
+  if (job_size > 0) {
+    const std::size_t pes = static_cast<std::size_t>(job_size);
+    // Besides the PEs' connections: the launcher's own tool connections, and some room.
+    const std::size_t needed = others + 3 + pes * per_pe + 8;
+    need = fmt::format(
+        "; a job of {} PEs needs about {} here ({} PEs x {} store connections each, as the PEs "
+        "so far opened, plus the {} descriptors this process holds otherwise): raise the limit "
+        "where the job is started, e.g. `ulimit -n {}`",
+        pes, needed, pes, per_pe, others + 3, (needed + 255) / 256 * 256);
+  }
+  return fmt::format(
+      "the config store cannot accept connections: this process has all {} file descriptors "
+      "its RLIMIT_NOFILE allows in use ({} config store connections; hard limit {}); {}{}",
+      limit, conns.size(), hard, arrivals, need);
 }
 
 void ConfigStoreServer::Impl::read_from(Conn& c) {
@@ -272,13 +437,13 @@ void ConfigStoreServer::Impl::read_from(Conn& c) {
 }
 
 void ConfigStoreServer::Impl::process_frames(Conn& c) {
-  while (!c.dead && !c.parked) {
+  while (!c.dead && !c.parked && !backlogged(c)) {
     std::size_t avail = c.in.size() - c.in_off;
     if (avail < wire::kHeaderSize) break;
     const auto* bytes = reinterpret_cast<const std::uint8_t*>(c.in.data() + c.in_off);
     wire::FrameHeader h;
     try {
-      h = wire::parse_header(bytes, opt.max_frame);
+      h = wire::parse_header(bytes, c.greeted ? max_frame : kHelloFrameLimit);
     } catch (const wire::WireError& e) {
       bad_request(c, e.what());
       return;
@@ -311,35 +476,28 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
   }
   Op op = static_cast<Op>(code);
   wire::Reader r(payload);
-  if (op != Op::kHello && !c.greeted) {
-    refuse(c, "the connection must say hello before any other request");
+  if (!c.greeted) {
+    if (op == Op::kHello) {
+      on_hello(c, r, payload);
+    } else {
+      refuse_and_drop(c, fmt::format("a request (opcode {}) before the hello that proves the "
+                                     "job key: the connection must say hello first",
+                                     code));
+    }
     return;
   }
   switch (op) {
     case Op::kHello: {
-      std::uint16_t version = r.u16();
-      std::uint8_t role = r.u8();
-      Hello h;
-      h.rank = r.i32();
-      h.size = r.i32();
-      h.pid = r.i32();
-      h.host = std::string(r.str());
-      r.expect_end();
-      if (role < static_cast<std::uint8_t>(PeerRole::kPe) ||
-          role > static_cast<std::uint8_t>(PeerRole::kTool)) {
-        refuse(c, fmt::format("unknown peer role {}", role));
-        return;
-      }
-      h.role = static_cast<PeerRole>(role);
-      on_hello(c, h, version);
+      refuse(c, "this connection already said hello");
       return;
     }
     case Op::kSet: {
       std::string key(r.str());
-      std::string value(r.str());
+      std::string_view value = r.str();
       r.expect_end();
+      if (!within_limits(c, "SET", key, value.size())) return;
       // The first abort explains the failure; later ones are mostly its consequences.
-      if (key != kAbortKey || !kv.contains(key)) publish(key, std::move(value));
+      if (key != kAbortKey || !kv.contains(key)) publish(key, std::string(value));
       reply_status(c, Status::kOk);
       return;
     }
@@ -383,7 +541,9 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
         refuse(c, fmt::format("ADD of {} to key '{}' ({}) overflows", delta, key, current));
         return;
       }
-      publish(key, std::to_string(result));
+      std::string text = std::to_string(result);
+      if (!within_limits(c, "ADD", key, text.size())) return;
+      publish(key, std::move(text));
       wire::Writer w(static_cast<std::uint8_t>(Status::kOk));
       w.i64(result);
       reply(c, w);
@@ -393,9 +553,10 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
       std::string key(r.str());
       std::string_view value = r.str();
       r.expect_end();
-      std::string& slot = kv[key];
-      slot.append(value);
-      wake(key);
+      auto it = kv.find(key);
+      const std::size_t before = it == kv.end() ? 0 : it->second.size();
+      if (!within_limits(c, "APPEND", key, before + value.size())) return;
+      append(key, value);
       reply_status(c, Status::kOk);
       return;
     }
@@ -408,6 +569,7 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
       auto it = kv.find(key);
       bool present = it != kv.end();
       bool match = has_expected ? (present && it->second == expected) : !present;
+      if (match && !within_limits(c, "CAS", key, desired.size())) return;
       wire::Writer w(static_cast<std::uint8_t>(match ? Status::kOk : Status::kCasFailed));
       w.u8(present ? 1 : 0).str(present ? std::string_view(it->second) : std::string_view());
       if (match) publish(key, std::string(desired));
@@ -417,7 +579,7 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
     case Op::kRemove: {
       std::string key(r.str());
       r.expect_end();
-      reply_status(c, kv.erase(key) > 0 ? Status::kOk : Status::kNotFound);
+      reply_status(c, erase(key) ? Status::kOk : Status::kNotFound);
       return;
     }
     case Op::kStatus: {
@@ -427,6 +589,7 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
       for (auto rank : arrived) w.i32(rank);
       w.u32(static_cast<std::uint32_t>(departed.size()));
       for (auto rank : departed) w.i32(rank);
+      w.str(store_trouble);
       reply(c, w);
       return;
     }
@@ -446,56 +609,110 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
   }
 }
 
-void ConfigStoreServer::Impl::on_hello(Conn& c, const Hello& h, std::uint16_t version) {
-  if (c.greeted) {
-    refuse(c, "this connection already said hello");
-    return;
-  }
+// The hello of a connection that has not proved anything yet. Nothing about the job is read or
+// changed until its mac checks out: a refusal here closes the connection and leaves the job as
+// it was.
+void ConfigStoreServer::Impl::on_hello(Conn& c, wire::Reader& r, std::string_view payload) {
+  const std::uint16_t version = r.u16();
   if (version != wire::kProtocolVersion) {
-    refuse(c, fmt::format("protocol version {} is not supported (this config store speaks "
-                          "version {}; are two shmoe installations mixed?)",
-                          version, wire::kProtocolVersion));
+    refuse_and_drop(c, fmt::format("protocol version {} is not supported (this config store "
+                                   "speaks version {}; are two shmoe installations mixed?)",
+                                   version, wire::kProtocolVersion));
     return;
   }
+  const std::uint8_t role = r.u8();
+  Hello h;
+  h.rank = r.i32();
+  h.size = r.i32();
+  h.pid = r.i32();
+  h.host = std::string(r.str());
+  const std::string_view claimed_job = r.str();
+  const std::string_view client_nonce = r.str();
+  const std::string_view signed_fields = payload.substr(0, r.offset());
+  const std::string_view mac = r.str();
+  r.expect_end();
+  if (role < static_cast<std::uint8_t>(PeerRole::kPe) ||
+      role > static_cast<std::uint8_t>(PeerRole::kTool)) {
+    refuse_and_drop(c, fmt::format("unknown peer role {}", role));
+    return;
+  }
+  h.role = static_cast<PeerRole>(role);
+  if (client_nonce.size() != auth::kNonceBytes || mac.size() != auth::kMacBytes) {
+    refuse_and_drop(c, fmt::format("malformed hello from {}: a nonce of {} bytes and a mac of {} "
+                                   "(want {} and {})",
+                                   describe_claim(h), client_nonce.size(), mac.size(),
+                                   auth::kNonceBytes, auth::kMacBytes));
+    return;
+  }
+  if (claimed_job != job_id) {
+    refuse_and_drop(c, fmt::format("{} belongs to job {}, but this config store serves job {} "
+                                   "(two jobs given one store address? each job needs its own "
+                                   "port and its own SHMOE_JOB_KEY)",
+                                   describe_claim(h), printable(claimed_job), job_id));
+    return;
+  }
+  if (!auth::macs_equal(mac, auth::hello_mac(opt.job_key, c.nonce, signed_fields))) {
+    refuse_and_drop(c, fmt::format("{} did not prove the key of job {}: its hello was made with "
+                                   "another key, or for another connection",
+                                   describe_claim(h), job_id));
+    return;
+  }
+  // Proven: from here on the peer is one of the job's processes.
+  c.hello_deadline.reset();
+  const std::string proof = auth::store_proof(opt.job_key, mac);
   if (h.role == PeerRole::kPe) {
-    std::string who = describe(h);
-    auto refuse_and_abort = [&](const std::string& message) {
-      // The refused PE hears first; publishing then lets the PEs that already wait learn why
-      // the job cannot start.
-      refuse(c, message);
-      publish_abort(message);
-    };
-    if (h.size <= 0) {
-      refuse_and_abort(fmt::format("{} says the job has {} PEs", who, h.size));
-      return;
-    }
-    if (job_size > 0 && h.size != job_size) {
-      refuse_and_abort(fmt::format("job size mismatch: {} says the job has {} PEs, but {} says {}",
-                                   who, h.size, job_size_source, job_size));
-      return;
-    }
-    if (h.rank < 0 || h.rank >= h.size) {
-      refuse_and_abort(fmt::format("{} has a rank outside the job of {} PEs (valid: 0..{})", who,
-                                   h.size, h.size - 1));
-      return;
-    }
-    if (auto it = live_pe.find(h.rank); it != live_pe.end()) {
-      const Conn& other = conns.at(it->second);
-      refuse_and_abort(fmt::format(
-          "two processes claim PE rank {}: pid {} on {} (connected first) and pid {} on {}", h.rank,
-          other.hello.pid, other.hello.host, h.pid, h.host));
-      return;
-    }
-    if (job_size == 0) {
-      job_size = h.size;
-      job_size_source = fmt::format("the first PE to connect ({})", who);
-    }
-    arrived.insert(h.rank);
-    live_pe[h.rank] = c.id;
+    admit_pe(c, h, proof);
+    return;
   }
   c.greeted = true;
   c.hello = h;
-  reply_status(c, Status::kOk);
+  wire::Writer w(static_cast<std::uint8_t>(Status::kOk));
+  w.str(proof);
+  reply(c, w);
+}
+
+// A PE of the job says which rank it is. Contradictions between processes that know the job key
+// are the job's own misconfiguration: the job cannot run, and every PE hears why.
+void ConfigStoreServer::Impl::admit_pe(Conn& c, const Hello& h, const std::string& proof) {
+  std::string who = describe(h);
+  auto refuse_and_abort = [&](const std::string& message) {
+    // The refused PE hears first; publishing then lets the PEs that already wait learn why
+    // the job cannot start.
+    refuse(c, message);
+    publish_abort(message);
+  };
+  if (h.size <= 0) {
+    refuse_and_abort(fmt::format("{} says the job has {} PEs", who, h.size));
+    return;
+  }
+  if (job_size > 0 && h.size != job_size) {
+    refuse_and_abort(fmt::format("job size mismatch: {} says the job has {} PEs, but {} says {}",
+                                 who, h.size, job_size_source, job_size));
+    return;
+  }
+  if (h.rank < 0 || h.rank >= h.size) {
+    refuse_and_abort(fmt::format("{} has a rank outside the job of {} PEs (valid: 0..{})", who,
+                                 h.size, h.size - 1));
+    return;
+  }
+  if (auto it = live_pe.find(h.rank); it != live_pe.end()) {
+    const Conn& other = conns.at(it->second);
+    refuse_and_abort(fmt::format(
+        "two processes claim PE rank {}: pid {} on {} (connected first) and pid {} on {}", h.rank,
+        other.hello.pid, other.hello.host, h.pid, h.host));
+    return;
+  }
+  if (job_size == 0) {
+    job_size = h.size;
+    job_size_source = fmt::format("the first PE to connect ({})", who);
+  }
+  arrived.insert(h.rank);
+  live_pe[h.rank] = c.id;
+  c.greeted = true;
+  c.hello = h;
+  wire::Writer w(static_cast<std::uint8_t>(Status::kOk));
+  w.str(proof);
+  reply(c, w);
 }
 
 void ConfigStoreServer::Impl::reply(Conn& c, wire::Writer& w) {
@@ -515,8 +732,68 @@ void ConfigStoreServer::Impl::refuse(Conn& c, const std::string& reason) {
   reply(c, w);
 }
 
+// Refuses a connection that has not proved the job key (or broke a limit) and closes it.
+void ConfigStoreServer::Impl::refuse_and_drop(Conn& c, const std::string& reason) {
+  if (c.greeted) {
+    log::warn("config store: closing the connection of {} from {}: {}", describe_claim(c.hello),
+              c.peer, reason);
+  } else {
+    log_stranger(c, fmt::format("refused: {}", reason));
+  }
+  refuse(c, reason);
+  c.kill_reason = fmt::format("was cut off by the config store: {}", reason);
+  c.dead = true;
+}
+
+void ConfigStoreServer::Impl::log_stranger(const Conn& c, const std::string& what) {
+  if (refusals_logged > kLoggedRefusals) return;
+  if (++refusals_logged > kLoggedRefusals) {
+    log::warn(
+        "config store: more connections without the job key were refused; no longer "
+        "logging them");
+    return;
+  }
+  log::warn("config store: connection from {}: {}", c.peer, what);
+}
+
+// Whether `key` may hold a value of `new_value_size` bytes; if not, the request is refused and
+// the connection dropped, with a message that names the sizes and the limit.
+bool ConfigStoreServer::Impl::within_limits(Conn& c, std::string_view op, const std::string& key,
+                                            std::size_t new_value_size) {
+  const StoreLimits& limits = opt.limits;
+  std::string why;
+  if (key.size() > limits.max_value) {
+    why = fmt::format(
+        "{} with a key of {} bytes, over the limit of {} bytes per key or value "
+        "(SHMOE_STORE_MAX_VALUE)",
+        op, key.size(), limits.max_value);
+  } else if (new_value_size > limits.max_value) {
+    why = fmt::format(
+        "{} would make the value of key '{}' {} bytes, over the limit of {} bytes "
+        "per value (SHMOE_STORE_MAX_VALUE)",
+        op, printable(key), new_value_size, limits.max_value);
+  } else {
+    auto it = kv.find(key);
+    const std::size_t old = it == kv.end() ? 0 : entry_bytes(key.size(), it->second.size());
+    const std::size_t total = stored_bytes - old + entry_bytes(key.size(), new_value_size);
+    if (total > limits.max_total) {
+      why = fmt::format(
+          "{} of key '{}' ({} bytes) would make the store hold {} bytes, over its "
+          "limit of {} bytes (SHMOE_STORE_MAX_TOTAL)",
+          op, printable(key), new_value_size, total, limits.max_total);
+    }
+  }
+  if (why.empty()) return true;
+  refuse_and_drop(c, why);
+  return false;
+}
+
 void ConfigStoreServer::Impl::bad_request(Conn& c, const std::string& why) {
-  log::warn("config store: closing the connection from {}: malformed request: {}", c.peer, why);
+  if (c.greeted) {
+    log::warn("config store: closing the connection from {}: malformed request: {}", c.peer, why);
+  } else {
+    log_stranger(c, fmt::format("closed: malformed request: {}", why));
+  }
   wire::Writer w(static_cast<std::uint8_t>(Status::kBadRequest));
   w.str(why);
   reply(c, w);
@@ -541,9 +818,35 @@ void ConfigStoreServer::Impl::flush(Conn& c) {
   c.out_off = 0;
 }
 
+void ConfigStoreServer::Impl::note_usage() {
+  usage_bytes.store(stored_bytes, std::memory_order_relaxed);
+  usage_keys.store(kv.size(), std::memory_order_relaxed);
+}
+
 void ConfigStoreServer::Impl::publish(const std::string& key, std::string value) {
-  kv[key] = std::move(value);
+  auto [it, fresh] = kv.try_emplace(key);
+  stored_bytes -= fresh ? 0 : entry_bytes(key.size(), it->second.size());
+  stored_bytes += entry_bytes(key.size(), value.size());
+  it->second = std::move(value);
+  note_usage();
   wake(key);
+}
+
+void ConfigStoreServer::Impl::append(const std::string& key, std::string_view value) {
+  auto [it, fresh] = kv.try_emplace(key);
+  stored_bytes += fresh ? entry_bytes(key.size(), value.size()) : value.size();
+  it->second.append(value);
+  note_usage();
+  wake(key);
+}
+
+bool ConfigStoreServer::Impl::erase(const std::string& key) {
+  auto it = kv.find(key);
+  if (it == kv.end()) return false;
+  stored_bytes -= entry_bytes(key.size(), it->second.size());
+  kv.erase(it);
+  note_usage();
+  return true;
 }
 
 void ConfigStoreServer::Impl::publish_abort(const std::string& message) {
@@ -584,6 +887,11 @@ void ConfigStoreServer::Impl::unpark(Conn& c) {
 void ConfigStoreServer::Impl::expire_deadlines() {
   auto now = Clock::now();
   for (auto& [id, c] : conns) {
+    if (!c.dead && c.hello_deadline && *c.hello_deadline <= now) {
+      log_stranger(c, fmt::format("closed: no hello within {} s", kHelloDeadline.count()));
+      c.dead = true;
+      continue;
+    }
     if (c.dead || !c.parked || !c.deadline || *c.deadline > now) continue;
     unpark(c);
     reply_status(c, Status::kTimeout);
@@ -595,6 +903,9 @@ int ConfigStoreServer::Impl::poll_timeout_ms() const {
   std::optional<Clock::time_point> earliest;
   for (const auto& [id, c] : conns) {
     if (c.parked && c.deadline && (!earliest || *c.deadline < *earliest)) earliest = c.deadline;
+    if (c.hello_deadline && (!earliest || *c.hello_deadline < *earliest)) {
+      earliest = c.hello_deadline;
+    }
   }
   if (!earliest) return -1;
   auto left = std::chrono::ceil<std::chrono::milliseconds>(*earliest - Clock::now()).count();
@@ -648,8 +959,30 @@ void ConfigStoreServer::Impl::close_conn(std::uint64_t id) {
   }
 }
 
+StoreLimits StoreLimits::from_environment() {
+  StoreLimits limits;
+  limits.max_value = env::size_or("SHMOE_STORE_MAX_VALUE", limits.max_value);
+  limits.max_total = env::size_or("SHMOE_STORE_MAX_TOTAL", limits.max_total);
+  constexpr std::size_t kMinValue = 4u << 10;
+  constexpr std::size_t kMaxValue = std::size_t{1} << 31;  // what a client accepts in a reply
+  if (limits.max_value < kMinValue || limits.max_value > kMaxValue) {
+    throw make_error("SHMOE_STORE_MAX_VALUE={} is outside the allowed range {}..{} bytes",
+                     limits.max_value, kMinValue, kMaxValue);
+  }
+  if (limits.max_total < limits.max_value) {
+    throw make_error(
+        "SHMOE_STORE_MAX_TOTAL={} is below SHMOE_STORE_MAX_VALUE={}: the store "
+        "could not hold one value of the largest size",
+        limits.max_total, limits.max_value);
+  }
+  return limits;
+}
+
 ConfigStoreServer::ConfigStoreServer(Options options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
+  if (impl_->opt.job_key.empty()) {
+    throw Error("config store: no job key: the store admits only processes that prove one");
+  }
   if (impl_->opt.job_size < 0) {
     throw make_error("config store: job size {} is negative", impl_->opt.job_size);
   }
@@ -669,6 +1002,11 @@ ConfigStoreServer::~ConfigStoreServer() {
 
 std::uint16_t ConfigStoreServer::port() const {
   return impl_->bound_port;
+}
+
+StoreUsage ConfigStoreServer::usage() const {
+  return {impl_->usage_bytes.load(std::memory_order_relaxed),
+          impl_->usage_keys.load(std::memory_order_relaxed)};
 }
 
 void ConfigStoreServer::start() {

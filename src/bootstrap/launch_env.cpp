@@ -2,7 +2,6 @@
 
 #include <climits>
 #include <optional>
-#include <random>
 
 #include "bootstrap/pmix_launch.hpp"
 #include "bootstrap/reachable_address.hpp"
@@ -37,11 +36,26 @@ std::string pmix_launcher_name() {
   return "PMIx";
 }
 
-std::string random_job_key() {
-  std::random_device entropy;  // the kernel's random source, not a seeded generator
-  std::string key;
-  for (int i = 0; i < 4; ++i) key += fmt::format("{:08x}", entropy());
-  return key;
+// Where the launcher has no channel for a secret, every PE must be given the same key; a job of
+// one PE, which no other process joins, makes one up.
+JobKey key_from_user(const LaunchInfo& info) {
+  if (auto key = JobKey::from_environment()) return *key;
+  if (info.size == 1) return JobKey::generate();
+  if (info.launcher == kShmoerun.launcher) {
+    throw make_error(
+        "SHMOE_RANK is set but {} is not: shmoerun gives its PEs both; a PE started by hand "
+        "with shmoerun's variables needs the key of the job it joins",
+        kJobKeyVariable);
+  }
+  throw make_error(
+      "started by {} as PE {} of {} with SHMOE_STORE, but {} is not set: the config store "
+      "admits only processes that prove the job's key, and {} has no channel to hand one out. "
+      "Give every PE of the job the same fresh key, e.g. "
+      "`{}=$({}) mpirun -x {} -x SHMOE_STORE=... PROGRAM` or "
+      "`export {}=$({})` before `srun` (a start through PMIx, mpirun or srun --mpi=pmix, "
+      "needs none)",
+      info.launcher, info.rank, info.size, kJobKeyVariable, info.launcher, kJobKeyVariable,
+      kMakeKeyCommand, kJobKeyVariable, kJobKeyVariable, kMakeKeyCommand);
 }
 
 // Rank and size from the variables `vars` names; the store is at SHMOE_STORE, hosted by PE 0.
@@ -59,6 +73,7 @@ LaunchInfo from_variables(const RankVars& vars, const std::optional<std::string>
     if (info.size == 1) {
       info.hosts_store = true;
       info.store = StoreAddress{kLoopback, 0};
+      info.job_key = key_from_user(info);
       return info;
     }
     throw make_error(
@@ -71,6 +86,7 @@ LaunchInfo from_variables(const RankVars& vars, const std::optional<std::string>
   info.store = StoreAddress::parse(*store, "SHMOE_STORE");
   // Under shmoerun the launcher runs the store; under other launchers PE 0 does.
   info.hosts_store = info.launcher != kShmoerun.launcher && info.rank == 0;
+  info.job_key = key_from_user(info);
   return info;
 }
 
@@ -90,6 +106,11 @@ LaunchInfo from_pmix(std::shared_ptr<PmixClient> pmix, const std::optional<std::
     info.store = StoreAddress{pmix->local_size() == info.size ? kLoopback : kEveryInterface, 0};
   }
   info.pmix = std::move(pmix);
+  // PE 0 hands its key out in rendezvous(), after its store, which needs the key, listens.
+  if (info.rank == 0) {
+    auto given = JobKey::from_environment();
+    info.job_key = given ? *given : JobKey::generate();
+  }
   return info;
 }
 
@@ -123,6 +144,7 @@ LaunchInfo detect_launch() {
   info.launcher = "singleton";
   info.hosts_store = true;
   info.store = StoreAddress{kLoopback, 0};
+  info.job_key = key_from_user(info);
   return info;
 }
 
@@ -134,8 +156,7 @@ void rendezvous(LaunchInfo& launch, std::uint16_t hosted_port, std::chrono::mill
     if (launch.store_from_pe0 && launch.store.host == kEveryInterface) {
       launch.store.host = address_for_other_hosts();
     }
-    launch.job_key = random_job_key();
-    mine = launch.job_key + "\n" + (launch.store_from_pe0 ? launch.store.str() : "");
+    mine = launch.job_key.text() + "\n" + (launch.store_from_pe0 ? launch.store.str() : "");
   }
   std::string from_pe0;
   try {
@@ -151,7 +172,9 @@ void rendezvous(LaunchInfo& launch, std::uint16_t hosted_port, std::chrono::mill
   if (newline == std::string::npos) {
     throw make_error("PE 0 published a malformed start-up record through PMIx: '{}'", from_pe0);
   }
-  launch.job_key = from_pe0.substr(0, newline);
+  // The key comes through the launcher's own channels (its daemons and their local sockets to
+  // this job's processes), never through the config store it protects.
+  launch.job_key = JobKey::parse(from_pe0.substr(0, newline), "the job key PE 0 published");
   if (launch.store_from_pe0) {
     launch.store =
         StoreAddress::parse(from_pe0.substr(newline + 1), "the store address PE 0 published");

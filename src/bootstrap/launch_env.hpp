@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bootstrap/config_store.hpp"
+#include "bootstrap/job_key.hpp"
 
 namespace shmoe::bootstrap {
 
@@ -23,15 +24,17 @@ struct LaunchInfo {
   bool hosts_store = false;  // this PE runs the store (PE 0 outside shmoerun; singletons)
   // "shmoerun", "Open MPI (PMIx)", "Slurm (PMIx)", "PMIx", "Open MPI", "Slurm", "PMI", "singleton"
   std::string launcher;
-  // A random token, the same in every PE of the job, that PE 0 hands out through the launcher;
-  // empty where the launcher has no channel for it (every start but a PMIx one).
-  std::string job_key;
+  // The job's secret (job_key.hpp), the same in every PE: shmoerun's SHMOE_JOB_KEY; under
+  // PMIx, made by PE 0 (or SHMOE_JOB_KEY there) and learned by the others in rendezvous();
+  // under other launchers, the SHMOE_JOB_KEY the user gave every PE; made up by a singleton.
+  JobKey job_key;
   // The PMIx server that started this PE, if any; PMIx ends (PMIx_Finalize) with the last copy.
   std::shared_ptr<PmixClient> pmix;
   bool store_from_pe0 = false;  // the store address comes from PE 0 through PMIx
 };
 
-// Throws shmoe::Error naming the variables when they are inconsistent or incomplete.
+// Throws shmoe::Error naming the variables when they are inconsistent or incomplete (a job of
+// several PEs outside PMIx without SHMOE_JOB_KEY among them).
 LaunchInfo detect_launch();
 
 // Every PE calls this before it connects to the store, PE 0 after its store (if it hosts one)

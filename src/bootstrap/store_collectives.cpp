@@ -44,6 +44,9 @@ StoreCollectives::StoreCollectives(ConfigStoreClient& client, std::int32_t rank,
 void StoreCollectives::barrier(std::string_view name, milliseconds timeout) {
   std::string key = fmt::format("shmoe/bar/{}/{}", name, round_++);
   std::string done_key = key + "/done";
+  // Rounds this PE finished before it came here: once every PE is here, so has every PE.
+  std::vector<std::string> finished_before = std::move(finished_keys_);
+  finished_keys_.clear();
   if (client_.add(key, 1) == size_) client_.set(done_key, "1");
   {
     // Listed at once: a round trip to the store already costs more than listing.
@@ -58,7 +61,14 @@ void StoreCollectives::barrier(std::string_view name, milliseconds timeout) {
     };
     WaitTicket ticket(describe);
     ticket.enter();
-    if (client_.get(done_key, timeout)) return;
+    if (client_.get(done_key, timeout)) {
+      if (rank_ == 0) {
+        for (const auto& k : finished_before) client_.remove(k);
+      }
+      finished_keys_.push_back(std::move(key));
+      finished_keys_.push_back(std::move(done_key));
+      return;
+    }
   }
 
   // Diagnose before throwing: who never connected is the most useful thing to report.
@@ -68,21 +78,25 @@ void StoreCollectives::barrier(std::string_view name, milliseconds timeout) {
   for (std::int32_t r = 0; r < size_; ++r) {
     if (!std::binary_search(status.arrived.begin(), status.arrived.end(), r)) missing.push_back(r);
   }
-  std::string finalized;
+  std::string more;
   if (!status.departed.empty()) {
-    finalized = fmt::format("; PEs that already finalized: {}", rank_list(status.departed));
+    more = fmt::format("; PEs that already finalized: {}", rank_list(status.departed));
+  }
+  if (!status.store_trouble.empty()) {
+    more += fmt::format("; the config store reports: {}", status.store_trouble);
   }
   if (!missing.empty()) {
+    // Connecting and reaching the barrier are two steps: a PE may have done the first only.
     throw make_error(
-        "{}: timed out after {:.1f} s waiting for PEs {} (arrived: {}); {} of {} PEs reached "
-        "this barrier{}",
-        name, seconds(timeout), rank_list(missing), rank_list(status.arrived), reached, size_,
-        finalized);
+        "{}: timed out after {:.1f} s waiting for PEs {}, which never connected to the config "
+        "store ({} of {} PEs connected: {}); {} of {} PEs reached this barrier{}",
+        name, seconds(timeout), rank_list(missing), status.arrived.size(), size_,
+        rank_list(status.arrived), reached, size_, more);
   }
   throw make_error(
       "{}: timed out after {:.1f} s: only {} of {} PEs reached this barrier; every PE connected "
       "to the config store, so which PEs are missing is unknown{}",
-      name, seconds(timeout), reached, size_, finalized);
+      name, seconds(timeout), reached, size_, more);
 }
 
 std::vector<std::string> StoreCollectives::allgather(std::string_view name, std::string_view mine,
@@ -94,6 +108,7 @@ std::vector<std::string> StoreCollectives::allgather(std::string_view name, std:
   barrier(name, timeout);
   std::optional<std::string> all = client_.get(key, timeout);
   if (!all) throw make_error("{}: allgather data vanished from the config store", name);
+  finished_keys_.push_back(key);
 
   std::vector<std::optional<std::string>> by_rank(static_cast<std::size_t>(size_));
   try {

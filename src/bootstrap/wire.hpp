@@ -13,7 +13,8 @@
 namespace shmoe::bootstrap::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4F4D4853;  // "SHMO"
-inline constexpr std::uint16_t kProtocolVersion = 1;
+// 2: the server speaks first (kChallenge) and the hello proves the job key (store_auth.hpp).
+inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderSize = 9;
 
 enum class Op : std::uint8_t {
@@ -34,6 +35,7 @@ enum class Status : std::uint8_t {
   kCasFailed,
   kRefused,
   kBadRequest,
+  kChallenge,  // the server's first frame on every connection
 };
 
 class WireError : public std::runtime_error {
@@ -75,6 +77,8 @@ class Reader {
   std::int64_t i64();
   std::string_view str();
   bool done() const { return pos_ == data_.size(); }
+  // Bytes consumed so far: what precedes the next field.
+  std::size_t offset() const { return pos_; }
   // Throws unless the whole payload was consumed.
   void expect_end() const;
 

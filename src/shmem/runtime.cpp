@@ -146,6 +146,7 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
     o.bind_host = launch.store.host;
     o.port = launch.store.port;
     o.job_size = size_;
+    o.job_key = launch.job_key;
     o.on_pe_lost = [host = config_.host](const bootstrap::Hello& lost) {
       if (lost.host == host) heap::Segment::remove_name_of(lost.pid, lost.rank);
     };
@@ -155,7 +156,7 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
   bootstrap::rendezvous(launch_, server_ ? server_->port() : 0, config_.init_timeout);
   const bootstrap::StoreAddress& store = launch_.store;
   bootstrap::Hello hello{bootstrap::PeerRole::kPe, rank_, size_, static_cast<int>(::getpid()),
-                         config_.host};
+                         config_.host, launch_.job_key};
   client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
   hello.role = bootstrap::PeerRole::kMonitor;
   monitor_client_ =

@@ -133,6 +133,12 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
     ucp_worker_release_address(worker_, address);
     check(packed, "ucp_rkey_pack");
   }
+  // The only way a worker address or a remote key reaches this PE: every record of this
+  // allgather was written through the config store by a connection that proved the job key, and
+  // this PE's own connection checked that the store knows the key too (bootstrap/store_auth.hpp),
+  // so endpoints and keys come from PEs of this job only; one record per rank, checked by the
+  // allgather. (UCX does not authenticate peers itself: a process that reaches this worker's
+  // transport directly is outside what the key protects; see the README's Security section.)
   auto records = collectives.allgather("ucx-peers", mine, timeout);
   for (int pe = 0; pe < size; ++pe) {
     if (!reach[pe] || pe == rank) continue;

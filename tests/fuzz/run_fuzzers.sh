@@ -15,18 +15,21 @@ seconds=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 fuzzers=("$@")
-[ ${#fuzzers[@]} -gt 0 ] || fuzzers=(fuzz_wire fuzz_parse fuzz_moe_options fuzz_shmoerun_options fuzz_config_options)
+[ ${#fuzzers[@]} -gt 0 ] || fuzzers=(fuzz_wire fuzz_store_hello fuzz_parse fuzz_moe_options fuzz_shmoerun_options fuzz_config_options)
 
 findings=$build/fuzz-findings
 mkdir -p "$findings"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-# shmoe-moe's parser prints help and errors for most inputs; -close_fd_mask=3 silences the
-# target's stdout/stderr while libFuzzer and the sanitizers keep reporting on a saved stderr.
+# shmoe-moe's parser prints help and errors for most inputs, and the store logs what it
+# refuses; -close_fd_mask=3 silences the target's stdout/stderr while libFuzzer and the
+# sanitizers keep reporting on a saved stderr.
 extra_flags() {
   case $1 in
-    fuzz_moe_options | fuzz_shmoerun_options | fuzz_config_options) echo "-close_fd_mask=3" ;;
+    fuzz_moe_options | fuzz_shmoerun_options | fuzz_config_options | fuzz_store_hello)
+      echo "-close_fd_mask=3"
+      ;;
   esac
 }
 

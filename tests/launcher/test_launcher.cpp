@@ -100,12 +100,14 @@ std::string shmoerun(int n, const std::string& mode, const std::string& env = ""
   return fmt::format("{} {} -n {} {} {}", env, SHMOERUN, n, PE_FAULTS, mode);
 }
 
-// A PE started by hand, the way mpirun would: Open MPI's rank variables, SHMOE_STORE given.
+// A PE started by hand, the way mpirun would: Open MPI's rank variables, SHMOE_STORE and the
+// job's key given (each test's job has a port of its own).
 std::string by_hand(int rank, int size, int port, const std::string& mode,
                     const std::string& env = "") {
   return fmt::format(
-      "env OMPI_COMM_WORLD_RANK={} OMPI_COMM_WORLD_SIZE={} SHMOE_STORE=127.0.0.1:{} {} {} {}", rank,
-      size, port, env, PE_FAULTS, mode);
+      "env OMPI_COMM_WORLD_RANK={} OMPI_COMM_WORLD_SIZE={} SHMOE_STORE=127.0.0.1:{} "
+      "SHMOE_JOB_KEY=launcher-test-job-key-0123456789abcdef {} {} {}",
+      rank, size, port, env, PE_FAULTS, mode);
 }
 
 void expect_match(const Result& r, const std::string& pattern) {

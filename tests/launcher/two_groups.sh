@@ -16,6 +16,10 @@ fail() {
 }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export SHMEM_SYMMETRIC_SIZE=16M SHMOE_HANG_TIMEOUT=30
+# Launchers that share a store need the job's key; one for all the jobs below (each has its
+# own port).
+SHMOE_JOB_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export SHMOE_JOB_KEY
 
 echo "== store alone, two groups of 2 PEs"
 port=$(free_port)

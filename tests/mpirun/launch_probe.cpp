@@ -17,7 +17,7 @@ int main() {
     shmoe::bootstrap::rendezvous(launch, port, std::chrono::seconds(30));
     std::printf("rank=%d size=%d launcher=%s hosts_store=%d store=%s job_key=%s\n", launch.rank,
                 launch.size, launch.launcher.c_str(), launch.hosts_store ? 1 : 0,
-                launch.store.str().c_str(), launch.job_key.c_str());
+                launch.store.str().c_str(), launch.job_key.text().c_str());
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;

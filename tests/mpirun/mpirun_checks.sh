@@ -156,10 +156,10 @@ check_fallback() {
     status=$?
     echo "$out"
   }
-  # Open MPI's variables take over, with a warning.
+  # Open MPI's variables take over, with a warning; a lone PE makes up its own key.
   run_probe "${dead_server[@]}" OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 "$probe"
   ((status == 0)) || fail "exit code $status"
-  expect_line "^rank=0 size=1 launcher=Open MPI hosts_store=1 store=127.0.0.1:4242 job_key=\$"
+  expect_line "^rank=0 size=1 launcher=Open MPI hosts_store=1 store=127.0.0.1:4242 job_key=[0-9a-f]{32}\$"
   expect_line "warning: a PMIx server started this process, but PMIx_Init\\(\\) failed"
   # More than one PE and no SHMOE_STORE: the error says why PMIx did not do.
   run_probe "${dead_server[@]}" OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 "$probe"
@@ -170,10 +170,17 @@ check_fallback() {
   ((status != 0)) || fail "ran as a singleton"
   expect_line "a PMIx server started this process, but PMIx_Init\\(\\) failed"
   # shmoerun's variables win over whatever started shmoerun, without touching PMIx.
-  run_probe "${dead_server[@]}" SHMOE_RANK=1 SHMOE_SIZE=2 SHMOE_STORE=127.0.0.1:7 "$probe"
+  local key=mpirun-checks-job-key-0123456789abcdef
+  run_probe "${dead_server[@]}" SHMOE_RANK=1 SHMOE_SIZE=2 SHMOE_STORE=127.0.0.1:7 \
+    SHMOE_JOB_KEY=$key "$probe"
   ((status == 0)) || fail "exit code $status"
-  expect_line "^rank=1 size=2 launcher=shmoerun hosts_store=0 store=127.0.0.1:7 job_key=\$"
+  expect_line "^rank=1 size=2 launcher=shmoerun hosts_store=0 store=127.0.0.1:7 job_key=$key\$"
   ! grep -q "PMIx" <<<"$out" || fail "shmoerun's PE tried PMIx"
+  # Outside PMIx, a PE of several has no way to learn a key: it must be given one.
+  run_probe "${dead_server[@]}" OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 \
+    SHMOE_STORE=127.0.0.1:7 "$probe"
+  ((status != 0)) || fail "a PE joined a store without the job key"
+  expect_line "with SHMOE_STORE, but SHMOE_JOB_KEY is not set"
 }
 
 case $check in

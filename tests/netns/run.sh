@@ -19,6 +19,9 @@ netns_setup
 
 export UCX_TLS=tcp,self UCX_NET_DEVICES=$dev
 export SHMEM_SYMMETRIC_SIZE=64M SHMOE_HANG_TIMEOUT=60 SHMOE_INIT_TIMEOUT=30
+# The store and the two launchers of each job share the job's key.
+SHMOE_JOB_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export SHMOE_JOB_KEY
 out=$(mktemp -d)
 failures=0
 port=29500

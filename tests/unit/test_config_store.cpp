@@ -1,6 +1,10 @@
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "bootstrap/config_store.hpp"
+#include "bootstrap/store_auth.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/error.hpp"
 
@@ -41,36 +46,54 @@ std::string message_of(const std::function<void()>& f) {
   return {};
 }
 
+const JobKey& test_key() {
+  static const JobKey key = JobKey::parse("unit-test-job-key-0123456789abcdef", "test key");
+  return key;
+}
+const JobKey& other_key() {
+  static const JobKey key = JobKey::parse("another-job-key-fedcba9876543210ff", "test key");
+  return key;
+}
+
+Hello hello_of(PeerRole role, std::int32_t rank, std::int32_t size, std::int32_t pid,
+               std::string host, const JobKey& key = test_key()) {
+  return Hello{role, rank, size, pid, std::move(host), key};
+}
+
 class Store : public ::testing::Test {
  protected:
-  void start(std::int32_t job_size = 0, std::size_t max_frame = 64u << 20) {
+  void start(std::int32_t job_size = 0, StoreLimits limits = {}) {
     ConfigStoreServer::Options o;
     o.job_size = job_size;
-    o.max_frame = max_frame;
+    o.job_key = test_key();
+    o.limits = limits;
     server_ = std::make_unique<ConfigStoreServer>(o);
     server_->start();
     address_ = StoreAddress{"127.0.0.1", server_->port()};
   }
   void SetUp() override { start(); }
   // Restarts with other options; the fixture's default server is replaced.
-  void restart(std::int32_t job_size, std::size_t max_frame = 64u << 20) {
+  void restart(std::int32_t job_size, StoreLimits limits = {}) {
     server_.reset();
-    start(job_size, max_frame);
+    start(job_size, limits);
   }
 
-  std::unique_ptr<ConfigStoreClient> tool() {
+  std::unique_ptr<ConfigStoreClient> tool(const JobKey& key = test_key()) {
     return std::make_unique<ConfigStoreClient>(
-        address_, Hello{PeerRole::kTool, -1, 0, ::getpid(), "testhost"}, 2000ms);
+        address_, hello_of(PeerRole::kTool, -1, 0, ::getpid(), "testhost", key), 2000ms);
   }
   std::unique_ptr<ConfigStoreClient> pe(std::int32_t rank, std::int32_t size, std::int32_t pid = 0,
-                                        std::string host = "testhost") {
+                                        std::string host = "testhost",
+                                        const JobKey& key = test_key()) {
     return std::make_unique<ConfigStoreClient>(
-        address_, Hello{PeerRole::kPe, rank, size, pid != 0 ? pid : 1000 + rank, std::move(host)},
+        address_,
+        hello_of(PeerRole::kPe, rank, size, pid != 0 ? pid : 1000 + rank, std::move(host), key),
         2000ms);
   }
 
-  // A plain socket, for speaking the protocol wrongly.
-  int raw_connect() {
+  // A plain socket, for speaking the protocol wrongly. The server's challenge is read into
+  // `nonce` (when given) or discarded.
+  int raw_connect(std::string* nonce = nullptr) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
@@ -79,6 +102,16 @@ class Store : public ::testing::Test {
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
     timeval tv{5, 0};  // a broken server must fail the test, not hang it
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    auto challenge = raw_reply(fd);
+    EXPECT_TRUE(challenge.has_value());
+    if (challenge) {
+      EXPECT_EQ(challenge->first, wire::Status::kChallenge);
+      wire::Reader rd(challenge->second);
+      EXPECT_EQ(rd.u16(), wire::kProtocolVersion);
+      std::string n(rd.str());
+      EXPECT_EQ(n.size(), auth::kNonceBytes);
+      if (nonce != nullptr) *nonce = std::move(n);
+    }
     return fd;
   }
   static void raw_send(int fd, std::string_view data) {
@@ -111,11 +144,38 @@ class Store : public ::testing::Test {
       if (n < 0) return errno == ECONNRESET;
     }
   }
-  static std::string tool_hello_frame() {
+  // A hello as ConfigStoreClient makes it, answering the challenge `nonce`. `signing_key` makes
+  // the mac (a wrong one for the tests of refusals); `job_id` is what the hello claims.
+  static std::string hello_frame(std::string_view nonce, const Hello& h,
+                                 const JobKey& signing_key = test_key(),
+                                 std::optional<std::string> job_id = std::nullopt) {
     wire::Writer w(static_cast<std::uint8_t>(wire::Op::kHello));
-    w.u16(wire::kProtocolVersion).u8(static_cast<std::uint8_t>(PeerRole::kTool)).i32(-1).i32(0);
-    w.i32(1).str("raw");
+    w.u16(wire::kProtocolVersion)
+        .u8(static_cast<std::uint8_t>(h.role))
+        .i32(h.rank)
+        .i32(h.size)
+        .i32(h.pid)
+        .str(h.host)
+        .str(job_id.value_or(test_key().job_id()))
+        .str(std::string(auth::kNonceBytes, 'c'));
+    w.str(
+        auth::hello_mac(signing_key, nonce, std::string_view(w.frame()).substr(wire::kHeaderSize)));
     return w.frame();
+  }
+  static std::string tool_hello_frame(std::string_view nonce) {
+    return hello_frame(nonce, hello_of(PeerRole::kTool, -1, 0, 1, "raw"));
+  }
+  // Connects and says a valid tool hello, whose OK it reads.
+  int raw_tool() {
+    std::string nonce;
+    int fd = raw_connect(&nonce);
+    raw_send(fd, tool_hello_frame(nonce));
+    auto r = raw_reply(fd);
+    EXPECT_TRUE(r.has_value());
+    if (r) {
+      EXPECT_EQ(r->first, wire::Status::kOk);
+    }
+    return fd;
   }
 
   std::unique_ptr<ConfigStoreServer> server_;
@@ -196,7 +256,7 @@ TEST_F(Store, GetTimesOut) {
 }
 
 TEST_F(Store, HugeTimeoutsMeanForever) {
-  ConfigStoreClient c(address_, Hello{PeerRole::kTool, -1, 0, 1, "h"},
+  ConfigStoreClient c(address_, hello_of(PeerRole::kTool, -1, 0, 1, "h"),
                       std::chrono::milliseconds::max());
   std::optional<std::string> got;
   std::thread t([&] { got = c.get("late", std::chrono::milliseconds::max()); });
@@ -409,7 +469,7 @@ TEST_F(Store, PeDyingInsideBlockedGetAborts) {
 TEST_F(Store, MonitorAndToolClosingDoNotAbort) {
   auto watcher = tool();
   {
-    ConfigStoreClient monitor(address_, Hello{PeerRole::kMonitor, 0, 2, 1, "h"}, 1000ms);
+    ConfigStoreClient monitor(address_, hello_of(PeerRole::kMonitor, 0, 2, 1, "h"), 1000ms);
     auto other = tool();
   }
   EXPECT_EQ(watcher->get(kAbortKey, 200ms), std::nullopt);
@@ -460,18 +520,10 @@ TEST_F(Store, RequestsBeforeHelloAreRefused) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->first, wire::Status::kRefused);
   EXPECT_CONTAINS(r->second, "hello");
-  EXPECT_EQ(tool()->get("k", 0ms), std::nullopt);
-  // Still usable once it says hello.
-  raw_send(fd, tool_hello_frame());
-  r = raw_reply(fd);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->first, wire::Status::kOk);
-  raw_send(fd, set.frame());
-  r = raw_reply(fd);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->first, wire::Status::kOk);
-  EXPECT_EQ(tool()->get("k", 0ms), "v");
+  // Nothing more is read from a connection that has not proved the key.
+  EXPECT_TRUE(closed_by_server(fd));
   ::close(fd);
+  EXPECT_EQ(tool()->get("k", 0ms), std::nullopt);
 }
 
 TEST_F(Store, WrongProtocolVersionIsRefused) {
@@ -483,6 +535,7 @@ TEST_F(Store, WrongProtocolVersionIsRefused) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->first, wire::Status::kRefused);
   EXPECT_CONTAINS(r->second, "protocol version");
+  EXPECT_TRUE(closed_by_server(fd));
   ::close(fd);
 }
 
@@ -497,10 +550,17 @@ TEST_F(Store, MalformedFramesCloseOnlyThatConnection) {
     f.replace(4, 4, "\xFF\xFF\xFF\x7F", 4);  // absurd length
     bad.push_back(f);
   }
+  // "HELLO" stands for a valid hello, which needs the connection's own challenge.
+  constexpr std::string_view kHello = "HELLO";
   {
     wire::Writer w(static_cast<std::uint8_t>(wire::Op::kSet));
     w.u32(1000).u8('x');  // string length beyond the frame
-    bad.push_back(tool_hello_frame() + w.frame());
+    bad.push_back(std::string(kHello) + w.frame());
+  }
+  {
+    wire::Writer w(static_cast<std::uint8_t>(wire::Op::kHello));
+    w.u16(wire::kProtocolVersion).u8(1).i32(0).u32(5000);  // a hello cut short
+    bad.push_back(w.frame());
   }
   {
     wire::Writer w(200);  // unknown opcode
@@ -509,11 +569,14 @@ TEST_F(Store, MalformedFramesCloseOnlyThatConnection) {
   {
     wire::Writer w(static_cast<std::uint8_t>(wire::Op::kRemove));
     w.str("k").u8(0);  // trailing byte
-    bad.push_back(tool_hello_frame() + w.frame());
+    bad.push_back(std::string(kHello) + w.frame());
   }
   for (std::size_t i = 0; i < bad.size(); ++i) {
-    int fd = raw_connect();
-    raw_send(fd, bad[i]);
+    std::string nonce;
+    int fd = raw_connect(&nonce);
+    std::string bytes = bad[i];
+    if (bytes.starts_with(kHello)) bytes.replace(0, kHello.size(), tool_hello_frame(nonce));
+    raw_send(fd, bytes);
     // Any reply is the hello's or the kBadRequest; then the server closes.
     std::optional<std::pair<wire::Status, std::string>> r;
     bool saw_bad_request = false;
@@ -535,10 +598,13 @@ TEST_F(Store, MalformedFramesCloseOnlyThatConnection) {
   }
 }
 
-TEST_F(Store, OversizedRequestRejectedByClientFacingError) {
-  restart(0, 1024);
+TEST_F(Store, OversizedFrameRejectedByClientFacingError) {
+  StoreLimits limits;
+  limits.max_value = 4096;
+  restart(0, limits);
   auto c = tool();
-  EXPECT_CONTAINS(message_of([&] { c->set("k", std::string(2000, 'x')); }), "exceeds the limit");
+  // Past the frame limit (a value's limit plus room for the rest of the request).
+  EXPECT_CONTAINS(message_of([&] { c->set("k", std::string(200'000, 'x')); }), "exceeds the limit");
   EXPECT_THROW(c->get("k", 0ms), Error);
   auto d = tool();
   d->set("k", "small");
@@ -546,10 +612,11 @@ TEST_F(Store, OversizedRequestRejectedByClientFacingError) {
 }
 
 TEST_F(Store, FramesSplitAcrossWritesAreReassembled) {
-  int fd = raw_connect();
+  std::string nonce;
+  int fd = raw_connect(&nonce);
   wire::Writer set(static_cast<std::uint8_t>(wire::Op::kSet));
   set.str("split").str("value");
-  std::string all = tool_hello_frame() + set.frame();
+  std::string all = tool_hello_frame(nonce) + set.frame();
   for (char ch : all) {
     raw_send(fd, std::string_view(&ch, 1));
     std::this_thread::sleep_for(100us);
@@ -564,12 +631,13 @@ TEST_F(Store, FramesSplitAcrossWritesAreReassembled) {
 }
 
 TEST_F(Store, PipelinedRequestsWaitBehindParkedGet) {
-  int fd = raw_connect();
+  std::string nonce;
+  int fd = raw_connect(&nonce);
   wire::Writer get(static_cast<std::uint8_t>(wire::Op::kGet));
   get.str("pipe/k").i64(-1);
   wire::Writer set(static_cast<std::uint8_t>(wire::Op::kSet));
   set.str("pipe/x").str("1");
-  raw_send(fd, tool_hello_frame() + get.frame() + set.frame());
+  raw_send(fd, tool_hello_frame(nonce) + get.frame() + set.frame());
   auto r = raw_reply(fd);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->first, wire::Status::kOk);
@@ -621,9 +689,8 @@ TEST(StoreConnect, UnreachableAddressThrowsInTime) {
   ::close(fd);
   StoreAddress addr{"127.0.0.1", ntohs(sa.sin_port)};
   auto t0 = Clock::now();
-  std::string msg = message_of([&] {
-    ConfigStoreClient c(addr, Hello{PeerRole::kTool, -1, 0, 1, "h"}, 300ms);
-  });
+  std::string msg = message_of(
+      [&] { ConfigStoreClient c(addr, hello_of(PeerRole::kTool, -1, 0, 1, "h"), 300ms); });
   auto waited = Clock::now() - t0;
   EXPECT_CONTAINS(msg, "cannot reach the config store at " + addr.str());
   EXPECT_GE(waited, 300ms);
@@ -646,10 +713,11 @@ TEST(StoreConnect, ClientMayStartBeforeServer) {
     std::this_thread::sleep_for(200ms);
     ConfigStoreServer::Options o;
     o.port = port;
+    o.job_key = test_key();
     server = std::make_unique<ConfigStoreServer>(o);
     server->start();
   });
-  ConfigStoreClient c(StoreAddress{"127.0.0.1", port}, Hello{PeerRole::kTool, -1, 0, 1, "h"},
+  ConfigStoreClient c(StoreAddress{"127.0.0.1", port}, hello_of(PeerRole::kTool, -1, 0, 1, "h"),
                       5000ms);
   starter.join();
   c.set("k", "v");
@@ -718,8 +786,10 @@ TEST_F(Store, BarrierTimeoutListsMissingRanks) {
   }
   for (auto& t : threads) t.join();
   for (const auto& m : msgs) {
-    EXPECT_CONTAINS(m, "startup: timed out after 0.2 s waiting for PEs 2, 3");
-    EXPECT_CONTAINS(m, "arrived: 0, 1");
+    EXPECT_CONTAINS(m,
+                    "startup: timed out after 0.2 s waiting for PEs 2, 3, which never "
+                    "connected to the config store (2 of 4 PEs connected: 0, 1)");
+    EXPECT_CONTAINS(m, "of 4 PEs reached this barrier");
   }
 }
 
@@ -741,6 +811,463 @@ TEST_F(Store, BarrierTimeoutWithEveryoneConnectedSaysSo) {
     EXPECT_CONTAINS(m, "unknown");
   }
   for (auto& c : clients) c->bye();
+}
+
+// --- Only the job's own processes get in, and nothing else disturbs the job ---------------
+
+// A job of two PEs, running, that every refusal below must leave as it was.
+class RunningJob : public Store {
+ protected:
+  void SetUp() override {
+    Store::SetUp();
+    restart(2);
+    p0_ = pe(0, 2, 100, "hostA");
+    p1_ = pe(1, 2, 101, "hostB");
+    p0_->set("job/segment-of-0", "shm-name-0");
+  }
+  // The job goes on: its PEs still work, nothing aborted it, the ranks are still theirs.
+  void expect_job_unaffected() {
+    EXPECT_EQ(p1_->get("job/segment-of-0", 0ms), "shm-name-0");
+    p1_->set("job/still", "running");
+    EXPECT_EQ(p0_->get("job/still", 0ms), "running");
+    EXPECT_EQ(p0_->get(kAbortKey, 0ms), std::nullopt);
+    JobStatus s = p0_->job_status();
+    EXPECT_EQ(s.size, 2);
+    EXPECT_EQ(s.arrived, (std::vector<std::int32_t>{0, 1}));
+    EXPECT_TRUE(s.departed.empty());
+  }
+  void TearDown() override {
+    p0_->bye();
+    p1_->bye();
+  }
+  std::unique_ptr<ConfigStoreClient> p0_, p1_;
+};
+
+TEST_F(RunningJob, WrongKeyIsRefusedWithoutTouchingTheJob) {
+  // The right job id, but a mac made with another key: what guessing the key looks like.
+  for (PeerRole role : {PeerRole::kPe, PeerRole::kMonitor, PeerRole::kTool}) {
+    std::string nonce;
+    int fd = raw_connect(&nonce);
+    raw_send(fd, hello_frame(nonce, hello_of(role, 0, 2, 666, "stranger"), other_key()));
+    auto r = raw_reply(fd);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->first, wire::Status::kRefused);
+    EXPECT_CONTAINS(r->second, fmt::format("did not prove the key of job {}", test_key().job_id()));
+    EXPECT_TRUE(closed_by_server(fd));
+    ::close(fd);
+  }
+  // Without any key, ConfigStoreClient itself refuses to try.
+  ::unsetenv(kJobKeyVariable);
+  EXPECT_CONTAINS(message_of([&] {
+                    ConfigStoreClient c(address_, hello_of(PeerRole::kTool, -1, 0, 1, "h", {}),
+                                        1000ms);
+                  }),
+                  "no job key (SHMOE_JOB_KEY is not set)");
+  expect_job_unaffected();
+}
+
+TEST_F(RunningJob, ReplayedOrAlteredHelloIsRefused) {
+  // A hello recorded on one connection (here, made by a process that knows the key)...
+  std::string nonce_a;
+  int a = raw_connect(&nonce_a);
+  const std::string recorded = hello_frame(nonce_a, hello_of(PeerRole::kPe, 1, 2, 777, "hostB"));
+  // ...does not open another, whose challenge differs: not even while the first is unused.
+  std::string nonce_b;
+  int b = raw_connect(&nonce_b);
+  ASSERT_NE(nonce_a, nonce_b);
+  raw_send(b, recorded);
+  auto r = raw_reply(b);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->first, wire::Status::kRefused);
+  EXPECT_CONTAINS(r->second, "did not prove the key");
+  EXPECT_TRUE(closed_by_server(b));
+  ::close(b);
+  // A hello whose fields changed after it was signed fails too (rank 1 -> 0, in place).
+  std::string altered = recorded;
+  const std::size_t rank_at = wire::kHeaderSize + 2 + 1;
+  altered[rank_at] = 0;
+  raw_send(a, altered);
+  r = raw_reply(a);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->first, wire::Status::kRefused);
+  EXPECT_TRUE(closed_by_server(a));
+  ::close(a);
+  // Duplicate rank 1 from a process without the key aborted nothing.
+  expect_job_unaffected();
+}
+
+TEST_F(RunningJob, OtherJobIsRefusedByName) {
+  std::string msg = message_of([&] { pe(1, 2, 4242, "hostC", other_key()); });
+  EXPECT_CONTAINS(msg, fmt::format("PE 1 (pid 4242 on hostC) belongs to job {}, but this config "
+                                   "store serves job {}",
+                                   other_key().job_id(), test_key().job_id()));
+  EXPECT_NE(other_key().job_id(), test_key().job_id());
+  // A PE of another job with another size or a rank beyond this job changes nothing either.
+  EXPECT_CONTAINS(message_of([&] { pe(5, 8, 1, "hostC", other_key()); }), "belongs to job");
+  EXPECT_CONTAINS(message_of([&] { tool(other_key()); }), "a tool (pid");
+  expect_job_unaffected();
+}
+
+TEST_F(RunningJob, StrangersCannotReadWriteOrAbort) {
+  // What an intruder would try without a valid hello: requests straight away, including the
+  // abort key and the segment records, and malformed hellos that used to abort the job.
+  std::vector<std::string> attempts;
+  {
+    wire::Writer w(static_cast<std::uint8_t>(wire::Op::kSet));
+    w.str(kAbortKey).str("intruder was here");
+    attempts.push_back(w.frame());
+  }
+  {
+    wire::Writer w(static_cast<std::uint8_t>(wire::Op::kGet));
+    w.str("job/segment-of-0").i64(0);
+    attempts.push_back(w.frame());
+  }
+  {
+    wire::Writer w(static_cast<std::uint8_t>(wire::Op::kStatus));
+    attempts.push_back(w.frame());
+  }
+  {
+    // A PE hello of the old format: wrong size, duplicate rank.
+    wire::Writer w(static_cast<std::uint8_t>(wire::Op::kHello));
+    w.u16(1).u8(1).i32(0).i32(3).i32(1).str("x");
+    attempts.push_back(w.frame());
+  }
+  for (std::size_t i = 0; i < attempts.size(); ++i) {
+    int fd = raw_connect();
+    raw_send(fd, attempts[i]);
+    auto r = raw_reply(fd);
+    ASSERT_TRUE(r.has_value()) << i;
+    EXPECT_EQ(r->first, wire::Status::kRefused) << i;
+    EXPECT_EQ(r->second.find("shm-name-0"), std::string::npos) << i;
+    EXPECT_TRUE(closed_by_server(fd)) << i;
+    ::close(fd);
+  }
+  expect_job_unaffected();
+}
+
+TEST_F(RunningJob, DuplicateRankFromTheJobStillAborts) {
+  // A process that knows the key and claims a taken rank is the job's own misconfiguration.
+  EXPECT_CONTAINS(message_of([&] { pe(1, 2, 555, "hostC"); }), "two processes claim PE rank 1");
+  auto abort = p0_->get(kAbortKey, 1000ms);
+  ASSERT_TRUE(abort.has_value());
+  EXPECT_CONTAINS(*abort, "pid 101 on hostB");
+}
+
+TEST(StoreConnect, StoreThatDoesNotKnowTheKeyIsNotTrusted) {
+  // Something that listens where the store should be and answers every hello with OK.
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof(sa);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
+  std::thread impostor([listener] {
+    int fd = ::accept(listener, nullptr, nullptr);
+    wire::Writer challenge(static_cast<std::uint8_t>(wire::Status::kChallenge));
+    challenge.u16(wire::kProtocolVersion).str(std::string(auth::kNonceBytes, 'n'));
+    const std::string& c = challenge.frame();
+    EXPECT_EQ(::send(fd, c.data(), c.size(), MSG_NOSIGNAL), static_cast<ssize_t>(c.size()));
+    char buf[4096];
+    (void)::recv(fd, buf, sizeof(buf), 0);  // the hello
+    wire::Writer ok(static_cast<std::uint8_t>(wire::Status::kOk));
+    ok.str(std::string(auth::kMacBytes, 'p'));
+    const std::string& o = ok.frame();
+    EXPECT_EQ(::send(fd, o.data(), o.size(), MSG_NOSIGNAL), static_cast<ssize_t>(o.size()));
+    ::close(fd);
+  });
+  std::string msg = message_of([&] {
+    ConfigStoreClient c(StoreAddress{"127.0.0.1", ntohs(sa.sin_port)},
+                        hello_of(PeerRole::kPe, 0, 2, 1, "h"), 2000ms);
+  });
+  impostor.join();
+  ::close(listener);
+  EXPECT_CONTAINS(msg, fmt::format("does not know the key of job {}", test_key().job_id()));
+}
+
+TEST(StoreServer, RefusesToRunWithoutAKey) {
+  ConfigStoreServer::Options o;
+  EXPECT_CONTAINS(message_of([&] { ConfigStoreServer s(o); }), "no job key");
+}
+
+TEST(JobKeyTest, GeneratedKeysAreFreshAndUserKeysChecked) {
+  JobKey a = JobKey::generate(), b = JobKey::generate();
+  EXPECT_EQ(a.text().size(), 32u);
+  EXPECT_EQ(a.text().find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a.job_id(), b.job_id());
+  EXPECT_EQ(a.job_id().size(), 12u);
+  EXPECT_EQ(JobKey::parse(a.text(), "k").job_id(), a.job_id());
+  EXPECT_CONTAINS(message_of([] { JobKey::parse("short", "SHMOE_JOB_KEY"); }),
+                  "SHMOE_JOB_KEY has 5 characters; a job key needs 32 to 1024");
+  std::string blank(40, 'k');
+  blank[7] = ' ';
+  std::string msg = message_of([&] { JobKey::parse(blank, "SHMOE_JOB_KEY"); });
+  EXPECT_CONTAINS(msg, "position 7");
+  EXPECT_EQ(msg.find(blank), std::string::npos);  // a secret is never echoed
+}
+
+// --- Bounded memory ------------------------------------------------------------------------
+
+StoreLimits small_limits() {
+  StoreLimits limits;
+  limits.max_value = 4096;
+  limits.max_total = 64u << 10;
+  return limits;
+}
+
+TEST_F(RunningJob, OversizeValueIsRefusedAndOnlyThatConnectionDropped) {
+  restart(2, small_limits());
+  p0_ = pe(0, 2, 100, "hostA");
+  p1_ = pe(1, 2, 101, "hostB");
+  p0_->set("job/segment-of-0", "shm-name-0");
+  auto writer = tool();
+  EXPECT_CONTAINS(message_of([&] { writer->set("big", std::string(5000, 'v')); }),
+                  "SET would make the value of key 'big' 5000 bytes, over the limit of 4096 "
+                  "bytes per value (SHMOE_STORE_MAX_VALUE)");
+  EXPECT_THROW(writer->get("big", 0ms), Error);  // dropped
+  // APPEND is bounded by what the value would grow to.
+  auto appender = tool();
+  appender->append("log", std::string(3000, 'a'));
+  EXPECT_CONTAINS(message_of([&] { appender->append("log", std::string(3000, 'b')); }),
+                  "APPEND would make the value of key 'log' 6000 bytes");
+  EXPECT_EQ(tool()->get("log", 0ms), std::string(3000, 'a'));
+  // And CAS by what it would store.
+  auto swapper = tool();
+  EXPECT_CONTAINS(
+      message_of([&] { swapper->compare_and_swap("cas", std::nullopt, std::string(4097, 'c')); }),
+      "CAS would make the value of key 'cas' 4097 bytes");
+  EXPECT_EQ(tool()->get("cas", 0ms), std::nullopt);
+  expect_job_unaffected();
+}
+
+TEST_F(RunningJob, TotalIsBoundedAndTheJobGoesOn) {
+  const StoreLimits limits = small_limits();
+  restart(2, limits);
+  p0_ = pe(0, 2, 100, "hostA");
+  p1_ = pe(1, 2, 101, "hostB");
+  p0_->set("job/segment-of-0", "shm-name-0");
+  auto flooder = tool();
+  std::string refused;
+  int stored = 0;
+  try {
+    for (; stored < 100; ++stored) {
+      flooder->set(fmt::format("flood/{}", stored), std::string(4000, 'f'));
+    }
+  } catch (const Error& e) {
+    refused = e.what();
+  }
+  EXPECT_CONTAINS(refused, "over its limit of 65536 bytes (SHMOE_STORE_MAX_TOTAL)");
+  EXPECT_GE(stored, 10);
+  EXPECT_LE(stored * 4000, 65536);
+  EXPECT_LE(server_->usage().stored_bytes, limits.max_total);
+  EXPECT_THROW(flooder->get("flood/0", 0ms), Error);  // dropped
+  auto reader = tool();
+  EXPECT_EQ(reader->get("flood/0", 0ms), std::string(4000, 'f'));
+  // What the job needs still fits once a key is gone; the limit counts what is stored now.
+  EXPECT_TRUE(reader->remove("flood/0"));
+  expect_job_unaffected();
+}
+
+TEST_F(RunningJob, PeOverTheLimitEndsTheJobSayingWhy) {
+  restart(2, small_limits());
+  p0_ = pe(0, 2, 100, "hostA");
+  p1_ = pe(1, 2, 101, "hostB");
+  EXPECT_CONTAINS(message_of([&] { p1_->set("huge", std::string(5000, 'h')); }),
+                  "over the limit of 4096");
+  auto abort = p0_->get(kAbortKey, 2000ms);
+  ASSERT_TRUE(abort.has_value());
+  EXPECT_CONTAINS(*abort,
+                  "PE 1 (pid 101 on hostB) was cut off by the config store: SET would "
+                  "make the value of key 'huge' 5000 bytes");
+  p1_ = pe(1, 2, 102, "hostB");  // for TearDown's bye
+}
+
+TEST(StoreLimitsTest, EnvironmentOverridesAndIsChecked) {
+  ::setenv("SHMOE_STORE_MAX_VALUE", "1M", 1);
+  ::setenv("SHMOE_STORE_MAX_TOTAL", "8M", 1);
+  StoreLimits limits = StoreLimits::from_environment();
+  EXPECT_EQ(limits.max_value, 1u << 20);
+  EXPECT_EQ(limits.max_total, 8u << 20);
+  ::setenv("SHMOE_STORE_MAX_TOTAL", "512K", 1);
+  EXPECT_CONTAINS(message_of([] { StoreLimits::from_environment(); }),
+                  "SHMOE_STORE_MAX_TOTAL=524288 is below SHMOE_STORE_MAX_VALUE=1048576");
+  ::setenv("SHMOE_STORE_MAX_VALUE", "10", 1);
+  EXPECT_CONTAINS(message_of([] { StoreLimits::from_environment(); }),
+                  "SHMOE_STORE_MAX_VALUE=10 is outside the allowed range");
+  ::unsetenv("SHMOE_STORE_MAX_VALUE");
+  ::unsetenv("SHMOE_STORE_MAX_TOTAL");
+  limits = StoreLimits::from_environment();
+  EXPECT_EQ(limits.max_value, StoreLimits::kDefaultMaxValue);
+  EXPECT_EQ(limits.max_total, StoreLimits::kDefaultMaxTotal);
+}
+
+TEST_F(Store, CollectivesRemoveTheirFinishedRounds) {
+  restart(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      auto c = pe(r, 3);
+      StoreCollectives coll(*c, r, 3);
+      for (int round = 0; round < 50; ++round) {
+        auto all = coll.allgather("grow", fmt::format("{}:{}", r, round), 5000ms);
+        for (int p = 0; p < 3; ++p) EXPECT_EQ(all[p], fmt::format("{}:{}", p, round));
+      }
+      coll.barrier("end", 5000ms);
+      c->bye();
+    });
+  }
+  for (auto& t : threads) t.join();
+  // 50 allgathers with their barriers made 150 keys; only the last rounds' may remain, and the
+  // store's only other key is kFinalizedKey.
+  EXPECT_LE(server_->usage().keys, 7u);
+}
+
+// --- Out of file descriptors ----------------------------------------------------------------
+
+// Lowers this process's RLIMIT_NOFILE and fills every free descriptor with /dev/null, so that
+// the store's next accept() fails with EMFILE; undone on destruction.
+class DescriptorsExhausted {
+ public:
+  DescriptorsExhausted() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit low = saved_;
+    low.rlim_cur = static_cast<rlim_t>(highest_open_fd() + 32);
+    ::setrlimit(RLIMIT_NOFILE, &low);
+    limit_ = static_cast<int>(low.rlim_cur);
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fillers_.push_back(fd);
+  }
+  ~DescriptorsExhausted() {
+    for (int fd : fillers_) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  int limit() const { return limit_; }
+
+ private:
+  static int highest_open_fd() {
+    int highest = 2;
+    DIR* d = ::opendir("/proc/self/fd");
+    if (d == nullptr) return 64;
+    while (dirent* e = ::readdir(d)) highest = std::max(highest, std::atoi(e->d_name));
+    ::closedir(d);
+    return highest;
+  }
+  rlimit saved_{};
+  int limit_ = 0;
+  std::vector<int> fillers_;
+};
+
+// Collects what this process writes to stderr while it lives.
+class StderrCapture {
+ public:
+  StderrCapture() {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    EXPECT_EQ(::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK), 0);
+    ::dup2(pipe_[1], 2);
+  }
+  ~StderrCapture() { restore(); }
+  std::string restore() {
+    if (saved_ >= 0) {
+      std::fflush(stderr);
+      ::dup2(saved_, 2);
+      ::close(saved_);
+      saved_ = -1;
+      ::close(pipe_[1]);
+      char buf[4096];
+      for (ssize_t n; (n = ::read(pipe_[0], buf, sizeof buf)) > 0;) text_.append(buf, n);
+      ::close(pipe_[0]);
+    }
+    return text_;
+  }
+
+ private:
+  int saved_ = -1;
+  int pipe_[2] = {-1, -1};
+  std::string text_;
+};
+
+int count_of(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+bool greeted_within(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, ms) == 1;
+}
+
+TEST_F(Store, OutOfDescriptorsIsSaidOnceNamedAndEndsTheStart) {
+  restart(4);
+  auto p0 = pe(0, 4);
+  StoreCollectives coll(*p0, 0, 4);
+  // Made before the descriptors run out: connecting them then takes no new descriptor here.
+  int clients[3];
+  for (int& fd : clients) fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(server_->port());
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  StderrCapture captured;
+  std::string barrier, abort;
+  int limit = 0;
+  {
+    DescriptorsExhausted exhausted;
+    limit = exhausted.limit();
+    // The kernel completes each connection, but the store cannot accept it: no greeting comes.
+    for (int fd : clients) {
+      ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+      EXPECT_FALSE(greeted_within(fd, 300));
+    }
+    barrier = message_of([&] { coll.barrier("startup", 300ms); });
+    // While the job is starting, the store gives up after a few seconds and says why.
+    abort = p0->get(kAbortKey, 8000ms).value_or("(no abort)");
+  }
+  // With descriptors back, the store accepts the waiting connections and greets them.
+  for (int fd : clients) {
+    EXPECT_TRUE(greeted_within(fd, 2000));
+    ::close(fd);
+  }
+  auto t = tool();
+  t->set("back", "yes");
+  EXPECT_EQ(t->get("back", 0ms), "yes");
+  EXPECT_TRUE(t->job_status().store_trouble.empty());
+  const std::string log = captured.restore();
+  const std::string named = fmt::format("all {} file descriptors its RLIMIT_NOFILE allows", limit);
+  EXPECT_EQ(count_of(log, "cannot accept connections"), 1) << log;
+  EXPECT_CONTAINS(log, named);
+  EXPECT_CONTAINS(log, "a job of 4 PEs needs about");
+  EXPECT_CONTAINS(log, "ulimit -n");
+  EXPECT_CONTAINS(log, "accepting connections again");
+  EXPECT_CONTAINS(barrier, "waiting for PEs 1-3, which never connected");
+  EXPECT_CONTAINS(barrier, "the config store reports: the config store cannot accept");
+  EXPECT_CONTAINS(barrier, named);
+  EXPECT_CONTAINS(abort, named);
+}
+
+TEST(StoreConnect, SilentListenerIsNamedAfterTheGreetingWait) {
+  // A listener that never accepts: what a store out of descriptors looks like to a client.
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof(sa);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
+  const auto t0 = Clock::now();
+  std::string msg = message_of([&] {
+    ConfigStoreClient c(StoreAddress{"127.0.0.1", ntohs(sa.sin_port)},
+                        hello_of(PeerRole::kPe, 0, 2, 1, "h"), 200ms);
+  });
+  const auto waited = Clock::now() - t0;
+  ::close(listener);
+  EXPECT_CONTAINS(msg, "accepted the connection but sent no greeting within 1.0 s");
+  EXPECT_CONTAINS(msg, "out of file descriptors");
+  EXPECT_GE(waited, 950ms);
+  EXPECT_LT(waited, 5s);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "bootstrap/config_store.hpp"
+#include "bootstrap/job_key.hpp"
 #include "hang_reports.hpp"
 #include "heap/segment.hpp"
 
@@ -183,7 +184,8 @@ int report_abort(std::string why) {
 // Waits until the job whose store is at `address` has ended: every PE finalized (0) or the job
 // was aborted (its status, after printing why). 124 after `timeout` (0: none), 130 on Ctrl-C.
 int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeout) {
-  bootstrap::Hello hello{bootstrap::PeerRole::kTool, -1, 0, static_cast<int>(::getpid()), ""};
+  // The key is this process's SHMOE_JOB_KEY (see use_job_key).
+  bootstrap::Hello hello{bootstrap::PeerRole::kTool, -1, 0, static_cast<int>(::getpid()), "", {}};
   bootstrap::ConfigStoreClient client(bootstrap::StoreAddress::parse(address), hello,
                                       std::chrono::seconds(10));
   const auto start = Clock::now();
@@ -203,6 +205,27 @@ int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeo
       return 124;
     }
   }
+}
+
+// The job's key, which every process that joins its store must prove: the user's
+// SHMOE_JOB_KEY, or a fresh one when no other launcher joins this one's store. It goes into this
+// process's environment, where the PEs inherit it and the launcher's own tool connections find
+// it; never onto a command line, where every user of the host could read it.
+bootstrap::JobKey use_job_key(bool shared_with_other_launchers) {
+  std::optional<bootstrap::JobKey> key = bootstrap::JobKey::from_environment();
+  if (!key && shared_with_other_launchers) {
+    throw std::runtime_error(fmt::format(
+        "this job's config store is shared by several launchers (--store, --size or "
+        "--store-only), so they need one job key: export {}=$({}) (the same value) to every "
+        "shmoerun of the job",
+        bootstrap::kJobKeyVariable, bootstrap::kMakeKeyCommand));
+  }
+  if (!key) key = bootstrap::JobKey::generate();
+  if (::setenv(bootstrap::kJobKeyVariable, key->text().c_str(), 1) != 0) {
+    throw std::runtime_error(
+        fmt::format("setenv({}) failed: {}", bootstrap::kJobKeyVariable, std::strerror(errno)));
+  }
+  return *key;
 }
 
 // Where this host's processes reach a store that listens on `bind_host`.
@@ -248,6 +271,7 @@ int run_store_only(const std::string& bind_host, std::uint16_t port, int job_siz
   store_options.bind_host = bind_host;
   store_options.port = port;
   store_options.job_size = job_size;
+  store_options.job_key = use_job_key(true);
   bootstrap::ConfigStoreServer store(store_options);
   store.start();
   install_handlers();
@@ -269,11 +293,13 @@ int run_job(LaunchOptions o) {
   // The launcher runs the job's config store, as oshrun's daemon would.
   std::optional<bootstrap::ConfigStoreServer> store;
   const bool hosts_store = o.store_address.empty();
+  const bootstrap::JobKey job_key = use_job_key(!hosts_store || o.job_size > o.n_pes);
   if (hosts_store) {
     bootstrap::ConfigStoreServer::Options store_options;
     store_options.bind_host = o.store_bind;
     store_options.port = o.store_port;
     store_options.job_size = o.job_size;
+    store_options.job_key = job_key;
     const int first = o.first_rank, count = o.n_pes;
     store_options.on_pe_lost = [&first_lost, first, count](const bootstrap::Hello& lost) {
       if (lost.rank < first || lost.rank >= first + count) return;  // a PE of another host

@@ -61,11 +61,14 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
       ->check(CLI::Range(0.0, 1e7));
   app.prefix_command();  // everything from PROGRAM on belongs to the program
   app.footer(
-      "Each PE gets SHMOE_RANK, SHMOE_SIZE and SHMOE_STORE (the config store this launcher runs).\n"
+      "Each PE gets SHMOE_RANK, SHMOE_SIZE, SHMOE_STORE (the config store this launcher runs)\n"
+      "and SHMOE_JOB_KEY (the job's secret, new for every job, which the store asks every\n"
+      "process to prove). Launchers that share one store (--store, --size, --store-only) need\n"
+      "the same SHMOE_JOB_KEY in their environment (e.g. from `openssl rand -hex 16`).\n"
       "If a PE fails, the others are stopped within a few seconds and shmoerun exits non-zero.\n"
       "SIGUSR1 to shmoerun makes every PE write its hang report, and shmoerun prints which PE\n"
       "the others wait on.\n"
-      "Two hosts, 2 PEs each:\n"
+      "Two hosts, 2 PEs each, SHMOE_JOB_KEY exported to both:\n"
       "  hostA$ shmoerun -n 2 --size 4 --bind 0.0.0.0 --port 29500 ./prog\n"
       "  hostB$ shmoerun -n 2 --size 4 --first-rank 2 --store hostA:29500 ./prog");
   if (argc > 0) app.name(argv[0]);  // what parse(argc, argv) would do; the usage line shows it

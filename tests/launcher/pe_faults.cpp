@@ -30,6 +30,18 @@ int main(int argc, char** argv) {
     shmem_global_exit(7);
   } else if (mode == "skip_barrier" && me == 1) {
     for (;;) sleep(600);  // busy elsewhere (a signal ends sleep early): never reaches the barrier
+  } else if (mode == "skip_reduction") {  // PE 1 never joins the sum the others wait in
+    long* sum = static_cast<long*>(shmem_calloc(1, sizeof(long)));
+    if (me == 1) {
+      for (;;) sleep(600);
+    }
+    shmem_long_sum_reduce(SHMEM_TEAM_WORLD, sum, word, 1);
+  } else if (mode == "finalize_early" && me == 1) {
+    // Skips the others' barrier: its finalize's barrier matches that one, and it leaves.
+    shmem_finalize();
+    return 0;
+  } else if (mode == "finalize_early") {
+    shmem_barrier_all();
   } else if (mode == "wait_forever") {
     shmem_long_wait_until(word, SHMEM_CMP_EQ, 42);  // nobody ever writes 42
   } else if (mode == "bad_pe") {

@@ -236,6 +236,38 @@ TEST(HangVerdict, PeThatSkipsABarrierIsNamed) {
   EXPECT_LT(r.seconds, 30);
 }
 
+// A reduction's waits name no single PE: the one PE not waiting is the one to name, in the
+// verdict and in the last line (not PE 0 or 2, whose waits timed out first).
+TEST(HangVerdict, PeThatSkipsAReductionIsNamed) {
+  Result r = run(shmoerun(3, "skip_reduction", "SHMOE_HANG_TIMEOUT=2"), 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "shmoerun: a wait exceeded SHMOE_HANG_TIMEOUT; verdict: PE 1 is the one the others "
+               "wait on \\(it is the only PE not waiting inside shmoe: PE 0 waits in reduction .* "
+               "for no single PE, PE 2 waits in reduction .* for no single PE\\); PE 1 itself is "
+               "not waiting inside shmoe");
+  expect_match(r,
+               "shmoerun: the job hung waiting on PE 1 \\(pid \\d+\\) \\(see the verdict above\\); "
+               "PE [02] \\(pid \\d+\\), the first PE to stop, exited with status 1; stopping the "
+               "other \\d+ PEs\n$");
+  EXPECT_LT(r.seconds, 30);
+}
+
+// PE 1 skips a barrier and finalizes (its finalize's barrier matches the others' barrier): the
+// others wait for it in their finalize, and the verdict says that it has finalized.
+TEST(HangVerdict, PeThatFinalizedEarlyIsSaidToHaveFinalized) {
+  Result r = run(shmoerun(3, "finalize_early", "SHMOE_HANG_TIMEOUT=2"), 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "verdict: PE 1 is the one the others wait on \\(PE 0 waits for it in barrier #\\d+, "
+               "PE 2 waits for it in barrier #\\d+\\); PE 1 has already called shmem_finalize "
+               "\\(it skipped the barrier the others wait in\\)");
+  expect_match(r, "shmoerun: the job hung waiting on PE 1 \\(pid \\d+\\)");
+  EXPECT_LT(r.seconds, 30);
+}
+
 TEST(HangVerdict, DispatchWithAnotherTopkIsRefusedNamingThePeAndTheParameter) {
   Result r = run(fmt::format("{} -n 3 {} topk_mismatch", SHMOERUN, MOE_FAULTS), 60);
   EXPECT_FALSE(r.timed_out);

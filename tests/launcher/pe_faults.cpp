@@ -1,6 +1,8 @@
 // A PE program that misbehaves on request, for the failure tests: pe_faults MODE [ARG].
+#include <fcntl.h>
 #include <shmem.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -57,6 +59,22 @@ int main(int argc, char** argv) {
   } else if (mode == "asymmetric_malloc") {
     void* p = shmem_malloc(me == n - 1 ? 8192 : 4096);
     shmem_free(p);
+  } else if (mode == "fill_dev_shm") {
+    // Another user takes all of /dev/shm's free space, then this PE touches its heap: the pages
+    // cannot come. Only in a small private /dev/shm (dev_shm_small.sh), never the machine's.
+    struct statvfs s {};
+    if (statvfs("/dev/shm", &s) != 0 || s.f_blocks * s.f_frsize > (256ul << 20)) {
+      std::fprintf(stderr, "fill_dev_shm: /dev/shm is not a small private tmpfs; refusing\n");
+      return 2;
+    }
+    char* heap = static_cast<char*>(shmem_malloc(16 << 20));
+    const int fd = open("/dev/shm/filler", O_CREAT | O_RDWR, 0600);
+    const int err = fd < 0 ? -1 : posix_fallocate(fd, 0, static_cast<off_t>(s.f_bavail * s.f_frsize));
+    std::printf("filled /dev/shm: %d\n", err);
+    std::fflush(stdout);
+    std::memset(heap, 1, 16 << 20);
+    std::printf("touched the heap without a bus error\n");
+    return 1;
   } else if (mode == "sleep") {
     sleep(600);
   }

@@ -409,6 +409,33 @@ TEST(BadInput, BadSymmetricSize) {
   expect_match(r, "SHMEM_SYMMETRIC_SIZE='lots' is not a size");
 }
 
+// A heap of 0 bytes used to become the runtime's own 2 MB; one larger than the machine, a SIGBUS
+// at the first touch. Both are refused at shmem_init with the value and the allowed range.
+TEST(BadInput, EmptySymmetricHeap) {
+  for (const char* variable : {"SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"}) {
+    Result r = run(shmoerun(2, "ok", fmt::format("{}=0", variable)));
+    EXPECT_NE(r.status, 0);
+    expect_match(r, fmt::format("shmem_init failed: {}=0 \\(0 bytes\\) is out of range: a PE's "
+                                "symmetric heap must be 1 byte to [0-9.]+ GiB \\([0-9]+ bytes, this "
+                                "machine's memory\\)",
+                                variable));
+  }
+}
+
+TEST(BadInput, SymmetricHeapLargerThanTheMachine) {
+  if (::sysconf(_SC_PHYS_PAGES) * ::sysconf(_SC_PAGESIZE) >= (1l << 40)) {
+    GTEST_SKIP() << "this machine has 1 TiB of memory or more";
+  }
+  Result r = run(shmoerun(2, "ok", "SHMEM_SYMMETRIC_SIZE=1T"), 30);
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "shmem_init failed: SHMEM_SYMMETRIC_SIZE=1T \\(1099511627776 bytes\\) is out of "
+               "range: a PE's symmetric heap must be 1 byte to [0-9.]+ GiB \\([0-9]+ bytes, this "
+               "machine's memory\\)");
+  EXPECT_EQ(r.output.find("Bus error"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 15);
+}
+
 TEST(Debug, AsymmetricAllocationNamesThePe) {
   Result r = run(shmoerun(3, "asymmetric_malloc", "SHMOE_DEBUG=1"));
   EXPECT_NE(r.status, 0);

@@ -403,6 +403,14 @@ TEST(BadInput, HangReportFileWithoutThePeNumber) {
   expect_match(r, "SHMOE_HANG_REPORT=/tmp/hang.json has no %p: the 2 PEs would write one file");
 }
 
+TEST(BadInput, HangReportFileThatCannotBeWritten) {
+  Result r = run(shmoerun(2, "ok", "SHMOE_HANG_REPORT=/proc/nonexistent/pe%p.json"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "shmem_init failed: SHMOE_HANG_REPORT=/proc/nonexistent/pe[01]\\.json: cannot write "
+               "it: the directory /proc/nonexistent does not exist");
+}
+
 TEST(BadInput, BadSymmetricSize) {
   Result r = run(shmoerun(2, "ok", "SHMEM_SYMMETRIC_SIZE=lots"));
   EXPECT_NE(r.status, 0);
@@ -415,10 +423,11 @@ TEST(BadInput, EmptySymmetricHeap) {
   for (const char* variable : {"SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"}) {
     Result r = run(shmoerun(2, "ok", fmt::format("{}=0", variable)));
     EXPECT_NE(r.status, 0);
-    expect_match(r, fmt::format("shmem_init failed: {}=0 \\(0 bytes\\) is out of range: a PE's "
-                                "symmetric heap must be 1 byte to [0-9.]+ GiB \\([0-9]+ bytes, this "
-                                "machine's memory\\)",
-                                variable));
+    expect_match(r,
+                 fmt::format("shmem_init failed: {}=0 \\(0 bytes\\) is out of range: a PE's "
+                             "symmetric heap must be 1 byte to [0-9.]+ GiB \\([0-9]+ bytes, this "
+                             "machine's memory\\)",
+                             variable));
   }
 }
 

@@ -112,20 +112,25 @@ bool segment_at(std::uintptr_t addr, char* path, std::size_t cap) {
 }
 
 void pass_on(int sig, siginfo_t* info, void* context) {
+  const bool sent = info->si_code <= 0;  // by kill() or the like, not by a faulting access
   if (g_previous.sa_flags & SA_SIGINFO) {
     if (g_previous.sa_sigaction != nullptr) return g_previous.sa_sigaction(sig, info, context);
-  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+  } else if (g_previous.sa_handler == SIG_IGN) {
+    if (sent) return;  // a fault cannot be ignored: the default action follows
+  } else if (g_previous.sa_handler != SIG_DFL) {
     return g_previous.sa_handler(sig);
   }
-  // The default action: returning re-runs the access, which now ends the process.
+  // The default action: after a fault, returning re-runs the access, which now ends the
+  // process; a sent signal is sent again, and arrives once this handler returns.
   ::signal(SIGBUS, SIG_DFL);
+  if (sent) ::raise(SIGBUS);
 }
 
 void on_sigbus(int sig, siginfo_t* info, void* context) {
   const int saved = errno;
   char path[256];
   const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  if (!segment_at(addr, path, sizeof path)) {
+  if (info->si_code <= 0 || !segment_at(addr, path, sizeof path)) {
     errno = saved;
     return pass_on(sig, info, context);
   }
@@ -159,7 +164,9 @@ void explain_bus_errors_in_segments() {
     sa.sa_sigaction = on_sigbus;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    ::sigaction(SIGBUS, &sa, &g_previous);
+    // The previous handler is known before this one can run.
+    ::sigaction(SIGBUS, nullptr, &g_previous);
+    ::sigaction(SIGBUS, &sa, nullptr);
   });
 }
 

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <shmem.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -69,12 +70,23 @@ int main(int argc, char** argv) {
     }
     char* heap = static_cast<char*>(shmem_malloc(16 << 20));
     const int fd = open("/dev/shm/filler", O_CREAT | O_RDWR, 0600);
-    const int err = fd < 0 ? -1 : posix_fallocate(fd, 0, static_cast<off_t>(s.f_bavail * s.f_frsize));
+    const int err =
+        fd < 0 ? -1 : posix_fallocate(fd, 0, static_cast<off_t>(s.f_bavail * s.f_frsize));
     std::printf("filled /dev/shm: %d\n", err);
     std::fflush(stdout);
     std::memset(heap, 1, 16 << 20);
     std::printf("touched the heap without a bus error\n");
     return 1;
+  } else if (mode == "foreign_bus_error" && me == 1) {
+    // A bus error outside shmoe's segments (a file mapped past its end) is not shmoe's to explain.
+    char path[] = "/tmp/pe_faults_busXXXXXX";
+    const int fd = mkstemp(path);
+    unlink(path);
+    auto* page =
+        static_cast<volatile char*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    *page = 1;  // the file is empty: SIGBUS
+  } else if (mode == "sent_bus_error" && me == 1) {
+    raise(SIGBUS);
   } else if (mode == "sleep") {
     sleep(600);
   }

@@ -11,6 +11,7 @@
 #include "common/env.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/output_path.hpp"
 #include "common/wait_registry.hpp"
 
 namespace shmoe {
@@ -77,6 +78,14 @@ std::string hang_report_path(int pe, int n_pes) {
     }
   }
   return path;
+}
+
+void check_hang_report_destination(int pe, int n_pes) {
+  const std::string path = hang_report_path(pe, n_pes);
+  if (path.empty()) return;
+  if (std::string why = why_not_writable_file("SHMOE_HANG_REPORT", path); !why.empty()) {
+    throw Error(why);
+  }
 }
 
 void write_hang_report(const nlohmann::json& report) {

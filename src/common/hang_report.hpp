@@ -35,6 +35,11 @@ void write_hang_report(const nlohmann::json& report);
 // for a pattern without %p when the job has several PEs (they would overwrite each other).
 std::string hang_report_path(int pe, int n_pes);
 
+// Throws shmoe::Error, naming SHMOE_HANG_REPORT, when PE `pe`'s report could not be written there
+// (a bad pattern, a directory that does not exist or takes no files): checked at start-up, not
+// found out during a hang.
+void check_hang_report_destination(int pe, int n_pes);
+
 // What a PE does when one of its waits times out, before it stops. The runtime installs a
 // handler that also tells the other PEs; without one, the PE writes its own report only.
 using HangHandler = void (*)(const WaitState& timed_out, double waited_s);

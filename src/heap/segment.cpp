@@ -12,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "heap/bus_error.hpp"
 
 namespace shmoe::heap {
 namespace {
@@ -81,8 +82,8 @@ std::byte* Segment::reserve_window(std::size_t size) {
 void Segment::move_to(std::byte* at) {
   // The system call itself: UCX's memory hooks replace mremap() with a version that drops the
   // new address (UCX 1.13), which moved the mapping to address 0.
-  auto* p = reinterpret_cast<void*>(::syscall(SYS_mremap, base_, size_, size_,
-                                              MREMAP_MAYMOVE | MREMAP_FIXED, at));
+  auto* p = reinterpret_cast<void*>(
+      ::syscall(SYS_mremap, base_, size_, size_, MREMAP_MAYMOVE | MREMAP_FIXED, at));
   if (p == MAP_FAILED) {
     throw make_error("cannot move the mapping of {} ({} bytes) to {}: {}", name_, size_,
                      static_cast<const void*>(at), std::strerror(errno));
@@ -91,6 +92,9 @@ void Segment::move_to(std::byte* at) {
 }
 
 Segment Segment::create(const std::string& name, std::size_t size, std::byte* at) {
+  // Pages come at first touch (MAP_NORESERVE below): a page /dev/shm cannot supply then is a
+  // SIGBUS, which must say so (see shm_admission.hpp for why nothing is reserved here).
+  explain_bus_errors_in_segments();
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     throw make_error("cannot create symmetric heap segment {}: {}", name, std::strerror(errno));

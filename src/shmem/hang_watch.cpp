@@ -54,7 +54,7 @@ void keep_sigusr1_from_this_thread() {
 HangWatch::HangWatch(const bootstrap::StoreAddress& store, bootstrap::Hello hello, int size,
                      std::chrono::milliseconds connect_timeout)
     : rank_(hello.rank), size_(size) {
-  hang_report_path(rank_, size_);  // refuses a bad SHMOE_HANG_REPORT now, not during a hang
+  check_hang_report_destination(rank_, size_);  // now, not during a hang
   hello.role = bootstrap::PeerRole::kMonitor;
   watch_client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, connect_timeout);
   post_client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, connect_timeout);

@@ -32,7 +32,7 @@ class HangWatch {
  public:
   // Connects two monitor connections to the store and starts the watching threads; installs the
   // SIGUSR1 handler unless the program has its own. Throws shmoe::Error for a bad
-  // SHMOE_HANG_REPORT.
+  // SHMOE_HANG_REPORT, or one naming a place where the report cannot be written.
   HangWatch(const bootstrap::StoreAddress& store, bootstrap::Hello hello, int size,
             std::chrono::milliseconds connect_timeout);
   ~HangWatch();  // stops the threads, restores SIGUSR1

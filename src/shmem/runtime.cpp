@@ -105,20 +105,28 @@ void tune_waits_for_cores(int pes_on_host) {
   }
 }
 
+// SHMEM_SYMMETRIC_SIZE, else the variable OpenSHMEM 1.0-1.3 programs set, else the default.
+heap::HeapRequest read_heap_request() {
+  heap::HeapRequest r{"SHMEM_SYMMETRIC_SIZE", "", kDefaultHeapSize};
+  for (const char* variable : {"SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"}) {
+    if (auto text = env::get(variable)) {
+      r = {variable, *text, env::parse_size(*text, variable)};
+      break;
+    }
+  }
+  heap::check_heap_size(r);
+  return r;
+}
+
 }  // namespace
 
 RuntimeConfig read_runtime_config() {
   RuntimeConfig c;
-  std::size_t heap = kDefaultHeapSize;
-  if (env::get("SHMEM_SYMMETRIC_SIZE")) {
-    heap = env::size_or("SHMEM_SYMMETRIC_SIZE", heap);
-  } else if (env::get("SMA_SYMMETRIC_SIZE")) {  // the variable OpenSHMEM 1.0-1.3 programs set
-    heap = env::size_or("SMA_SYMMETRIC_SIZE", heap);
-  }
+  c.heap_request = read_heap_request();
   // Room for the runtime's own symmetric state comes on top of what the user asked for.
-  c.heap_size =
-      (heap + DisseminationBarrier::kFlagBytes + TeamRegistry::kReservedBytes + kPageSize - 1) /
-      kPageSize * kPageSize;
+  c.heap_size = (c.heap_request.requested + DisseminationBarrier::kFlagBytes +
+                 TeamRegistry::kReservedBytes + kPageSize - 1) /
+                kPageSize * kPageSize;
   c.init_timeout = env::seconds_or("SHMOE_INIT_TIMEOUT", 60);
   if (c.init_timeout.count() == 0) c.init_timeout = std::chrono::milliseconds(INT_MAX);
   c.debug_allocations = env::flag("SHMOE_DEBUG");
@@ -191,14 +199,15 @@ std::string Runtime::why_not_symmetric(const void* addr) const {
   const auto* data = static_cast<const void*>(program_data_range_.base);
   if (is_symmetric(addr, 0)) {
     return is_symmetric(addr, 1)
-               ? fmt::format("it runs past the end of the symmetric heap [{}, +{}) or of the "
-                             "program's global data [{}, +{})",
-                             heap, config_.heap_size, data, program_data_range_.size)
+               ? fmt::format(
+                     "it runs past the end of the symmetric heap [{}, +{}) or of the "
+                     "program's global data [{}, +{})",
+                     heap, config_.heap_size, data, program_data_range_.size)
                : "it is the end of a symmetric range";
   }
   std::string where = fmt::format(
-      "it is not inside the symmetric heap [{}, +{}) nor the program's global data [{}, +{})",
-      heap, config_.heap_size, data, program_data_range_.size);
+      "it is not inside the symmetric heap [{}, +{}) nor the program's global data [{}, +{})", heap,
+      config_.heap_size, data, program_data_range_.size);
   if (program_data_range_.size == 0) {
     where += fmt::format(" (global variables are not symmetric in this job: {})",
                          program_data_missing_.empty() ? "the PEs run different executables"
@@ -261,6 +270,9 @@ void Runtime::connect_transport() {
         peers[0].host, other_host_pe, peers[other_host_pe].host);
   }
   tune_waits_for_cores(pes_sharing_cores);
+  // Every PE of this host puts its segments in the host's /dev/shm.
+  heap::admit_segments(config_.heap_request, config_.heap_size + program_data_.size(),
+                       pes_sharing_cores);
   const bool use_ucx = size_ > 1 && (spans_hosts || config_.transport == TransportMode::kUcx);
   shm_ = std::make_unique<transport::ShmTransport>(*collectives_, rank_, size_, config_.heap_size,
                                                    std::move(program_data_), config_.host, mapped,

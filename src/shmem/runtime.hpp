@@ -16,6 +16,7 @@
 #include "common/log.hpp"
 #include "heap/allocator.hpp"
 #include "heap/program_data.hpp"
+#include "heap/shm_admission.hpp"
 #include "shmem.h"
 #include "shmem/barrier.hpp"
 #include "shmem/hang_watch.hpp"
@@ -44,7 +45,8 @@ class TeamRegistry;
 enum class TransportMode { kAuto, kShm, kUcx };
 
 struct RuntimeConfig {
-  std::size_t heap_size = 0;
+  std::size_t heap_size = 0;  // what the user asked for, plus the runtime's own symmetric state
+  heap::HeapRequest heap_request;  // what the user asked for, and where
   std::chrono::milliseconds init_timeout{60'000};
   bool debug_allocations = false;
   std::string host;         // SHMOE_HOST_ID, or the hostname: PEs of one host share memory

@@ -19,6 +19,7 @@ void check_accepted(const shmoe::tools::MoeRunOptions& o) {
   if (o.pes < 1 || o.pes > 64 || o.empty_pes < 0 || o.empty_pes > o.pes) std::abort();
   if (o.iterations < 1 || o.loops < 1 || o.warmup < 0) std::abort();
   if (!(o.drop >= 0 && o.drop <= 1) || !(o.timeout_s >= 1)) std::abort();
+  if (o.max_recv_rows > shmoe::tools::kMaxReceivedRows) std::abort();
   for (const auto& c : o.cases) {
     if (c.bs < 0 || c.hidden < 1 || c.topk < 1 || c.experts_per_pe < 1) std::abort();
     if (c.topk > o.pes * c.experts_per_pe) std::abort();
@@ -33,6 +34,7 @@ void check_accepted(const shmoe::tools::MegaOptions& o) {
   if (!default_workers && (o.matrix_workers < 1 || o.vector_workers != 2 * o.matrix_workers))
     std::abort();
   if (o.routing.empty_pes < 0 || o.routing.empty_pes > o.pes || o.loops < 1) std::abort();
+  if (o.max_received_tokens > shmoe::tools::kMaxReceivedRows) std::abort();
 }
 
 }  // namespace

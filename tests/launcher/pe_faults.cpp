@@ -1,6 +1,9 @@
 // A PE program that misbehaves on request, for the failure tests: pe_faults MODE [ARG].
+#include <fcntl.h>
 #include <shmem.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -32,6 +35,18 @@ int main(int argc, char** argv) {
     shmem_global_exit(0);
   } else if (mode == "skip_barrier" && me == 1) {
     for (;;) sleep(600);  // busy elsewhere (a signal ends sleep early): never reaches the barrier
+  } else if (mode == "skip_reduction") {  // PE 1 never joins the sum the others wait in
+    long* sum = static_cast<long*>(shmem_calloc(1, sizeof(long)));
+    if (me == 1) {
+      for (;;) sleep(600);
+    }
+    shmem_long_sum_reduce(SHMEM_TEAM_WORLD, sum, word, 1);
+  } else if (mode == "finalize_early" && me == 1) {
+    // Skips the others' barrier: its finalize's barrier matches that one, and it leaves.
+    shmem_finalize();
+    return 0;
+  } else if (mode == "finalize_early") {
+    shmem_barrier_all();
   } else if (mode == "wait_forever") {
     shmem_long_wait_until(word, SHMEM_CMP_EQ, 42);  // nobody ever writes 42
   } else if (mode == "bad_pe") {
@@ -47,6 +62,33 @@ int main(int argc, char** argv) {
   } else if (mode == "asymmetric_malloc") {
     void* p = shmem_malloc(me == n - 1 ? 8192 : 4096);
     shmem_free(p);
+  } else if (mode == "fill_dev_shm") {
+    // Another user takes all of /dev/shm's free space, then this PE touches its heap: the pages
+    // cannot come. Only in a small private /dev/shm (dev_shm_small.sh), never the machine's.
+    struct statvfs s {};
+    if (statvfs("/dev/shm", &s) != 0 || s.f_blocks * s.f_frsize > (256ul << 20)) {
+      std::fprintf(stderr, "fill_dev_shm: /dev/shm is not a small private tmpfs; refusing\n");
+      return 2;
+    }
+    char* heap = static_cast<char*>(shmem_malloc(16 << 20));
+    const int fd = open("/dev/shm/filler", O_CREAT | O_RDWR, 0600);
+    const int err =
+        fd < 0 ? -1 : posix_fallocate(fd, 0, static_cast<off_t>(s.f_bavail * s.f_frsize));
+    std::printf("filled /dev/shm: %d\n", err);
+    std::fflush(stdout);
+    std::memset(heap, 1, 16 << 20);
+    std::printf("touched the heap without a bus error\n");
+    return 1;
+  } else if (mode == "foreign_bus_error" && me == 1) {
+    // A bus error outside shmoe's segments (a file mapped past its end) is not shmoe's to explain.
+    char path[] = "/tmp/pe_faults_busXXXXXX";
+    const int fd = mkstemp(path);
+    unlink(path);
+    auto* page =
+        static_cast<volatile char*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    *page = 1;  // the file is empty: SIGBUS
+  } else if (mode == "sent_bus_error" && me == 1) {
+    raise(SIGBUS);
   } else if (mode == "sleep") {
     sleep(600);
   }

@@ -184,6 +184,20 @@ TEST(Launcher, KilledPeIsNamedWithItsSignal) {
   expect_no_leaked_segments(r);
 }
 
+// shmoe explains bus errors in its own segments only (dev_shm_small.sh); any other SIGBUS, faulting
+// or sent, goes to the handler that was there before: the default action (death by SIGBUS), or
+// whichever was installed first (UCX's error handler prints a backtrace and aborts,
+// AddressSanitizer's reports and exits).
+TEST(Launcher, BusErrorsOutsideTheHeapAreNotExplainedAsDevShm) {
+  for (const char* mode : {"foreign_bus_error", "sent_bus_error"}) {
+    Result r = run(shmoerun(2, mode), 30);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_NE(r.status, 0) << mode << "\n" << r.output;
+    expect_match(r, "PE 1 \\(pid \\d+\\) (was killed by signal|exited with status)");
+    EXPECT_EQ(r.output.find("could not supply"), std::string::npos) << mode << "\n" << r.output;
+  }
+}
+
 TEST(Launcher, GlobalExitEndsTheJobWithItsStatus) {
   Result r = run(shmoerun(3, "global_exit"), 30);
   EXPECT_FALSE(r.timed_out);
@@ -235,6 +249,43 @@ TEST(HangVerdict, PeThatSkipsABarrierIsNamed) {
   expect_match(r,
                "PE 0: info: hang report: PE 0 \\(pid \\d+, (timeout|peer_hang)\\): thread \\d+ "
                "waits in barrier for PE 1");
+  EXPECT_LT(r.seconds, 30);
+}
+
+// A reduction's waits name no single PE: the one PE not waiting is the one to name, in the
+// verdict and in the last line (not PE 0 or 2, whose waits timed out first).
+TEST(HangVerdict, PeThatSkipsAReductionIsNamed) {
+  Result r = run(shmoerun(3, "skip_reduction", "SHMOE_HANG_TIMEOUT=2"), 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "shmoerun: a wait exceeded SHMOE_HANG_TIMEOUT; verdict: PE 1 is the one the others "
+               "wait on \\(it is the only PE not waiting inside shmoe: PE 0 waits in reduction .* "
+               "for no single PE, PE 2 waits in reduction .* for no single PE\\); PE 1 itself is "
+               "not waiting inside shmoe");
+  // shmoerun's last line names the PE the verdict blames, not the first PE that timed out.
+  const auto last = r.output.rfind("shmoerun: ");
+  ASSERT_NE(last, std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_match(
+      r.output.substr(last, r.output.find('\n', last) - last),
+      std::regex("shmoerun: the job hung waiting on PE 1 \\(pid \\d+\\) \\(see the verdict "
+                 "above\\); PE [02] \\(pid \\d+\\), the first PE to stop, exited with status "
+                 "\\d+; stopping the other \\d+ PEs")))
+      << r.output;
+  EXPECT_LT(r.seconds, 30);
+}
+
+// PE 1 skips a barrier and finalizes (its finalize's barrier matches the others' barrier): the
+// others wait for it in their finalize, and the verdict says that it has finalized.
+TEST(HangVerdict, PeThatFinalizedEarlyIsSaidToHaveFinalized) {
+  Result r = run(shmoerun(3, "finalize_early", "SHMOE_HANG_TIMEOUT=2"), 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "verdict: PE 1 is the one the others wait on \\(PE 0 waits for it in barrier #\\d+, "
+               "PE 2 waits for it in barrier #\\d+\\); PE 1 has already called shmem_finalize "
+               "\\(it skipped the barrier the others wait in\\)");
+  expect_match(r, "shmoerun: the job hung waiting on PE 1 \\(pid \\d+\\)");
   EXPECT_LT(r.seconds, 30);
 }
 
@@ -373,10 +424,46 @@ TEST(BadInput, HangReportFileWithoutThePeNumber) {
   expect_match(r, "SHMOE_HANG_REPORT=/tmp/hang.json has no %p: the 2 PEs would write one file");
 }
 
+TEST(BadInput, HangReportFileThatCannotBeWritten) {
+  Result r = run(shmoerun(2, "ok", "SHMOE_HANG_REPORT=/proc/nonexistent/pe%p.json"));
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "shmem_init failed: SHMOE_HANG_REPORT=/proc/nonexistent/pe[01]\\.json: cannot write "
+               "it: the directory /proc/nonexistent does not exist");
+}
+
 TEST(BadInput, BadSymmetricSize) {
   Result r = run(shmoerun(2, "ok", "SHMEM_SYMMETRIC_SIZE=lots"));
   EXPECT_NE(r.status, 0);
   expect_match(r, "SHMEM_SYMMETRIC_SIZE='lots' is not a size");
+}
+
+// A heap of 0 bytes used to become the runtime's own 2 MB; one larger than the machine, a SIGBUS
+// at the first touch. Both are refused at shmem_init with the value and the allowed range.
+TEST(BadInput, EmptySymmetricHeap) {
+  for (const char* variable : {"SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"}) {
+    Result r = run(shmoerun(2, "ok", fmt::format("{}=0", variable)));
+    EXPECT_NE(r.status, 0);
+    expect_match(r,
+                 fmt::format("shmem_init failed: {}=0 \\(0 bytes\\) is out of range: a PE's "
+                             "symmetric heap must be 1 byte to [0-9.]+ GiB \\([0-9]+ bytes, this "
+                             "machine's memory\\)",
+                             variable));
+  }
+}
+
+TEST(BadInput, SymmetricHeapLargerThanTheMachine) {
+  if (::sysconf(_SC_PHYS_PAGES) * ::sysconf(_SC_PAGESIZE) >= (1l << 40)) {
+    GTEST_SKIP() << "this machine has 1 TiB of memory or more";
+  }
+  Result r = run(shmoerun(2, "ok", "SHMEM_SYMMETRIC_SIZE=1T"), 30);
+  EXPECT_NE(r.status, 0);
+  expect_match(r,
+               "shmem_init failed: SHMEM_SYMMETRIC_SIZE=1T \\(1099511627776 bytes\\) is out of "
+               "range: a PE's symmetric heap must be 1 byte to [0-9.]+ GiB \\([0-9]+ bytes, this "
+               "machine's memory\\)");
+  EXPECT_EQ(r.output.find("Bus error"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 15);
 }
 
 TEST(Debug, AsymmetricAllocationNamesThePe) {

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # shmoe-moe mega's command line and environment: each refusal must name the value and the limit
-# and exit non-zero without starting a run that hangs; the reference system's environment names
-# must run a verified layer; --trace must write a Chrome trace with every stage of every PE.
+# and exit non-zero (never by a signal) without starting a run that hangs; a shape larger than
+# the machine's memory is refused at once with the largest --tokens that fits; an output file
+# that cannot be written is refused naming the option; the reference system's environment names
+# must run a verified layer; --trace must write a Chrome trace with every stage of every PE, and
+# --csv the perf line.
 #   mega_cli.sh SHMOE_MOE
 set -uo pipefail
 moe=${1:?usage: mega_cli.sh SHMOE_MOE}
@@ -13,11 +16,15 @@ expect_refusal() {
   local what=$1 expected=$2
   shift 2
   local out status
+  local start=$SECONDS
   out=$("$@" 2>&1)
   status=$?
-  if ((status == 0)) || ! grep -qF -- "$expected" <<<"$out"; then
+  if ((status == 0 || status >= 128)) || ! grep -qF -- "$expected" <<<"$out"; then
     echo "FAIL: $what: status $status, expected a refusal with '$expected', got:"
     echo "$out" | head -20
+    failures=$((failures + 1))
+  elif ((SECONDS - start > 20)); then
+    echo "FAIL: $what: the refusal took $((SECONDS - start)) s"
     failures=$((failures + 1))
   else
     echo "ok: $what"
@@ -38,6 +45,24 @@ expect_refusal "symmetric heap too small" "raise SHMEM_SYMMETRIC_SIZE" \
 expect_refusal "received tokens beyond MAX_RECEIVED_TOKENS" \
   "would receive" "$moe" mega --pes 2 "${small[@]}" --max-received-tokens 2
 expect_refusal "unknown mode" "e5m3" "$moe" mega --pes 2 "${small[@]}" --mode e5m3
+expect_refusal "a shape beyond the machine's memory" \
+  "--pes 2 --tokens 1048576 --model-dim 4096 --ffn-dim 8192 --topk 8 --experts-per-pe 4 does not fit in this machine's memory: " \
+  "$moe" mega --pes 2 --tokens 1048576 --model-dim 4096 --ffn-dim 8192 --topk 8 --experts-per-pe 4
+expect_refusal "what fits is said" "the largest --tokens (TOKEN_COUNT) that fits is " \
+  "$moe" mega --pes 2 --tokens 1048576 --model-dim 4096 --ffn-dim 8192 --topk 8 --experts-per-pe 4
+expect_refusal "weights beyond the machine's memory" \
+  "no --tokens fits: the experts' weights alone are too large" \
+  "$moe" mega --pes 8 --tokens 16 --model-dim 65536 --ffn-dim 131072 --topk 2 --experts-per-pe 64
+expect_refusal "received rows beyond any call" "--max-received-tokens: Value 274877906945 not in range" \
+  "$moe" mega --pes 2 "${small[@]}" --max-received-tokens 274877906945
+expect_refusal "unwritable --trace" \
+  "--trace=/proc/nonexistent/t.json: cannot write it: the directory /proc/nonexistent does not exist" \
+  "$moe" mega --pes 2 "${small[@]}" --trace /proc/nonexistent/t.json
+expect_refusal "unwritable --csv" \
+  "--csv=/proc/nonexistent/x.csv: cannot write it: the directory /proc/nonexistent does not exist" \
+  "$moe" mega --pes 2 "${small[@]}" --csv /proc/nonexistent/x.csv --perf
+expect_refusal "--csv naming a directory" "--csv=/tmp: it is a directory, not a file" \
+  "$moe" mega --pes 2 "${small[@]}" --csv /tmp --perf
 
 # The reference system's environment names.
 out=$(RANK_SIZE=2 TOKEN_COUNT=6 MODEL_DIM=64 FFN_DIM=128 EXPERTS_PER_TOKEN=2 LOCAL_EXPERT_COUNT=2 \
@@ -72,6 +97,31 @@ then
   echo "ok: trace"
 else
   echo "FAIL: trace ($out)"
+  failures=$((failures + 1))
+fi
+# Memory that cannot be had inside a PE (no admission there: a PE started as one, under a 1 GiB
+# address-space limit, given weights of 1.1 GB): a message and status 1, not an abort. The
+# sanitizers need far more address space than the limit leaves, so their runs skip this.
+if [[ -z ${ASAN_OPTIONS:-}${TSAN_OPTIONS:-} ]]; then
+  expect_refusal "std::bad_alloc in a PE" "PE 0: out of memory: this shape needs more memory" \
+    bash -c 'ulimit -v 1048576 && SHMOE_MOE_PE=1 SHMEM_SYMMETRIC_SIZE=64M exec "$0" mega --pes 1 --tokens 4 --model-dim 65536 --ffn-dim 16384 --topk 1 --experts-per-pe 1' "$moe"
+fi
+
+# A CSV that takes no data (a full disk): the run fails saying so, rather than ending with 0.
+if [[ -w /dev/full ]]; then
+  expect_refusal "--csv on a full device" "PE 0: error: cannot write --csv=/dev/full: No space left on device" \
+    "$moe" mega --pes 2 "${small[@]}" --perf --warmup 0 --loops 1 --csv /dev/full
+fi
+
+# --csv: a header, then one line per timed run.
+csv=$(mktemp -u --suffix=.csv)
+trap 'rm -f "$trace" "$csv"' EXIT
+out=$("$moe" mega --pes 2 "${small[@]}" --perf --warmup 0 --loops 1 --csv "$csv" 2>&1)
+if [[ $(head -1 "$csv" 2>/dev/null) == variant,pes,tokens,* ]] && [[ $(grep -c "^fused,2,4,32,64,2,2,e4m3," "$csv") == 1 ]]; then
+  echo "ok: csv"
+else
+  echo "FAIL: csv ($out):"
+  cat "$csv"
   failures=$((failures + 1))
 fi
 ((failures == 0))

@@ -24,6 +24,7 @@
 #include <system_error>
 #include <vector>
 
+#include "common/bytes.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
 #include "shmem/barrier.hpp"
@@ -44,25 +45,6 @@ struct Report {
   std::vector<std::string> next_steps;
   void problem(std::string step) { next_steps.push_back(std::move(step)); }
 };
-
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 5) {
-    bytes /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", bytes, units[u]);
-}
-
-// Saturates instead of wrapping: 100T times 64 PEs must compare as "too much", not as a small
-// number that fits.
-std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
-  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) {
-    return std::numeric_limits<std::uint64_t>::max();
-  }
-  return a * b;
-}
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -248,9 +230,9 @@ void shm_problem(const SymmetricSize& size, int pes, std::uint64_t needed, std::
       "SHMEM_SYMMETRIC_SIZE to at most {}M per PE (e.g. export SHMEM_SYMMETRIC_SIZE={}M), plan "
       "for fewer PEs (--pes), or enlarge {} (mount -o remount,size=... {}; in Docker, "
       "--shm-size)",
-      pes, human_bytes(static_cast<double>(needed)), pes,
-      human_bytes(static_cast<double>(size.bytes)), size.source, kShmDir,
-      human_bytes(static_cast<double>(free)), per_pe >> 20,
+      pes, human_bytes(needed), pes,
+      human_bytes(size.bytes), size.source, kShmDir,
+      human_bytes(free), per_pe >> 20,
       std::max<std::uint64_t>(1, (per_pe >> 20) * 9 / 10), kShmDir, kShmDir));
 }
 
@@ -317,7 +299,7 @@ void check_stale_segments(Report& r) {
     r.problem(fmt::format(
         "{} heap segment(s) of PEs that no longer run are left in {} ({} held): remove them with "
         "`rm -f {}/shmoe-*` once no shmoe job runs on this host",
-        list.size(), kShmDir, human_bytes(static_cast<double>(bytes)), kShmDir));
+        list.size(), kShmDir, human_bytes(bytes), kShmDir));
   }
 }
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "hang_verdict.hpp"
 #include "shmem/hang_watch.hpp"
 
 namespace shmoe::tools {
@@ -47,10 +46,20 @@ std::vector<int> HangReports::running_ranks() {
   return ranks;
 }
 
-std::vector<nlohmann::json> HangReports::gather(std::chrono::milliseconds wait) {
+std::vector<bool> HangReports::finalized_ranks() {
+  std::vector<bool> finalized(n_pes_, false);
+  for (int r : client().job_status().departed) {
+    if (r >= 0 && r < n_pes_) finalized[r] = true;
+  }
+  return finalized;
+}
+
+std::vector<nlohmann::json> HangReports::gather(std::chrono::milliseconds wait,
+                                                const std::vector<bool>& finalized) {
   const auto deadline = Clock::now() + wait;
   std::vector<nlohmann::json> reports(n_pes_);
   for (int r = 0; r < n_pes_; ++r) {
+    if (finalized[r]) continue;
     const auto left =
         std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
                  std::chrono::milliseconds(0));
@@ -62,8 +71,9 @@ std::vector<nlohmann::json> HangReports::gather(std::chrono::milliseconds wait) 
   return reports;
 }
 
-std::string HangReports::verdict(std::chrono::milliseconds wait) {
-  return hang_verdict(gather(wait));
+HangVerdict HangReports::verdict(std::chrono::milliseconds wait) {
+  const std::vector<bool> finalized = finalized_ranks();
+  return hang_verdict(gather(wait, finalized), finalized);
 }
 
 }  // namespace shmoe::tools

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bootstrap/config_store.hpp"
+#include "hang_verdict.hpp"
 
 namespace shmoe::tools {
 
@@ -23,13 +24,15 @@ class HangReports {
   void clear();
   // Ranks that said hello and not yet goodbye: the PEs whose SIGUSR1 handler is installed.
   std::vector<int> running_ranks();
-  // The verdict (see hang_verdict.hpp) on every PE's report, waiting at most `wait` in all for
-  // reports still to come.
-  std::string verdict(std::chrono::milliseconds wait);
+  // The verdict (see hang_verdict.hpp) on every PE's report and on which PEs have finalized,
+  // waiting at most `wait` in all for reports still to come.
+  HangVerdict verdict(std::chrono::milliseconds wait);
 
  private:
-  // Every PE's report (null where none came).
-  std::vector<nlohmann::json> gather(std::chrono::milliseconds wait);
+  // Every PE's report (null where none came, or the PE has finalized: it will send none).
+  std::vector<nlohmann::json> gather(std::chrono::milliseconds wait,
+                                     const std::vector<bool>& finalized);
+  std::vector<bool> finalized_ranks();
   bootstrap::ConfigStoreClient& client();
 
   std::string address_;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -237,17 +238,49 @@ std::string local_store_address(const std::string& bind_host, std::uint16_t port
 // timeout (the PE that timed out waited for them), and take a moment to come after SIGUSR1.
 constexpr std::chrono::milliseconds kReportWait{3000};
 
-void print_verdict(HangReports& hang, const char* why) {
-  write_all(STDERR_FILENO, fmt::format("shmoerun: {}; {}\n", why, hang.verdict(kReportWait)));
+HangVerdict print_verdict(HangReports& hang, const char* why) {
+  HangVerdict v = hang.verdict(kReportWait);
+  write_all(STDERR_FILENO, fmt::format("shmoerun: {}; {}\n", why, v.line));
+  return v;
 }
 
 // When a PE stopped on a hang timeout: which PE the others waited on.
-void explain_hang(HangReports& hang) {
+std::optional<HangVerdict> explain_hang(HangReports& hang) {
   try {
-    if (hang.job_hung()) print_verdict(hang, "a wait exceeded SHMOE_HANG_TIMEOUT");
+    if (hang.job_hung()) return print_verdict(hang, "a wait exceeded SHMOE_HANG_TIMEOUT");
   } catch (const std::exception& e) {
     write_all(STDERR_FILENO, fmt::format("shmoerun: cannot read the hang reports: {}\n", e.what()));
   }
+  return std::nullopt;
+}
+
+// The PE of this launcher's group that has job rank `rank`, if any.
+const Pe* pe_of_rank(const std::vector<Pe>& pes, int rank) {
+  for (const auto& pe : pes) {
+    if (pe.rank == rank) return &pe;
+  }
+  return nullptr;
+}
+
+// The last line after a failure. After a hang the PE that failed first is only the first whose
+// wait timed out: the line names the PE the verdict blames, and then the one that stopped.
+std::string failure_line(const std::vector<Pe>& pes, const Pe& failed,
+                         const std::optional<HangVerdict>& hang, int running) {
+  const std::string rest = fmt::format("stopping the other {} PEs", running);
+  if (!hang || hang->culprits.empty()) {
+    return fmt::format("PE {} (pid {}) {}; {}", failed.rank, failed.pid,
+                       describe_status(failed.status), rest);
+  }
+  std::vector<std::string> names;
+  for (int rank : hang->culprits) {
+    const Pe* pe = pe_of_rank(pes, rank);
+    names.push_back(pe != nullptr ? fmt::format("PE {} (pid {})", rank, pe->pid)
+                                  : fmt::format("PE {}", rank));
+  }
+  return fmt::format(
+      "the job hung waiting on {} (see the verdict above); PE {} (pid {}), the first PE to stop, "
+      "{}; {}",
+      fmt::join(names, " and "), failed.rank, failed.pid, describe_status(failed.status), rest);
 }
 
 // SIGUSR1 to shmoerun: every running PE writes its report, and shmoerun judges them.
@@ -255,7 +288,8 @@ void request_reports(HangReports& hang, const std::vector<Pe>& pes) {
   try {
     hang.clear();
     for (int rank : hang.running_ranks()) {
-      if (pes[rank].running) ::kill(pes[rank].pid, SIGUSR1);
+      const Pe* pe = pe_of_rank(pes, rank);
+      if (pe != nullptr && pe->running) ::kill(pe->pid, SIGUSR1);
     }
     print_verdict(hang, "hang reports on SIGUSR1");
   } catch (const std::exception& e) {
@@ -312,7 +346,7 @@ int run_job(LaunchOptions o) {
     o.store_address = local_store_address(o.store_bind, store->port());
   }
   install_handlers();
-  HangReports hang(o.store_address, o.n_pes);
+  HangReports hang(o.store_address, o.job_size);
   std::vector<Pe> pes(o.n_pes);
   for (int r = 0; r < o.n_pes; ++r) {
     pes[r].rank = o.first_rank + r;
@@ -390,11 +424,9 @@ int run_job(LaunchOptions o) {
       }
     }
     if (blame_at && !kill_deadline && (Clock::now() >= *blame_at || running == 0)) {
-      explain_hang(hang);
-      const Pe& culprit = pick_culprit(pes, first_lost.load());
-      stop_all(exit_code_of(culprit.status),
-               fmt::format("PE {} (pid {}) {}; stopping the other {} PEs", culprit.rank,
-                           culprit.pid, describe_status(culprit.status), running));
+      const std::optional<HangVerdict> hung = explain_hang(hang);
+      const Pe& failed = pick_culprit(pes, first_lost.load());
+      stop_all(exit_code_of(failed.status), failure_line(pes, failed, hung, running));
     }
     if (g_report_requested && !kill_deadline) {
       g_report_requested = 0;

@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <new>
 #include <string>
 
+#include "admission.hpp"
+#include "common/env.hpp"
 #include "launcher.hpp"
 #include "mega_options.hpp"
 #include "mega_run.hpp"
@@ -16,19 +19,33 @@
 
 namespace {
 
-// In a PE (started by this same program): initialise SHMEM, run, finalise.
+// In a PE (started by this same program): initialise SHMEM, run, finalise. A PE that cannot go
+// on (a file it cannot write, memory it cannot get) says why and ends the whole job: the other
+// PEs may be waiting for it in a collective call.
 template <typename Run>
 int run_as_pe(Run&& run) {
   int provided = 0;
   shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided);
-  const int status = run();
+  int status = 0;
+  try {
+    status = run();
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr,
+               "PE {}: out of memory: this shape needs more memory than the machine could give "
+               "(lower --bs/--tokens, the dimensions or --pes)\n",
+               shmem_my_pe());
+    std::fflush(stderr);
+    shmem_global_exit(1);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "PE {}: error: {}\n", shmem_my_pe(), e.what());
+    std::fflush(stderr);
+    shmem_global_exit(1);
+  }
   shmem_finalize();
   return status;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const bool mega = argc > 1 && std::string(argv[1]) == "mega";
   shmoe::tools::MoeRunOptions options;
   shmoe::tools::MegaOptions mega_options;
@@ -44,6 +61,20 @@ int main(int argc, char** argv) {
                 : run_as_pe([&] { return shmoe::tools::run_moe_pe(options); });
   }
 
+  // Before any PE starts: outputs that cannot be written, and a run this machine cannot hold
+  // (with what would fit), are refused.
+  std::string refusal = mega ? refuse_mega_outputs(mega_options) : refuse_moe_outputs(options);
+  if (refusal.empty()) {
+    const auto user_heap = shmoe::tools::user_heap_size();
+    const auto machine = shmoe::tools::this_machine();
+    refusal = mega ? refuse_mega_run(mega_options, user_heap, machine)
+                   : refuse_moe_run(options, user_heap, machine);
+  }
+  if (!refusal.empty()) {
+    fmt::print(stderr, "shmoe-moe{}: {}\n", mega ? " mega" : "", refusal);
+    return 2;
+  }
+
   shmoe::tools::LaunchOptions launch;
   launch.n_pes = mega ? mega_options.pes : options.pes;
   const double timeout_s = mega ? mega_options.routing.timeout_s : options.timeout_s;
@@ -53,17 +84,25 @@ int main(int argc, char** argv) {
   launch.command.push_back(n > 0 ? std::string(self, static_cast<std::size_t>(n)) : argv[0]);
   for (int i = 1; i < argc; ++i) launch.command.push_back(argv[i]);
   ::setenv("SHMOE_MOE_PE", "1", 1);
-  if (std::getenv("SHMEM_SYMMETRIC_SIZE") == nullptr) {
+  if (!shmoe::env::get("SHMEM_SYMMETRIC_SIZE") && !shmoe::env::get("SMA_SYMMETRIC_SIZE")) {
     ::setenv("SHMEM_SYMMETRIC_SIZE",
              std::to_string(mega ? shmoe::tools::mega_symmetric_bytes(mega_options)
                                  : shmoe::tools::symmetric_bytes_needed(options))
                  .c_str(),
              1);
   }
+  return shmoe::tools::run_job(launch);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    return shmoe::tools::run_job(launch);
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "shmoe-moe: out of memory\n");
   } catch (const std::exception& e) {
     fmt::print(stderr, "shmoe-moe: {}\n", e.what());
-    return 1;
   }
+  return 1;
 }

@@ -31,7 +31,8 @@ int parse_mega_options(int argc, char** argv, MegaOptions& o) {
       ->check(CLI::IsMember({"e4m3", "e5m2"}));
   app.add_option("--max-received-tokens", o.max_received_tokens,
                  "rows a PE can receive (0: automatic, never overflows)")
-      ->envname("MAX_RECEIVED_TOKENS");
+      ->envname("MAX_RECEIVED_TOKENS")
+      ->check(CLI::Range(std::size_t{0}, kMaxReceivedRows));
   app.add_option("--warmup", o.warmup)->envname("WARMUP")->check(CLI::Range(0, 1000000));
   app.add_option("--loops", o.loops)->envname("LOOP")->check(CLI::Range(1, 1000000));
   auto* aic = app.add_option("--matrix-workers", o.matrix_workers, "matrix workers (AIC)")

@@ -4,9 +4,12 @@
 #include <shmem.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 namespace shmoe::tools {
 
@@ -63,6 +66,10 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
   if (!p.timed || o.csv.empty()) return;
   const bool fresh = !std::ifstream(o.csv).good();
   std::ofstream f(o.csv, std::ios::app);
+  auto fail = [&] {
+    throw std::runtime_error(fmt::format("cannot write --csv={}: {}", o.csv, std::strerror(errno)));
+  };
+  if (!f) fail();
   if (fresh) {
     f << "variant,pes,tokens,model_dim,ffn_dim,topk,experts_per_pe,mode,e2e_avg_ms,e2e_min_ms,"
          "e2e_max_ms,kernel_avg_ms,kernel_min_ms,kernel_max_ms,loops\n";
@@ -71,6 +78,8 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
                    variant, shmem_n_pes(), o.tokens, o.model_dim, o.ffn_dim, o.topk,
                    o.experts_per_pe, mode_name(o.mode), p.e2e_avg, p.e2e_min, p.e2e_max,
                    p.kernel_avg, p.kernel_min, p.kernel_max, o.loops);
+  f.close();
+  if (!f) fail();
 }
 
 void write_trace(const std::string& path, const std::vector<kernel::StageEvent>& events,
@@ -89,7 +98,13 @@ void write_trace(const std::string& path, const std::vector<kernel::StageEvent>&
            {"pid", me},
            {"tid", e.worker}});
     }
-    std::ofstream(part) << list.dump();
+    std::ofstream out(part);
+    out << list.dump();
+    out.close();
+    if (!out) {
+      throw std::runtime_error(
+          fmt::format("cannot write {} (--trace={}): {}", part, path, std::strerror(errno)));
+    }
   }
   shmem_barrier_all();
   if (me == 0) {
@@ -100,7 +115,11 @@ void write_trace(const std::string& path, const std::vector<kernel::StageEvent>&
     for (int pe = 0; pe < P; ++pe) {
       const std::string name = fmt::format("{}.pe{}", path, pe);
       std::ifstream in(name);
-      parts.push_back(nlohmann::json::parse(in));
+      parts.push_back(nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false));
+      if (!parts.back().is_array()) {
+        throw std::runtime_error(
+            fmt::format("cannot read PE {}'s part of the trace, {} (--trace={})", pe, name, path));
+      }
       std::remove(name.c_str());
       for (const auto& e : parts.back()) first = std::min(first, e["ts"].get<double>());
     }
@@ -124,7 +143,13 @@ void write_trace(const std::string& path, const std::vector<kernel::StageEvent>&
         out.push_back(std::move(e));
       }
     }
-    std::ofstream(path) << trace.dump(1);
+    std::ofstream file(path);
+    file << trace.dump(1);
+    file.close();
+    if (!file) {
+      throw std::runtime_error(
+          fmt::format("cannot write --trace={}: {}", path, std::strerror(errno)));
+    }
     fmt::print("mega: trace of one fused call written to {} (open it in https://ui.perfetto.dev)\n",
                path);
   }

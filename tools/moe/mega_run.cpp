@@ -14,9 +14,8 @@
 #include "run.hpp"
 
 namespace shmoe::tools {
-namespace {
 
-moe::MegaMoeConfig make_config(const MegaOptions& o) {
+moe::MegaMoeConfig mega_config(const MegaOptions& o) {
   moe::MegaMoeConfig c;
   c.tokens = o.tokens;
   c.model_dim = o.model_dim;
@@ -29,6 +28,8 @@ moe::MegaMoeConfig make_config(const MegaOptions& o) {
   c.wave_rows = o.wave_rows;
   return c;
 }
+
+namespace {
 
 // The relative tolerance per format.
 double relative_tolerance(numeric::Fp8Format f) {
@@ -114,7 +115,7 @@ int run(const MegaOptions& o, std::uint64_t seed) {
     weights.w1.push_back(experts[me * L + e].w1_rows.data());
     weights.w2.push_back(experts[me * L + e].w2_rows.data());
   }
-  const moe::MegaMoeConfig cfg = make_config(o);
+  const moe::MegaMoeConfig cfg = mega_config(o);
   moe::MegaMoe op(cfg, weights);
 
   std::vector<std::uint16_t> y(static_cast<std::size_t>(o.tokens) * o.model_dim),
@@ -217,7 +218,7 @@ int run(const MegaOptions& o, std::uint64_t seed) {
 }  // namespace
 
 std::size_t mega_symmetric_bytes(const MegaOptions& o) {
-  return moe::MegaMoe::symmetric_bytes(make_config(o), o.pes, true) + (16u << 20);
+  return moe::MegaMoe::symmetric_bytes(mega_config(o), o.pes, true) + (16u << 20);
 }
 
 int run_mega_pe(const MegaOptions& o) {

@@ -99,7 +99,8 @@ int parse_moe_options(int argc, char** argv, MoeRunOptions& o) {
   app.add_option("--output-dir", o.output_dir, "where --perf writes its CSVs");
   app.add_option("--matrix-workers", o.matrix_workers)->check(CLI::Range(0, 256));
   app.add_option("--vector-workers", o.vector_workers)->check(CLI::Range(0, 256));
-  app.add_option("--max-recv-rows", o.max_recv_rows, "window rows per PE (0: never overflows)");
+  app.add_option("--max-recv-rows", o.max_recv_rows, "window rows per PE (0: never overflows)")
+      ->check(CLI::Range(std::size_t{0}, kMaxReceivedRows));
   app.add_option("--threshold", o.threshold,
                  "double plane: smallest segment for the copy engine, bytes");
   app.add_option("--timeout", o.timeout_s, "stop the whole run after this many seconds")

@@ -2,6 +2,7 @@
 // verification and perf settings.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@ struct MoeCase {
   int bs = 8, hidden = 16, topk = 2, experts_per_pe = 2;
   moe::DType dtype = moe::DType::kInt32;
 };
+
+// The most rows --max-recv-rows (and mega's --max-received-tokens) may ask for: 64 PEs x 2^20
+// tokens x 4096 experts per token, more than any call can send.
+inline constexpr std::size_t kMaxReceivedRows = std::size_t{1} << 38;
 
 struct MoeRunOptions {
   MoeOp op = MoeOp::kPipeline;

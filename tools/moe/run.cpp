@@ -4,11 +4,13 @@
 #include <shmem.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 
 #include "moe/moe.hpp"
 #include "workload.hpp"
@@ -103,11 +105,19 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
                const std::vector<double>& all_worker_us, const std::vector<double>& all_comm_us,
                double global_bytes) {
   const int P = shmem_n_pes();
-  std::filesystem::create_directories(o.output_dir);
   const std::string path =
       fmt::format("{}/{}_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, P, c.bs, c.hidden,
                   c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
+  // --output-dir was checked before the PEs started (and may have gone since: opening the file
+  // says so); what can still fail, such as a full disk, must not pass unsaid.
+  auto fail = [&] {
+    throw std::runtime_error(fmt::format("cannot write {} (--output-dir={}): {}", path,
+                                         o.output_dir, std::strerror(errno)));
+  };
+  std::error_code ignored;
+  std::filesystem::create_directories(o.output_dir, ignored);
   std::ofstream f(path);
+  if (!f) fail();
   f << "DataSize/B,PEs,Workers,Bandwidth/GB/s,CoreMaxTime/us,Metric,GlobalDataSize/B,"
        "PerPeBandwidth/GB/s,BS,H,TopK,ExpertPerPe,Dtype,Warmup,Loops";
   for (int p = 0; p < P; ++p)
@@ -135,6 +145,8 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
         name, metric, P, c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype), max_us,
         gbps, gbps / P, path);
   }
+  f.close();
+  if (!f) fail();
 }
 
 // Gathers each PE's averages to PE 0 (symmetric scratch) and writes the CSV there.
@@ -166,16 +178,7 @@ void report_perf(const MoeRunOptions& o, const MoeCase& c, const std::string& na
 
 int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   const int P = shmem_n_pes(), me = shmem_my_pe();
-  moe::MoeConfig cfg;
-  cfg.experts_per_pe = c.experts_per_pe;
-  cfg.max_bs = c.bs;
-  cfg.hidden = c.hidden;
-  cfg.topk = c.topk;
-  cfg.dtype = c.dtype;
-  cfg.max_recv_rows = o.max_recv_rows;
-  cfg.workers = {o.matrix_workers, o.vector_workers};
-  cfg.doubleplane_threshold = o.threshold;
-  moe::MoeContext ctx(cfg);
+  moe::MoeContext ctx(moe_config(o, c));
   const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
   const std::size_t cap = ctx.recv_capacity();
   Buffers b;
@@ -292,17 +295,28 @@ std::uint64_t agree_on_seed(std::uint64_t requested) {
   return seed;
 }
 
+moe::MoeConfig moe_config(const MoeRunOptions& o, const MoeCase& c) {
+  moe::MoeConfig cfg;
+  cfg.experts_per_pe = c.experts_per_pe;
+  cfg.max_bs = c.bs;
+  cfg.hidden = c.hidden;
+  cfg.topk = c.topk;
+  cfg.dtype = c.dtype;
+  cfg.max_recv_rows = o.max_recv_rows;
+  cfg.workers = {o.matrix_workers, o.vector_workers};
+  cfg.doubleplane_threshold = o.threshold;
+  return cfg;
+}
+
+std::size_t symmetric_bytes_for(const MoeRunOptions& o, const MoeCase& c) {
+  // Room beyond the operator's windows for the seed and the perf report's scratch.
+  return moe::MoeContext::window_bytes(moe_config(o, c), o.pes) + (64u << 20);
+}
+
 std::size_t symmetric_bytes_needed(const MoeRunOptions& o) {
   std::size_t most = 0;
-  for (const auto& c : o.cases) {
-    const std::size_t row = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
-    const std::size_t cap =
-        o.max_recv_rows ? o.max_recv_rows : static_cast<std::size_t>(o.pes) * c.bs * c.topk;
-    const std::size_t flags =
-        8 * 64 * static_cast<std::size_t>(o.pes) * (o.pes * c.experts_per_pe + 32);
-    most = std::max(most, cap * (row + 16) + static_cast<std::size_t>(c.bs) * c.topk * row + flags);
-  }
-  return most + (64u << 20);
+  for (const auto& c : o.cases) most = std::max(most, symmetric_bytes_for(o, c));
+  return most;
 }
 
 int run_moe_pe(const MoeRunOptions& o) {

@@ -1,8 +1,10 @@
 // One PE's part of a shmoe-moe run: generate, run, verify, time, report.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "moe/moe.hpp"
 #include "options.hpp"
 
 namespace shmoe::tools {
@@ -13,7 +15,12 @@ std::uint64_t agree_on_seed(std::uint64_t requested);
 // Returns the PE's exit status: 0 when every output verified.
 int run_moe_pe(const MoeRunOptions& options);
 
-// Symmetric heap bytes a PE needs for the largest case (what shmoe-moe sets by default).
+// The operators' configuration for one case.
+moe::MoeConfig moe_config(const MoeRunOptions& options, const MoeCase& c);
+
+// Symmetric heap bytes a PE needs for one case, and for the largest case (what shmoe-moe sets by
+// default).
+std::size_t symmetric_bytes_for(const MoeRunOptions& options, const MoeCase& c);
 std::size_t symmetric_bytes_needed(const MoeRunOptions& options);
 
 }  // namespace shmoe::tools

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# shmoe-moe's dispatch/combine command line: a shape larger than the machine's memory is refused
+# at once (no PE starts, nothing is allocated) with what it needs, what the machine has and the
+# largest --bs that fits; an --output-dir that cannot be written is refused naming it. Every
+# refusal exits non-zero, never by a signal.
+#   moe_cli.sh SHMOE_MOE
+set -uo pipefail
+moe=${1:?usage: moe_cli.sh SHMOE_MOE}
+failures=0
+
+# expect_refusal "what" "expected message part" command...
+expect_refusal() {
+  local what=$1 expected=$2
+  shift 2
+  local out status start=$SECONDS
+  out=$("$@" 2>&1)
+  status=$?
+  if ((status == 0 || status >= 128)) || ! grep -qF -- "$expected" <<<"$out"; then
+    echo "FAIL: $what: status $status, expected a refusal with '$expected', got:"
+    echo "$out" | head -20
+    failures=$((failures + 1))
+  elif ((SECONDS - start > 10)); then
+    echo "FAIL: $what: the refusal took $((SECONDS - start)) s"
+    failures=$((failures + 1))
+  else
+    echo "ok: $what"
+  fi
+}
+
+huge=(dispatch --pes 2 --bs 1048576 --hidden 4096 --topk 8 --experts-per-pe 4 --dtype float32)
+expect_refusal "a shape beyond the machine's memory" \
+  "shmoe-moe: dispatch --pes 2 --bs 1048576 --hidden 4096 --topk 8 --experts-per-pe 4 --dtype float32 does not fit in this machine's memory: " \
+  "$moe" "${huge[@]}"
+expect_refusal "what the machine has is said" "available (MemAvailable)" "$moe" "${huge[@]}"
+expect_refusal "what fits is said" "the largest --bs that fits is " "$moe" "${huge[@]}"
+# With the user's heap, only the memory is checked here (shmem_init checks /dev/shm).
+expect_refusal "with SHMEM_SYMMETRIC_SIZE set" "does not fit in this machine's memory" \
+  env SHMEM_SYMMETRIC_SIZE=64M "$moe" "${huge[@]}"
+expect_refusal "one case of a sweep" "--bs 1048576 --hidden 4096" \
+  "$moe" dispatch --pes 2 --bs 8,1048576 --hidden 4096 --topk 8 --experts-per-pe 4 --dtype float32
+
+# The largest --bs it names lies between 0 and the --bs asked for.
+bs=$("$moe" "${huge[@]}" 2>&1 | grep -oE "the largest --bs that fits is [0-9]+" | grep -oE "[0-9]+$")
+if [[ -n $bs ]] && ((bs > 0 && bs < 1048576)); then
+  echo "ok: the largest --bs is $bs"
+else
+  echo "FAIL: no largest --bs in the refusal"
+  failures=$((failures + 1))
+fi
+
+expect_refusal "unwritable --output-dir" \
+  "shmoe-moe: --output-dir=/proc/nonexistent: cannot create the directory: " \
+  "$moe" dispatch --pes 2 --bs 8 --hidden 16 --perf --output-dir /proc/nonexistent
+expect_refusal "--output-dir naming a file" "--output-dir=/etc/hostname: cannot create the directory" \
+  "$moe" dispatch --pes 2 --bs 8 --hidden 16 --perf --output-dir /etc/hostname
+expect_refusal "received rows beyond any call" "--max-recv-rows: Value 274877906945 not in range" \
+  "$moe" dispatch --pes 2 --bs 8 --hidden 16 --max-recv-rows 274877906945
+
+# A writable --output-dir gets its CSV.
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+out=$("$moe" dispatch --pes 2 --bs 8 --hidden 16 --perf --warmup 0 --loops 1 --output-dir "$dir/a/b" --timeout 60 2>&1)
+if [[ -f $dir/a/b/dispatch_pes2_bs8_h16_topk2_epp2_int32.csv ]] && ! ls -A "$dir/a/b" | grep -q shmoe-write-test; then
+  echo "ok: csv written"
+else
+  echo "FAIL: csv not written to $dir/a/b ($out)"
+  ls -la "$dir/a/b"
+  failures=$((failures + 1))
+fi
+((failures == 0))

@@ -91,8 +91,9 @@ typedef struct {
 #define SHMEM_TEAM_NUM_CONTEXTS (1L << 0)
 
 /* The active set is {PE_start + i * 2^logPE_stride : 0 <= i < PE_size}. shmoe keeps its own
- * symmetric scratch per distinct active set (at most SHMOE_MAX_ACTIVE_SETS per job), so pSync
- * and pWrk are accepted and never read or written. */
+ * symmetric scratch for active sets, so pSync and pWrk are accepted and never read or written. A
+ * job may use any number of distinct active sets; SHMOE_MAX_ACTIVE_SETS of them can have calls in
+ * progress at the same time (a call on a further one waits until one of those has none). */
 #define SHMOE_MAX_ACTIVE_SETS 16
 
 #if defined(__cplusplus)

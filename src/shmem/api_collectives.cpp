@@ -95,7 +95,7 @@ int reduce(const char* fn, shmem_team_t handle, T* dest, const T* source, std::s
 
 // ---- Active sets ------------------------------------------------------------------------------
 
-Team& active_set(const char* fn, int start, int log_stride, int size) {
+shmoe::ActiveSetCall active_set(const char* fn, int start, int log_stride, int size) {
   auto& rt = shmoe::runtime(fn);
   if (start < 0 || size < 1 || log_stride < 0 || log_stride > 30) {
     shmoe::api_error(fn, "PE_start={}, logPE_stride={}, PE_size={} is not an active set", start,
@@ -188,14 +188,16 @@ SHMOE_REDUCE_ARITH_TYPES(SHMOE_DEF_REDUCE_ARITH)
 
 void pshmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync) {
   (void)pSync;
-  Team& team = active_set("shmem_barrier", PE_start, logPE_stride, PE_size);
+  const auto call = active_set("shmem_barrier", PE_start, logPE_stride, PE_size);
+  Team& team = call.team();
   std::lock_guard lock(team.mutex());
   coll::finish(team);  // quiet, then the barrier
 }
 
 void pshmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync) {
   (void)pSync;
-  Team& team = active_set("shmem_sync", PE_start, logPE_stride, PE_size);
+  const auto call = active_set("shmem_sync", PE_start, logPE_stride, PE_size);
+  Team& team = call.team();
   std::lock_guard lock(team.mutex());
   team.sync();
 }
@@ -207,7 +209,8 @@ SHMOE_WEAK_ALIAS(shmem_sync)
                               int PE_start, int logPE_stride, int PE_size, long* pSync) {   \
     (void)pSync;                                                                            \
     const char* fn = "shmem_broadcast" #BITS;                                               \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    const auto call = active_set(fn, PE_start, logPE_stride, PE_size);                      \
+    Team& team = call.team();                                                               \
     if (PE_root < 0 || PE_root >= PE_size) {                                                \
       shmoe::api_error(fn, "PE_root={} is out of range (0..{})", PE_root, PE_size - 1);     \
     }                                                                                       \
@@ -219,7 +222,8 @@ SHMOE_WEAK_ALIAS(shmem_sync)
                             int logPE_stride, int PE_size, long* pSync) {                   \
     (void)pSync;                                                                            \
     const char* fn = "shmem_collect" #BITS;                                                 \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    const auto call = active_set(fn, PE_start, logPE_stride, PE_size);                      \
+    Team& team = call.team();                                                               \
     std::lock_guard lock(team.mutex());                                                     \
     check_dest(team, dest, nelems * sizeof(T), fn);                                         \
     coll::collect(team, dest, source, nelems * sizeof(T));                                  \
@@ -228,7 +232,8 @@ SHMOE_WEAK_ALIAS(shmem_sync)
                              int logPE_stride, int PE_size, long* pSync) {                  \
     (void)pSync;                                                                            \
     const char* fn = "shmem_fcollect" #BITS;                                                \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    const auto call = active_set(fn, PE_start, logPE_stride, PE_size);                      \
+    Team& team = call.team();                                                               \
     std::lock_guard lock(team.mutex());                                                     \
     check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                               \
     coll::fcollect(team, dest, source, nelems * sizeof(T));                                 \
@@ -237,7 +242,8 @@ SHMOE_WEAK_ALIAS(shmem_sync)
                              int logPE_stride, int PE_size, long* pSync) {                  \
     (void)pSync;                                                                            \
     const char* fn = "shmem_alltoall" #BITS;                                                \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    const auto call = active_set(fn, PE_start, logPE_stride, PE_size);                      \
+    Team& team = call.team();                                                               \
     std::lock_guard lock(team.mutex());                                                     \
     if (nelems == 0) return;                                                                \
     check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                               \
@@ -248,7 +254,8 @@ SHMOE_WEAK_ALIAS(shmem_sync)
                               long* pSync) {                                                \
     (void)pSync;                                                                            \
     const char* fn = "shmem_alltoalls" #BITS;                                               \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                           \
+    const auto call = active_set(fn, PE_start, logPE_stride, PE_size);                      \
+    Team& team = call.team();                                                               \
     if (nelems == 0) return;                                                                \
     check_strides(dst, sst, fn);                                                            \
     std::lock_guard lock(team.mutex());                                                     \
@@ -269,7 +276,8 @@ SHMOE_DEF_ACTIVE_SET_SIZED(64, uint64_t)
     (void)pWrk;                                                                          \
     (void)pSync;                                                                         \
     const char* fn = "shmem_" #N "_" #OP "_to_all";                                      \
-    Team& team = active_set(fn, PE_start, logPE_stride, PE_size);                        \
+    const auto call = active_set(fn, PE_start, logPE_stride, PE_size);                   \
+    Team& team = call.team();                                                            \
     if (nreduce < 0) shmoe::api_error(fn, "nreduce={} is negative", nreduce);            \
     std::lock_guard lock(team.mutex());                                                  \
     coll::reduce<T, coll::CLASS>(team, dest, source, static_cast<std::size_t>(nreduce)); \

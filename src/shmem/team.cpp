@@ -4,8 +4,10 @@
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <optional>
 
 #include "common/backoff.hpp"
+#include "common/env.hpp"
 #include "common/log.hpp"
 #include "shmem/collectives.hpp"
 #include "shmem/runtime.hpp"
@@ -90,7 +92,11 @@ PeSet shared_memory_set(const std::vector<int>& pes, int me) {
 
 }  // namespace
 
-TeamRegistry::TeamRegistry(Runtime& rt, std::size_t offset) : rt_(rt), offset_(offset) {
+TeamRegistry::TeamRegistry(Runtime& rt, std::size_t offset)
+    : rt_(rt),
+      offset_(offset),
+      slots_(static_cast<int>(
+          env::int_or("SHMOE_ACTIVE_SET_SLOTS", kActiveSetSlots, 1, kActiveSetSlots))) {
   PeSet all{0, 1, rt.size()};
   shmem_team_config_t config{0};
   shmoe_team_world.team = create(all, 0, config, &shmoe_team_world);
@@ -188,41 +194,170 @@ void TeamRegistry::destroy(Team& team) {
   std::erase_if(teams_, [&](const std::unique_ptr<Team>& t) { return t.get() == &team; });
 }
 
-Team& TeamRegistry::active_set(PeSet pes, const char* fn) {
+namespace {
+
+// An active set's key: its triple, as the table on PE 0 holds it (plus one, so 0 means "none").
+std::uint64_t active_set_key(const PeSet& pes) {
+  return (std::uint64_t(pes.start) << 42) | (std::uint64_t(pes.stride) << 21) |
+         std::uint64_t(pes.size);
+}
+PeSet active_set_of_key(std::uint64_t key) {
+  constexpr std::uint64_t kField = (std::uint64_t{1} << 21) - 1;
+  return PeSet{static_cast<int>(key >> 42), static_cast<int>((key >> 21) & kField),
+               static_cast<int>(key & kField)};
+}
+
+// A slot's state word: calls under way (bits 0..31), an eviction in progress (bit 32), the
+// generation (bits 33..63), which changes whenever the slot changes owner.
+constexpr std::uint64_t kCallsMask = 0xffff'ffff;
+constexpr std::uint64_t kEvicting = std::uint64_t{1} << 32;
+constexpr std::uint64_t kGenerationStep = std::uint64_t{1} << 33;
+std::uint64_t generation_of(std::uint64_t state) {
+  return state & ~(kCallsMask | kEvicting);
+}
+
+}  // namespace
+
+ActiveSetCall::~ActiveSetCall() {
+  registry_->leave(slot_);
+}
+
+std::uint64_t TeamRegistry::atomic0(std::size_t offset, transport::AmoOp op, std::uint64_t operand,
+                                    std::uint64_t compare) {
+  return rt_.transport().atomic(0, offset_ + offset, {op, 8, operand, compare});
+}
+
+bool TeamRegistry::enter(int slot, std::uint64_t generation) {
+  // One atomic on the common path. A PE whose set has lost the slot (or is losing it) takes its
+  // increment back; until then the slot looks busy, which only delays taking it over.
+  const std::size_t state_word = kStatesOffset + static_cast<std::size_t>(slot) * 8;
+  const std::uint64_t state = atomic0(state_word, transport::AmoOp::kAdd, 1);
+  if (generation_of(state) == generation && (state & kEvicting) == 0) return true;
+  leave(slot);
+  return false;
+}
+
+void TeamRegistry::leave(int slot) {
+  atomic0(kStatesOffset + static_cast<std::size_t>(slot) * 8, transport::AmoOp::kAdd,
+          ~std::uint64_t{0});  // minus one
+}
+
+std::optional<std::pair<int, std::uint64_t>> TeamRegistry::try_claim(std::uint64_t key,
+                                                                     const char* fn) {
+  using transport::AmoOp;
+  wait_until([&] { return atomic0(kLockOffset, AmoOp::kCompareSwap, 1, 0) == 0; },
+             [&] {
+               return WaitState{
+                   fn, fmt::format("{}: the active-set table lock on PE 0", fn), 0, 0, 1, 0};
+             });
+  const std::uint64_t pool = atomic0(kPoolSizeOffset, AmoOp::kCompareSwap, slots_, 0);
+  if (pool != 0 && pool != static_cast<std::uint64_t>(slots_)) {
+    atomic0(kLockOffset, AmoOp::kStore, 0);
+    api_error(fn,
+              "SHMOE_ACTIVE_SET_SLOTS is {} on this PE but {} on another; it must be the same "
+              "on every PE",
+              slots_, pool);
+  }
+  auto state_word = [](int s) { return kStatesOffset + static_cast<std::size_t>(s) * 8; };
+  auto key_word = [](int s) { return kKeysOffset + static_cast<std::size_t>(s) * 8; };
+  int slot = -1, free_slot = -1;
+  for (int s = 0; s < slots_ && slot < 0; ++s) {
+    const std::uint64_t owner = atomic0(key_word(s), AmoOp::kLoad, 0);
+    if (owner == key + 1) slot = s;
+    if (owner == 0 && free_slot < 0) free_slot = s;
+  }
+  if (slot < 0 && free_slot >= 0) {
+    slot = free_slot;
+    atomic0(key_word(slot), AmoOp::kStore, key + 1);
+  }
+  if (slot < 0) {
+    // Every slot has an owner: take over one whose set has no call under way. Only the lock
+    // holder sets kEvicting, and a call only enters while it is clear.
+    std::uint64_t state = 0;
+    for (int i = 0; i < slots_ && slot < 0; ++i) {
+      const int s = (next_victim_ + i) % slots_;
+      state = atomic0(state_word(s), AmoOp::kLoad, 0);
+      if ((state & (kCallsMask | kEvicting)) == 0 &&
+          atomic0(state_word(s), AmoOp::kCompareSwap, state | kEvicting, state) == state) {
+        slot = s;
+      }
+    }
+    if (slot < 0) {  // all busy: let their calls finish (their members may need this lock)
+      atomic0(kLockOffset, AmoOp::kStore, 0);
+      return std::nullopt;
+    }
+    next_victim_ = (slot + 1) % slots_;
+    // Its old members' flags and barrier counters start from zero for the new owner (the data
+    // area needs no clearing: every byte of it is written before the flag announcing it).
+    const PeSet old_set = active_set_of_key(atomic0(key_word(slot), AmoOp::kLoad, 0) - 1);
+    const std::vector<std::byte> zeros(TeamScratch::kDataOffset);
+    for (int i = 0; i < old_set.size; ++i) {
+      rt_.transport().put(old_set.pe(i), slot_offset(kTeamSlots + slot), zeros.data(),
+                          zeros.size());
+    }
+    rt_.transport().quiet();
+    atomic0(key_word(slot), AmoOp::kStore, key + 1);
+    // Next generation, kEvicting cleared; an add, so the increments of callers that have found
+    // the slot changed and are taking them back stay counted.
+    atomic0(state_word(slot), AmoOp::kAdd, kGenerationStep - kEvicting);
+  }
+  // Entered while the lock is held, so the slot cannot change owner before this call holds it.
+  const std::uint64_t generation = generation_of(atomic0(state_word(slot), AmoOp::kLoad, 0));
+  const bool entered = enter(slot, generation);
+  atomic0(kLockOffset, AmoOp::kStore, 0);
+  if (!entered) {  // only the lock holder changes a generation: this cannot happen
+    log::fatal(
+        fmt::format("{}: internal error: active-set slot {} changed owner while this PE "
+                    "held the table lock",
+                    fn, slot));
+  }
+  return std::pair{slot, generation};
+}
+
+ActiveSetCall TeamRegistry::active_set(PeSet pes, const char* fn) {
   if (pes.size == 1) pes.stride = 1;  // one PE: every stride names the same set
-  const std::uint64_t key = (std::uint64_t(pes.start) << 42) | (std::uint64_t(pes.stride) << 21) |
-                            std::uint64_t(pes.size);
-  std::lock_guard lock(mutex_);
-  if (auto it = active_sets_.find(key); it != active_sets_.end()) return *it->second;
   if (pes.start >= (1 << 21) || pes.stride >= (1 << 21) || pes.size >= (1 << 21)) {
     api_error(fn, "active set (start {}, stride {}, size {}) is too large", pes.start, pes.stride,
               pes.size);
   }
-  // The table of active-set keys lives on PE 0; entry s names the set that owns slot s. Members
-  // of a set all find the same entry: keys are only ever added, by compare-and-swap.
+  const std::uint64_t key = active_set_key(pes);
+  std::shared_ptr<Team> team;
   int slot = -1;
-  for (int s = 0; s < kActiveSetSlots; ++s) {
-    std::uint64_t found =
-        rt_.transport().atomic(0, offset_ + s * 8, {transport::AmoOp::kCompareSwap, 8, key + 1, 0});
-    if (found == 0 || found == key + 1) {
-      slot = s;
-      break;
+  auto start_call = [&] {
+    std::lock_guard lock(mutex_);
+    if (auto it = active_sets_.find(key); it != active_sets_.end()) {
+      if (enter(it->second.slot, it->second.generation)) {
+        team = it->second.team;
+        slot = it->second.slot;
+        return true;
+      }
+      active_sets_.erase(it);  // its slot changed owner since this PE's last call on it
     }
+    const auto claimed = try_claim(key, fn);
+    if (!claimed) return false;
+    int me = -1;
+    for (int i = 0; i < pes.size; ++i) {
+      if (pes.pe(i) == rt_.rank()) me = i;
+    }
+    slot = claimed->first;
+    team = std::make_shared<Team>(rt_, pes, me, kTeamSlots + slot, slot_offset(kTeamSlots + slot),
+                                  shmem_team_config_t{0}, nullptr);
+    active_sets_[key] = KnownSet{team, slot, claimed->second};
+    return true;
+  };
+  if (!start_call()) {
+    wait_until(start_call, [&] {
+      return WaitState{fn,
+                       fmt::format("{} on the active set (start {}, stride {}, size {}): all {} "
+                                   "active-set slots have calls under way; waiting for one",
+                                   fn, pes.start, pes.stride, pes.size, slots_),
+                       -1,
+                       0,
+                       0,
+                       0};
+    });
   }
-  if (slot < 0) {
-    api_error(fn,
-              "more than {} distinct active sets in one job: shmoe keeps symmetric scratch for "
-              "each; use teams (shmem_team_split_strided) instead",
-              kActiveSetSlots);
-  }
-  int me = -1;
-  for (int i = 0; i < pes.size; ++i) {
-    if (pes.pe(i) == rt_.rank()) me = i;
-  }
-  auto team =
-      std::make_unique<Team>(rt_, pes, me, kTeamSlots + slot, slot_offset(kTeamSlots + slot),
-                             shmem_team_config_t{0}, nullptr);
-  return *active_sets_.emplace(key, std::move(team)).first->second;
+  return ActiveSetCall(*this, std::move(team), slot);
 }
 
 }  // namespace shmoe

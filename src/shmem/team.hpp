@@ -7,9 +7,27 @@
 // member of the new team. Disjoint teams from one split (the rows of split_2d) share a slot
 // number: their scratch lives in different PEs' segments.
 //
-// The deprecated active-set collectives use slots of a second pool, one per distinct active set,
-// found through a table of keys on PE 0 that members claim with compare-and-swap, so the PEs of
-// an active set agree on its slot without any collective call.
+// The deprecated active-set collectives use slots of a second pool. A table on PE 0 says which
+// active set owns each slot, so the PEs of an active set agree on its slot without any collective
+// call; a program may use any number of distinct active sets over its run, and a set gives its
+// slot up to another when the pool is full and the set is idle:
+//
+//  - Each slot has a state word on PE 0: how many calls on its set are under way (counted per
+//    PE and thread) and a generation that changes whenever the slot changes owner. A call enters
+//    by raising the count, and keeps it only if the generation is the one this PE knows and no
+//    takeover is in progress; it leaves by lowering it.
+//  - A slot may change owner only while its count is 0. Every collective on an active set ends
+//    with the set's barrier, so no member leaves call k before every member has entered it:
+//    with no call under way, every member has finished the same calls and nothing is still
+//    being written into any member's scratch. The new owner zeroes the old members' flags, so a
+//    slot's scratch is zero on every PE its owner has not written to.
+//  - Finding or claiming a slot happens under a lock word on PE 0, so two members of a new set
+//    cannot claim two different slots for it.
+// A PE that finds its slot's generation changed forgets the set and looks it up again: the set's
+// members all do so at the same point of their calls on it, since the slot changed owner between
+// two of them. Only calls in progress at the same time need slots of their own, at most
+// kActiveSetSlots of them; a call that finds every slot busy waits, without holding the lock, for
+// one to become idle.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +35,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shmem.h"
@@ -102,11 +122,37 @@ class Team {
   std::mutex mutex_;
 };
 
+class TeamRegistry;
+
+// One call on an active set, from its start to its end: holds the set's slot, which cannot change
+// owner while any call holds it (see the protocol at the top of this file).
+class ActiveSetCall {
+ public:
+  ActiveSetCall(TeamRegistry& registry, std::shared_ptr<Team> team, int slot)
+      : registry_(&registry), team_(std::move(team)), slot_(slot) {}
+  ActiveSetCall(const ActiveSetCall&) = delete;
+  ActiveSetCall& operator=(const ActiveSetCall&) = delete;
+  ~ActiveSetCall();
+
+  Team& team() const { return *team_; }
+
+ private:
+  TeamRegistry* registry_;
+  std::shared_ptr<Team> team_;
+  int slot_;
+};
+
 class TeamRegistry {
  public:
   static constexpr int kTeamSlots = 32;  // two of them for SHMEM_TEAM_WORLD and _SHARED
   static constexpr int kActiveSetSlots = SHMOE_MAX_ACTIVE_SETS;
+  // On PE 0: the key of each active-set slot's owner (0: none), each slot's state word, the lock.
   static constexpr std::size_t kKeyTableBytes = 64 * 8;
+  static constexpr std::size_t kKeysOffset = 0;
+  static constexpr std::size_t kStatesOffset = kKeysOffset + kActiveSetSlots * 8;
+  static constexpr std::size_t kLockOffset = kStatesOffset + kActiveSetSlots * 8;
+  static constexpr std::size_t kPoolSizeOffset = kLockOffset + 8;  // the first claimer's slots_
+  static_assert(kPoolSizeOffset + 8 <= kKeyTableBytes);
   static constexpr std::size_t kReservedBytes =
       kKeyTableBytes + (kTeamSlots + kActiveSetSlots) * TeamScratch::kBytes;
 
@@ -132,10 +178,30 @@ class TeamRegistry {
   // Collective over the team.
   void destroy(Team& team);
 
-  // The internal team of the active set `pes` (which must contain this PE).
-  Team& active_set(PeSet pes, const char* fn);
+  // Starts a call on the active set `pes` (which must contain this PE): its internal team, held
+  // until the returned object is destroyed, which must be after the call's closing barrier.
+  ActiveSetCall active_set(PeSet pes, const char* fn);
 
  private:
+  friend class ActiveSetCall;
+
+  // What this PE knows of an active set: its team and the slot (and that slot's generation)
+  // where the team's scratch is.
+  struct KnownSet {
+    std::shared_ptr<Team> team;
+    int slot = -1;
+    std::uint64_t generation = 0;
+  };
+  // Raises the count of `slot` if its generation is still `generation` and no other set is taking
+  // it over; false if the slot has changed owner or is changing it.
+  bool enter(int slot, std::uint64_t generation);
+  void leave(int slot);
+  // Under the lock on PE 0: finds the set's slot, or claims a free one, or takes over one whose
+  // set has no call under way, and enters it. Returns the slot and its generation, or nothing
+  // when every slot has calls under way.
+  std::optional<std::pair<int, std::uint64_t>> try_claim(std::uint64_t key, const char* fn);
+  std::uint64_t atomic0(std::size_t offset, transport::AmoOp op, std::uint64_t operand,
+                        std::uint64_t compare = 0);
   std::size_t slot_offset(int slot) const {
     return offset_ + kKeyTableBytes + static_cast<std::size_t>(slot) * TeamScratch::kBytes;
   }
@@ -148,7 +214,11 @@ class TeamRegistry {
   // Every handle split ever returned: a destroyed team's handle must stay readable (as
   // invalid) until finalize, when these are freed.
   std::vector<std::unique_ptr<shmoe_team>> handles_;
-  std::map<std::uint64_t, std::unique_ptr<Team>> active_sets_;
+  std::map<std::uint64_t, KnownSet> active_sets_;
+  // Active-set slots in use: kActiveSetSlots, or fewer by SHMOE_ACTIVE_SET_SLOTS (for tests of
+  // the slots changing owner), which must be the same on every PE.
+  int slots_;
+  int next_victim_ = 0;  // where the search for an idle slot to take over starts
   std::mutex mutex_;
 };
 

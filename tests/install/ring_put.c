@@ -3,6 +3,7 @@
  * global array, counts itself in PE 0's static counter under a global lock, and after a barrier
  * checks what its left neighbour put. Prints "PE r/N: ok" when all match. */
 #include <shmem.h>
+#include <shmemx.h> /* installed too, as every implementation ships it */
 #include <stdio.h>
 
 enum { kCount = 64 };

@@ -1,7 +1,7 @@
 // The C++ twin of ring_put.c, built with oshc++: each PE puts values that encode (its PE number,
 // index) into its right neighbour's symmetric array, through the type-generic shmem_put (an
 // overload in C++), and checks what its left neighbour put. Prints "PE r/N: ok" when all match.
-#include <shmem.h>
+#include <mpp/shmem.h>  // the SGI/Cray header path, which older programs use
 
 #include <cstdio>
 #include <span>

@@ -377,5 +377,84 @@ TEST(ActiveSet, ReductionsBroadcastCollectAlltoall) {
   shmem_free(psync);
 }
 
+// More distinct active sets than the library has slots for (SHMOE_MAX_ACTIVE_SETS, or fewer under
+// SHMOE_ACTIVE_SET_SLOTS), as old programs that walk over active sets use: each phase splits the
+// PEs into disjoint sets that run at once (runs of 1..n PEs, then every 2nd and every 4th PE from
+// each start), and the phases are gone through twice, so sets give their slots up to others and
+// later get one back. Each set's sum_to_all, broadcast64 and fcollect64 results are checked.
+TEST(ActiveSet, SetsOutnumberingTheSlots) {
+  const std::uint64_t seed = shared_seed();
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  struct Set {
+    int start, log_stride, size;
+  };
+  // Each phase: this PE's set in one partition of the PEs into strided sets.
+  std::vector<Set> phases;
+  for (int run = 1; run <= n; ++run) {
+    const int start = me / run * run;
+    phases.push_back({start, 0, std::min(run, n - start)});
+  }
+  for (int log_stride = 1; (1 << log_stride) < n && log_stride <= 2; ++log_stride) {
+    const int stride = 1 << log_stride, start = me % stride;
+    phases.push_back({start, log_stride, (n - start + stride - 1) / stride});
+  }
+  constexpr int kCount = 24;
+  long* psync_reduce = static_cast<long*>(shmem_malloc(sizeof(long) * SHMEM_REDUCE_SYNC_SIZE));
+  long* psync_bcast = static_cast<long*>(shmem_malloc(sizeof(long) * SHMEM_BCAST_SYNC_SIZE));
+  long* psync_collect = static_cast<long*>(shmem_malloc(sizeof(long) * SHMEM_COLLECT_SYNC_SIZE));
+  long* pwrk = static_cast<long*>(
+      shmem_malloc(sizeof(long) * (kCount / 2 + 1 + SHMEM_REDUCE_MIN_WRKDATA_SIZE)));
+  // A destination per call: a fast member's next call writes while this PE still checks.
+  auto* src = static_cast<long*>(shmem_malloc(sizeof(long) * kCount));
+  auto* sum = static_cast<long*>(shmem_malloc(sizeof(long) * kCount));
+  auto* bcast = static_cast<long*>(shmem_malloc(sizeof(long) * kCount));
+  auto* all = static_cast<long*>(shmem_malloc(sizeof(long) * kCount * n));
+  for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; ++i) psync_reduce[i] = SHMEM_SYNC_VALUE;
+  for (int i = 0; i < SHMEM_BCAST_SYNC_SIZE; ++i) psync_bcast[i] = SHMEM_SYNC_VALUE;
+  for (int i = 0; i < SHMEM_COLLECT_SYNC_SIZE; ++i) psync_collect[i] = SHMEM_SYNC_VALUE;
+  shmem_barrier_all();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t phase = 0; phase < phases.size(); ++phase) {
+      const Set s = phases[phase];
+      const int stride = 1 << s.log_stride, my = (me - s.start) / stride;
+      const int tag = static_cast<int>(phase) * 2 + pass;
+      auto value = [&](int pe, int i) { return encode<long>(seed, pe, tag, i) % 100000; };
+      for (int i = 0; i < kCount; ++i) {
+        src[i] = value(me, i);
+        bcast[i] = -1;  // before this PE enters the set's first call, so before any broadcast
+      }
+      shmem_long_sum_to_all(sum, src, kCount, s.start, s.log_stride, s.size, pwrk, psync_reduce);
+      for (int i = 0; i < kCount; ++i) {
+        long want = 0;
+        for (int j = 0; j < s.size; ++j) want += value(s.start + j * stride, i);
+        ASSERT_EQ(sum[i], want) << "sum_to_all, phase " << phase << " pass " << pass << " element "
+                                << i;
+      }
+      const int root = tag % s.size;
+      shmem_broadcast64(bcast, src, kCount, root, s.start, s.log_stride, s.size, psync_bcast);
+      for (int i = 0; i < kCount; ++i) {
+        ASSERT_EQ(bcast[i], my == root ? -1 : value(s.start + root * stride, i))
+            << "broadcast64, phase " << phase << " pass " << pass << " element " << i;
+      }
+      shmem_fcollect64(all, src, kCount, s.start, s.log_stride, s.size, psync_collect);
+      for (int j = 0; j < s.size; ++j) {
+        for (int i = 0; i < kCount; ++i) {
+          ASSERT_EQ(all[j * kCount + i], value(s.start + j * stride, i))
+              << "fcollect64, phase " << phase << " pass " << pass << " block " << j;
+        }
+      }
+      shmem_barrier_all();  // the next phase's sets reuse the pSync arrays
+    }
+  }
+  shmem_free(all);
+  shmem_free(bcast);
+  shmem_free(sum);
+  shmem_free(src);
+  shmem_free(pwrk);
+  shmem_free(psync_collect);
+  shmem_free(psync_bcast);
+  shmem_free(psync_reduce);
+}
+
 }  // namespace
 }  // namespace shmoe::test

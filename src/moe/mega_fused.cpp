@@ -195,8 +195,8 @@ class FusedCall {
         if (j >= 2) wait_for_use(t.words.out_free[p][half], uses(j - 2), "write-back", mine[j - 2]);
       }
       auto scope = s_.trace.scope(w.worker_id(), "gemm2", static_cast<int>(mine[j]));
-      gemm2_tile(s_.shape, s_.weights[wave.expert], t.act[p].data(), wave.rows, t.out[p].data(),
-                 scratch);
+      gemm2_tile(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[p].data(), wave.rows,
+                 t.out[p].data(), scratch);
       publish_use(t.words.out_full[p], uses(j));
     };
     for (std::size_t j = 0; j < mine.size(); ++j) {
@@ -219,7 +219,7 @@ class FusedCall {
       {
         auto scope = s_.trace.scope(w.worker_id(), "gemm1", static_cast<int>(v));
         const int p = static_cast<int>(j % 2);
-        gemm1_tile(s_.shape, s_.weights[wave.expert],
+        gemm1_tile(s_.shape, s_.gemm, s_.weights[wave.expert],
                    s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
                    t.h[p].data(), scratch);
         publish_use(t.words.h_full[p], uses(j));

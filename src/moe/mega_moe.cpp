@@ -130,9 +130,7 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
   for (int e = 0; e < c.experts_per_pe; ++e) {
     if (weights.w1[e] == nullptr || weights.w2[e] == nullptr)
       refuse(fmt::format("weights of local expert {} are null", e));
-    s.weights.push_back(dequantize_expert(s.shape, weights.w1[e], weights.w2[e]));
   }
-  use_single_threaded_blas();
 
   s.recv_cap = recv_capacity(c, s.n_pes);
   s.max_waves = max_waves(c, s.recv_cap);
@@ -155,6 +153,13 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
   s.arrivals_seen.assign(s.max_waves, 0);
 
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
+  // Packed by the matrix workers, which run the GEMMs: oneDNN work stays on their threads.
+  s.weights.resize(c.experts_per_pe);
+  s.pool->launch(c.workers, [&](kernel::KernelContext& w) {
+    if (w.kind() != kernel::WorkerKind::kMatrix) return;
+    for (int e = w.kind_id(); e < c.experts_per_pe; e += w.kind_count())
+      s.weights[e] = pack_expert(s.gemm, s.shape, weights.w1[e], weights.w2[e]);
+  });
   s.my_rows.resize(static_cast<std::size_t>(c.tokens) * s.shape.token_row().bytes());
   for (int m = 0; m < c.workers.matrix; ++m) {
     auto t = std::make_unique<TileSlots>();

@@ -47,7 +47,8 @@ struct MegaMoe::State {
   ExpertFfnShape shape;
   int n_pes = 0, me = 0;
   std::size_t recv_cap = 0, max_waves = 0;
-  std::vector<ExpertWeights> weights;  // [L]
+  GemmEngine gemm;
+  std::vector<ExpertWeights> weights;  // [L], packed by the matrix workers
 
   // Symmetric window (one shmem_calloc).
   std::byte* window = nullptr;

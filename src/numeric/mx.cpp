@@ -283,4 +283,15 @@ void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::s
   dequantize_scalar(codes, scales, n, f, out);
 }
 
+void dequantize_mx_bf16(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
+                        Fp8Format f, std::uint16_t* out, MxKernel k) {
+  constexpr std::size_t kChunk = 8 * kMxBlockSize;  // whole blocks, in L1
+  float values[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t len = std::min(kChunk, n - i);
+    dequantize_mx(codes + i, scales + i / kMxBlockSize, len, f, values, k);
+    floats_to_bf16(values, len, out + i);
+  }
+}
+
 }  // namespace shmoe::numeric

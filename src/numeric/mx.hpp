@@ -59,5 +59,9 @@ void quantize_mx_bf16(const std::uint16_t* bf16_bits, std::size_t n, Fp8Format f
 // become quiet NaNs of their own sign.
 void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
                    Fp8Format f, float* out, MxKernel k = MxKernel::kAuto);
+// The same values as bfloat16 bit patterns (float_to_bf16 of dequantize_mx's). Exact wherever
+// the value is an fp32 normal: a code has at most 4 significant bits, bfloat16 holds 8.
+void dequantize_mx_bf16(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
+                        Fp8Format f, std::uint16_t* out, MxKernel k = MxKernel::kAuto);
 
 }  // namespace shmoe::numeric

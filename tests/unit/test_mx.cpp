@@ -320,6 +320,39 @@ std::size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
   return static_cast<std::size_t>(std::mismatch(a.begin(), a.end(), b.begin()).first - a.begin());
 }
 
+// The bf16 form feeds the GEMMs: it must be the fp32 value exactly wherever that is an fp32
+// normal (an FP8 code has at most 4 significant bits), and float_to_bf16 of it everywhere.
+TEST(Mx, DequantiseToBf16IsExact) {
+  for (Fp8Format f : kFormats) {
+    for (MxKernel k : kKernels) {
+      if (!mx_kernel_available(k)) continue;
+      SCOPED_TRACE(name(f) + " " + name(k));
+      // Every code under every scale: block s holds codes 32(s%8) .. 32(s%8)+31 under scale s / 8.
+      const std::size_t n = 256 * 8 * kMxBlockSize + 7;  // and a partial last block
+      std::vector<std::uint8_t> codes(n), scales(mx_num_blocks(n));
+      for (std::size_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(i);
+      for (std::size_t b = 0; b < scales.size(); ++b) scales[b] = static_cast<std::uint8_t>(b / 8);
+      std::vector<float> values(n);
+      std::vector<std::uint16_t> bf(n);
+      dequantize_mx(codes.data(), scales.data(), n, f, values.data(), MxKernel::kScalar);
+      dequantize_mx_bf16(codes.data(), scales.data(), n, f, bf.data(), k);
+      std::size_t exact = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(bf[i], float_to_bf16(values[i]).bits) << "element " << i;
+        const float v = values[i];
+        if (std::isnan(v)) continue;
+        if (v == 0 || std::isinf(v) || std::fabs(v) >= FLT_MIN) {
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(bf16_to_float({bf[i]})),
+                    std::bit_cast<std::uint32_t>(v))
+              << "element " << i << std::hexfloat << " value " << v;
+          ++exact;
+        }
+      }
+      EXPECT_GT(exact, n * 3 / 4);  // most scales keep every value normal
+    }
+  }
+}
+
 TEST(Mx, Avx2KernelIsBitIdenticalToScalar) {
   if (!mx_kernel_available(MxKernel::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::uint64_t seed = fresh_seed();

@@ -6,12 +6,16 @@
 //  vectors    quantize this PE's tokens (MX FP8, one E8M0 scale per 32 elements), then push each
 //             (token, slot) row into its place in the destination's window; after a batch of
 //             rows, a fence and one atomic add per touched wave to that wave's arrival counter.
-//  matrix m   for its waves j = m, m + M, ...: wait until the wave's rows have all arrived, run
-//             GEMM1 into hand-over slot j % 2, then GEMM2 on the previous wave once the vector
-//             workers have applied SwiGLU to it: GEMM1 of wave j overlaps SwiGLU of wave j - 1,
-//             and GEMM2 of wave j - 1 overlaps the write-back of wave j - 2.
-//  vectors    (worker 2m + h takes half h of matrix m's tiles) SwiGLU and re-quantize, then write
-//             each output row straight into its source PE's combine window at (token, slot).
+//  matrix m   for its waves j = m, m + M, ...: wait until the wave's rows have all arrived, then
+//             MegaSchedule::kOverlapped: run GEMM1 into hand-over slot j % 2, then GEMM2 on the
+//             previous wave once the vector workers have applied SwiGLU to it: GEMM1 of wave j
+//             overlaps SwiGLU of wave j - 1, and GEMM2 of wave j - 1 overlaps the write-back of
+//             wave j - 2;
+//             MegaSchedule::kInline (fewer cores than workers): GEMM1, SwiGLU, GEMM2 and the
+//             write-back of wave j itself, before wave j + 1.
+//  vectors    (kOverlapped; worker 2m + h takes half h of matrix m's tiles) SwiGLU and
+//             re-quantize, then write each output row straight into its source PE's combine
+//             window at (token, slot).
 //  vector 0   after all have quieted: combine-done g to every PE, and wait for everyone's.
 //  vectors    reduce this PE's tokens: top-k rows weighted, fp32, increasing slot -> BF16.
 //
@@ -65,8 +69,8 @@ class FusedCall {
     } else {
       push_rows(w);
       vector_pipeline(w);
-      shmem_quiet();
     }
+    shmem_quiet();  // whichever worker wrote rows back (MegaSchedule), before combine-done
     w.barrier();
     const bool vector = w.kind() == kernel::WorkerKind::kVector;
     if (vector && w.kind_id() == 0) finish_combine(w);
@@ -182,7 +186,66 @@ class FusedCall {
     return mine;
   }
 
+  // Output rows [r0, r1) of a wave straight into their source PEs' combine windows.
+  void write_back(const Wave& wave, const std::uint16_t* out, int r0, int r1) {
+    const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
+    for (int r = r0; r < r1; ++r) {
+      const RowMeta& meta = s_.recv_meta[wave.row0 + r];
+      const std::size_t at = static_cast<std::size_t>(meta.token) * cfg().topk + meta.slot;
+      shmem_putmem(s_.combine_rows + at * row_bytes,
+                   out + static_cast<std::size_t>(r) * cfg().model_dim, row_bytes, meta.src_pe);
+    }
+  }
+
+  void wait_for_rows(std::size_t v) {
+    const Wave& wave = s_.waves[v];
+    std::atomic_ref<std::uint64_t> arrived(*s_.arrivals(v));
+    const std::uint64_t target = s_.arrivals_seen[v] + static_cast<std::uint64_t>(wave.rows);
+    shmoe::wait_until([&] { return arrived.load(std::memory_order_acquire) >= target; },
+                      [&] {
+                        return fmt::format(
+                            "MegaMoE #{} wave {} (local expert {}, rows {}..{}): {} of {} rows "
+                            "arrived",
+                            g_, v, wave.expert, wave.row0, wave.row0 + wave.rows - 1,
+                            arrived.load() - s_.arrivals_seen[v], wave.rows);
+                      });
+    s_.arrivals_seen[v] = target;
+  }
+
+  // MegaSchedule::kInline: each wave from its rows to its write-back on this worker, in one tile.
+  void matrix_inline(const kernel::KernelContext& w) {
+    TileSlots& t = *s_.slots[w.kind_id()];
+    const std::size_t stride = s_.shape.token_row().bytes();
+    FfnScratch scratch;
+    for (const std::size_t v : waves_of_matrix(w.kind_id())) {
+      const Wave& wave = s_.waves[v];
+      const int id = static_cast<int>(v);
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "wait rows", id);
+        wait_for_rows(v);
+      }
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "gemm1", id);
+        gemm1_tile(s_.shape, s_.gemm, s_.weights[wave.expert],
+                   s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
+                   t.h[0].data(), scratch);
+      }
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "swiglu", id);
+        swiglu_quantize(s_.shape, t.h[0].data(), 0, wave.rows, t.act[0].data());
+      }
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "gemm2", id);
+        gemm2_tile(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[0].data(), wave.rows,
+                   t.out[0].data(), scratch);
+      }
+      auto scope = s_.trace.scope(w.worker_id(), "write-back", id);
+      write_back(wave, t.out[0].data(), 0, wave.rows);
+    }
+  }
+
   void matrix_pipeline(const kernel::KernelContext& w) {
+    if (cfg().schedule == MegaSchedule::kInline) return matrix_inline(w);
     TileSlots& t = *s_.slots[w.kind_id()];
     const auto mine = waves_of_matrix(w.kind_id());
     const std::size_t stride = s_.shape.token_row().bytes();
@@ -204,17 +267,7 @@ class FusedCall {
       const Wave& wave = s_.waves[v];
       {
         auto scope = s_.trace.scope(w.worker_id(), "wait rows", static_cast<int>(v));
-        std::atomic_ref<std::uint64_t> arrived(*s_.arrivals(v));
-        const std::uint64_t target = s_.arrivals_seen[v] + static_cast<std::uint64_t>(wave.rows);
-        shmoe::wait_until(
-            [&] { return arrived.load(std::memory_order_acquire) >= target; },
-            [&] {
-              return fmt::format(
-                  "MegaMoE #{} wave {} (local expert {}, rows {}..{}): {} of {} rows arrived", g_,
-                  v, wave.expert, wave.row0, wave.row0 + wave.rows - 1,
-                  arrived.load() - s_.arrivals_seen[v], wave.rows);
-            });
-        s_.arrivals_seen[v] = target;
+        wait_for_rows(v);
       }
       {
         auto scope = s_.trace.scope(w.worker_id(), "gemm1", static_cast<int>(v));
@@ -231,27 +284,20 @@ class FusedCall {
 
   void vector_pipeline(const kernel::KernelContext& w) {
     const int v = w.kind_id(), m = v / 2, half = v % 2;
-    if (m >= cfg().workers.matrix) return;
+    if (cfg().schedule == MegaSchedule::kInline || m >= cfg().workers.matrix) return;
     TileSlots& t = *s_.slots[m];
     const auto mine = waves_of_matrix(m);
     auto halves = [&](const Wave& wave) {
       const int mid = wave.rows / 2;
       return half == 0 ? std::pair{0, mid} : std::pair{mid, wave.rows};
     };
-    auto write_back = [&](std::size_t j) {
+    auto write_back_half = [&](std::size_t j) {
       const Wave& wave = s_.waves[mine[j]];
       const int p = static_cast<int>(j % 2);
       wait_for_use(t.words.out_full[p], uses(j), "GEMM2", mine[j]);
       auto scope = s_.trace.scope(w.worker_id(), "write-back", static_cast<int>(mine[j]));
       const auto [r0, r1] = halves(wave);
-      const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
-      for (int r = r0; r < r1; ++r) {
-        const RowMeta& meta = s_.recv_meta[wave.row0 + r];
-        const std::size_t at = static_cast<std::size_t>(meta.token) * cfg().topk + meta.slot;
-        shmem_putmem(s_.combine_rows + at * row_bytes,
-                     t.out[p].data() + static_cast<std::size_t>(r) * cfg().model_dim, row_bytes,
-                     meta.src_pe);
-      }
+      write_back(wave, t.out[p].data(), r0, r1);
       publish_use(t.words.out_free[p][half], uses(j));
     };
     for (std::size_t j = 0; j < mine.size(); ++j) {
@@ -264,9 +310,9 @@ class FusedCall {
         swiglu_quantize(s_.shape, t.h[p].data(), r0, r1, t.act[p].data());
       }
       publish_use(t.words.act_done[p][half], uses(j));
-      if (j >= 1) write_back(j - 1);
+      if (j >= 1) write_back_half(j - 1);
     }
-    if (!mine.empty()) write_back(mine.size() - 1);
+    if (!mine.empty()) write_back_half(mine.size() - 1);
   }
 
   void finish_combine(const kernel::KernelContext& w) {

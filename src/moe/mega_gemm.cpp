@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -82,9 +83,28 @@ const char* isa_name(dnnl::cpu_isa isa) {
 }
 
 struct Kernel {
+  std::uint64_t id = 0;  // unique in the process, unlike addresses
   dnnl::matmul primitive;
-  std::size_t scratch_bytes = 0;
+  memory::desc a, out, scratch;
 };
+
+// Memory objects of one kernel's arguments on one thread, pointed at each call's buffers: making
+// them per call costs about as much as a small product itself.
+struct BoundArgs {
+  memory a, out, scratch;
+};
+
+BoundArgs& bound_args(const Kernel& kernel) {
+  thread_local std::unordered_map<std::uint64_t, BoundArgs> by_kernel;
+  auto it = by_kernel.find(kernel.id);
+  if (it == by_kernel.end()) {
+    const auto& eng = cpu_engine();
+    BoundArgs b{memory(kernel.a, eng, DNNL_MEMORY_NONE), memory(kernel.out, eng, DNNL_MEMORY_NONE),
+                memory(kernel.scratch, eng, DNNL_MEMORY_NONE)};
+    it = by_kernel.emplace(kernel.id, std::move(b)).first;
+  }
+  return it->second;
+}
 
 }  // namespace
 
@@ -110,7 +130,7 @@ struct GemmEngine::Impl {
       input == GemmInput::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
   std::mutex mutex;
   std::map<std::pair<int, int>, memory::desc> layouts;                   // (n, k) -> packed weights
-  std::map<std::tuple<int, int, int>, std::shared_ptr<Kernel>> kernels;  // (m, n, k)
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Kernel>> kernels;  // (m, n, k)
 
   dnnl::matmul::primitive_desc describe_product(int m, int n, int k, const memory::desc& weights) {
     dnnl::primitive_attr attr;
@@ -120,9 +140,8 @@ struct GemmEngine::Impl {
   }
 
   // The layout oneDNN wants the weights in, fixed per shape so that one packing serves every row
-  // count (a 64-row product decides it).
-  memory::desc layout(int n, int k) {
-    const std::lock_guard lock(mutex);
+  // count (a 64-row product decides it). Called with the mutex held.
+  const memory::desc& layout_locked(int n, int k) {
     auto it = layouts.find({n, k});
     if (it == layouts.end()) {
       const memory::desc any({k, n}, type, Tag::any);
@@ -130,31 +149,36 @@ struct GemmEngine::Impl {
     }
     return it->second;
   }
+  memory::desc layout(int n, int k) {
+    const std::lock_guard lock(mutex);
+    return layout_locked(n, k);
+  }
 
-  std::shared_ptr<Kernel> kernel(int m, int n, int k) {
-    const memory::desc weights = layout(n, k);
+  const Kernel& kernel(int m, int n, int k) {
     const std::lock_guard lock(mutex);
     auto& slot = kernels[{m, n, k}];
     if (!slot) {
-      const auto pd = describe_product(m, n, k, weights);
-      slot = std::make_shared<Kernel>(Kernel{dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
+      static std::atomic<std::uint64_t> next_id{0};
+      const auto pd = describe_product(m, n, k, layout_locked(n, k));
+      slot = std::make_unique<Kernel>(
+          Kernel{++next_id, dnnl::matmul(pd), pd.src_desc(), pd.dst_desc(), pd.scratchpad_desc()});
     }
-    return slot;
+    return *slot;  // kernels live as long as the engine
   }
 
-  void run(const Kernel& kernel, const memory& weights, const void* a, int m, int k, int n,
-           float* out) {
-    const memory a_mem({{m, k}, type, Tag::ab}, cpu_engine(), const_cast<void*>(a));
-    const memory out_mem({{m, n}, memory::data_type::f32, Tag::ab}, cpu_engine(), out);
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, out_mem}};
-    if (kernel.scratch_bytes > 0) {
-      args.emplace(
-          DNNL_ARG_SCRATCHPAD,
-          memory({{static_cast<memory::dim>(kernel.scratch_bytes)}, memory::data_type::u8, Tag::a},
-                 cpu_engine(), thread_scratch(kernel.scratch_bytes)));
-    }
-    kernel.primitive.execute(thread_stream(), args);
+  void run(const Kernel& kernel, const memory& weights, const void* a, float* out) {
+    BoundArgs& b = bound_args(kernel);
+    b.a.set_data_handle(const_cast<void*>(a));
+    b.out.set_data_handle(out);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, b.a.get()},
+                               {DNNL_ARG_WEIGHTS, weights.get()},
+                               {DNNL_ARG_DST, b.out.get()},
+                               {DNNL_ARG_SCRATCHPAD, b.scratch.get()}};
+    const std::size_t scratch_bytes = kernel.scratch.get_size();
+    if (scratch_bytes > 0) b.scratch.set_data_handle(thread_scratch(scratch_bytes));
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(kernel.primitive.get(), thread_stream().get(),
+                                                   scratch_bytes > 0 ? 4 : 3, args),
+                            "MegaMoE GEMM: oneDNN matmul failed");
     thread_stream().wait();
   }
 };
@@ -214,11 +238,11 @@ void GemmEngine::multiply(const Weight& w, const void* a, int m, float* out) con
   run_on_this_thread_only();
   const int n = w.n(), k = w.k();
   const int whole = m / 16 * 16, rest = m - whole;
-  if (whole > 0) impl_->run(*impl_->kernel(whole, n, k), w.impl_->packed, a, whole, k, n, out);
+  if (whole > 0) impl_->run(impl_->kernel(whole, n, k), w.impl_->packed, a, out);
   if (rest > 0) {
     const auto* a_rest =
         static_cast<const std::byte*>(a) + static_cast<std::size_t>(whole) * k * input_bytes();
-    impl_->run(*impl_->kernel(rest, n, k), w.impl_->packed, a_rest, rest, k, n,
+    impl_->run(impl_->kernel(rest, n, k), w.impl_->packed, a_rest,
                out + static_cast<std::size_t>(whole) * n);
   }
 }

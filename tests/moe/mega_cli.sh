@@ -38,6 +38,7 @@ expect_refusal "symmetric heap too small" "raise SHMEM_SYMMETRIC_SIZE" \
 expect_refusal "received tokens beyond MAX_RECEIVED_TOKENS" \
   "would receive" "$moe" mega --pes 2 "${small[@]}" --max-received-tokens 2
 expect_refusal "unknown mode" "e5m3" "$moe" mega --pes 2 "${small[@]}" --mode e5m3
+expect_refusal "unknown schedule" "sideways" "$moe" mega --pes 2 "${small[@]}" --schedule sideways
 
 # The reference system's environment names.
 out=$(RANK_SIZE=2 TOKEN_COUNT=6 MODEL_DIM=64 FFN_DIM=128 EXPERTS_PER_TOKEN=2 LOCAL_EXPERT_COUNT=2 \

@@ -10,7 +10,8 @@
 #      bytes measured in the same run, for the GEMM tiles alone and for the whole layer.
 #   bench/mega_bench.sh [BUILD_DIR] [--quick]
 # Shape: model_dim 512, ffn_dim 1024, top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector workers.
-# Other processes on the machine move every figure; run it when `uptime` shows it quiet.
+# Other processes on the machine move every figure: each is a median of MEGA_BENCH_REPEATS runs
+# (default 3; --quick: 1, and fewer calls), and the load is printed before and after.
 set -euo pipefail
 build=${1:-build}
 quick=${2:-}
@@ -55,7 +56,13 @@ gemm_alone() {
   cgbps=$(cut -d, -f14 <<<"$slowest")
 }
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+# median V...: the middle value (the lower middle of an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+# Every figure is the median of $repeats runs, each ratio the median of the runs' own ratios
+# (a layer run and its GEMM run are next to each other in time, so they see the same machine).
+repeats=${MEGA_BENCH_REPEATS:-3}
+[[ $quick == --quick ]] && repeats=1
 
 printf '%-8s %4s %6s %9s %11s %13s %9s %12s %10s %11s\n' shape pes tokens fused_ms unfused_ms \
   unfused/fused limit_ms fused/limit tiles_ms tiles/limit
@@ -63,14 +70,21 @@ for pes in 2 4; do
   for shape in decode prefill; do
     if [[ $shape == decode ]]; then T=128 loops=20; else T=2048 loops=3; fi
     [[ $quick == --quick ]] && loops=$((loops > 3 ? 5 : 1))
-    layer "$pes" "$T" "$loops"
-    gemm_alone "$pes" $((T * K))
-    printf '%-8s %4d %6d %9.3f %11.3f %13s %9.3f %12s %10.3f %11s\n' "$shape" "$pes" "$T" \
-      "$fused" "$unfused" "$(ratio "$unfused" "$fused")" "$limit" "$(ratio "$fused" "$limit")" \
-      "$tiles" "$(ratio "$tiles" "$limit")"
+    fs=() us=() ls=() ts=() uf=() fl=() tl=()
+    for ((r = 0; r < repeats; ++r)); do
+      layer "$pes" "$T" "$loops"
+      gemm_alone "$pes" $((T * K))
+      fs+=("$fused") us+=("$unfused") ls+=("$limit") ts+=("$tiles")
+      uf+=("$(ratio "$unfused" "$fused")") fl+=("$(ratio "$fused" "$limit")")
+      tl+=("$(ratio "$tiles" "$limit")")
+    done
+    printf '%-8s %4d %6d %9.3f %11.3f %13.2f %9.3f %12.2f %10.3f %11.2f\n' "$shape" "$pes" "$T" \
+      "$(median "${fs[@]}")" "$(median "${us[@]}")" "$(median "${uf[@]}")" \
+      "$(median "${ls[@]}")" "$(median "${fl[@]}")" "$(median "${ts[@]}")" "$(median "${tl[@]}")"
   done
 done
-echo "fused_ms/unfused_ms: e2e average of the slowest PE (calls alternating in one run)"
+echo "medians of $repeats runs; fused_ms/unfused_ms: e2e average of the slowest PE, calls"
+echo "  alternating in one run; ratios: medians of each run's own ratio"
 echo "limit_ms: oneDNN's matmul on the GEMMs a PE gets, one process per PE at once (slowest)"
 echo "tiles_ms: the operator's GEMM tiles alone, FP8 expansion included, measured the same way"
 echo "GEMMs: $kernel"
@@ -79,14 +93,20 @@ echo
 printf '%-12s %6s %9s %11s %12s %11s %11s %12s %13s %13s\n' decode_small tokens fused_ms \
   unfused_ms weight_bytes tiles_GB/s layer_GB/s memcpy_GB/s tiles/memcpy layer/memcpy
 for T in 1 4 16; do
-  layer 2 "$T" $([[ $quick == --quick ]] && echo 20 || echo 200)
-  gemm_alone 2 $((T * K))
-  layer_gbps=$(awk -v b="$wbytes" -v ms="$fused" 'BEGIN {printf "%.2f", b / ms / 1e6}')
-  printf '%-12s %6d %9.3f %11.3f %12d %11.2f %11.2f %12.2f %13s %13s\n' "2 PEs" "$T" "$fused" \
-    "$unfused" "$wbytes" "$wgbps" "$layer_gbps" "$cgbps" "$(ratio "$wgbps" "$cgbps")" \
-    "$(ratio "$layer_gbps" "$cgbps")"
+  fs=() us=() ws=() lg=() cs=() tm=() lm=()
+  for ((r = 0; r < repeats; ++r)); do
+    layer 2 "$T" $([[ $quick == --quick ]] && echo 20 || echo 200)
+    gemm_alone 2 $((T * K))
+    layer_gbps=$(awk -v b="$wbytes" -v ms="$fused" 'BEGIN {printf "%.2f", b / ms / 1e6}')
+    fs+=("$fused") us+=("$unfused") ws+=("$wgbps") lg+=("$layer_gbps") cs+=("$cgbps")
+    tm+=("$(ratio "$wgbps" "$cgbps")") lm+=("$(ratio "$layer_gbps" "$cgbps")")
+  done
+  printf '%-12s %6d %9.3f %11.3f %12d %11.2f %11.2f %12.2f %13.2f %13.2f\n' "2 PEs" "$T" \
+    "$(median "${fs[@]}")" "$(median "${us[@]}")" "$wbytes" "$(median "${ws[@]}")" \
+    "$(median "${lg[@]}")" "$(median "${cs[@]}")" "$(median "${tm[@]}")" "$(median "${lm[@]}")"
 done
 echo "weight_bytes: packed weights one PE's GEMMs read per call (every local expert gets rows)"
 echo "tiles_GB/s: weight_bytes / the GEMM tiles' time alone; layer_GB/s: / the fused layer's time"
 echo "memcpy_GB/s: memcpy of weight_bytes in the same process (bytes copied per second)"
 echo "CSV: $csv"
+echo "# $(uptime)"

@@ -44,9 +44,9 @@ constexpr float e8m0_to_float(std::uint8_t code) {
                    : std::bit_cast<float>(std::uint32_t(code) << 23);
 }
 
-// Which implementation runs. kAuto picks AVX2 where the CPU has it; asking for kAvx2 where it is
-// missing runs the scalar code. Both give bit-identical results.
-enum class MxKernel : std::uint8_t { kAuto, kScalar, kAvx2 };
+// Which implementation runs. kAuto picks the widest the CPU has (AVX-512F, AVX2, scalar); asking
+// for one the CPU lacks runs the next narrower one. All give bit-identical results.
+enum class MxKernel : std::uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
 bool mx_kernel_available(MxKernel k);
 
 // codes[0..n) and scales[0..mx_num_blocks(n)). n may be any size (see the partial-block rule).

@@ -3,9 +3,13 @@
 #include <bit>
 
 #if defined(__x86_64__) || defined(__i386__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), an uninitialised variable by
+// design, which -Wmaybe-uninitialized reports once they are inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #define SHMOE_SWIGLU_X86 1
 #define SHMOE_AVX2 __attribute__((target("avx2")))
+#define SHMOE_AVX512 __attribute__((target("avx512f")))
 #endif
 
 namespace shmoe::numeric {
@@ -90,11 +94,52 @@ SHMOE_AVX2 void swiglu_avx2(const float* gate, const float* up, std::size_t n, f
   for (std::size_t i = full; i < n; ++i) out[i] = swiglu_scalar(gate[i], up[i]);
 }
 
+SHMOE_AVX512 inline __m512 splat16(float v) {
+  return _mm512_set1_ps(v);
+}
+
+SHMOE_AVX512 inline __m512 pow2_16(__m512i k) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23));
+}
+
+// exp8 on 16 lanes, step for step.
+SHMOE_AVX512 inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(x, splat16(kExpLow));
+  x = _mm512_min_ps(x, splat16(kExpHigh));
+  const __m512 n = _mm512_sub_ps(
+      _mm512_add_ps(_mm512_mul_ps(x, splat16(kLog2e)), splat16(kRoundMagic)), splat16(kRoundMagic));
+  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, splat16(kLn2Hi)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, splat16(kLn2Lo)));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  __m512 p = _mm512_add_ps(_mm512_mul_ps(splat16(kP0), r), splat16(kP1));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(kP2));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(kP3));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(kP4));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(kP5));
+  const __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, r2), r), splat16(1.0f));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i n1 = _mm512_srai_epi32(ni, 1);
+  return _mm512_mul_ps(_mm512_mul_ps(y, pow2_16(n1)), pow2_16(_mm512_sub_epi32(ni, n1)));
+}
+
+SHMOE_AVX512 void swiglu_avx512(const float* gate, const float* up, std::size_t n, float* out) {
+  const std::size_t full = n / 16 * 16;
+  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  for (std::size_t i = 0; i < full; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 e = exp16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(g), sign)));
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(splat16(1.0f), e));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(silu, _mm512_loadu_ps(up + i)));
+  }
+  for (std::size_t i = full; i < n; ++i) out[i] = swiglu_scalar(gate[i], up[i]);
+}
+
 bool cpu_has_avx2() {
-  static const bool kHas = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
+  static const bool kHas = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") != 0);
+  return kHas;
+}
+bool cpu_has_avx512() {
+  static const bool kHas = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") != 0);
   return kHas;
 }
 
@@ -103,13 +148,23 @@ bool cpu_has_avx2() {
 bool cpu_has_avx2() {
   return false;
 }
+bool cpu_has_avx512() {
+  return false;
+}
 
 #endif  // SHMOE_SWIGLU_X86
 
 }  // namespace
 
 bool swiglu_kernel_available(SwigluKernel k) {
-  return k != SwigluKernel::kAvx2 || cpu_has_avx2();
+  switch (k) {
+    case SwigluKernel::kAvx2:
+      return cpu_has_avx2();
+    case SwigluKernel::kAvx512:
+      return cpu_has_avx512();
+    default:
+      return true;
+  }
 }
 
 float swiglu_exp(float x) {
@@ -118,6 +173,9 @@ float swiglu_exp(float x) {
 
 void swiglu(const float* gate, const float* up, std::size_t n, float* out, SwigluKernel k) {
 #ifdef SHMOE_SWIGLU_X86
+  const bool any = k == SwigluKernel::kAuto;
+  if ((any || k == SwigluKernel::kAvx512) && cpu_has_avx512())
+    return swiglu_avx512(gate, up, n, out);
   if (k != SwigluKernel::kScalar && cpu_has_avx2()) return swiglu_avx2(gate, up, n, out);
 #endif
   for (std::size_t i = 0; i < n; ++i) out[i] = swiglu_scalar(gate[i], up[i]);

@@ -6,8 +6,8 @@
 // (tests/unit/test_swiglu.cpp; measured worst 2.3), NaN in, NaN out; silu of z below -88.72 is -0,
 // as e^-z overflows (the true value is below 3e-37), and of large positive z is z.
 //
-// The AVX2 kernel performs the scalar code's operations in the same order with the same roundings
-// (no fused multiply-adds in either), so both give identical bits.
+// The AVX2 and AVX-512 kernels perform the scalar code's operations in the same order with the
+// same roundings (no fused multiply-adds in any), so all give identical bits.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +15,8 @@
 
 namespace shmoe::numeric {
 
-enum class SwigluKernel : std::uint8_t { kAuto, kScalar, kAvx2 };
+// kAuto picks the widest the CPU has; asking for one it lacks runs the next narrower one.
+enum class SwigluKernel : std::uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
 bool swiglu_kernel_available(SwigluKernel k);
 
 void swiglu(const float* gate, const float* up, std::size_t n, float* out,

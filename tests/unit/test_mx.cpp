@@ -20,13 +20,13 @@ namespace shmoe::numeric {
 namespace {
 
 constexpr Fp8Format kFormats[] = {Fp8Format::kE4M3, Fp8Format::kE5M2};
-constexpr MxKernel kKernels[] = {MxKernel::kScalar, MxKernel::kAvx2};
+constexpr MxKernel kKernels[] = {MxKernel::kScalar, MxKernel::kAvx2, MxKernel::kAvx512};
 
 std::string name(Fp8Format f) {
   return f == Fp8Format::kE4M3 ? "E4M3" : "E5M2";
 }
 std::string name(MxKernel k) {
-  return k == MxKernel::kScalar ? "scalar" : "avx2";
+  return k == MxKernel::kScalar ? "scalar" : k == MxKernel::kAvx2 ? "avx2" : "avx512";
 }
 
 std::uint64_t fresh_seed() {
@@ -353,8 +353,12 @@ TEST(Mx, DequantiseToBf16IsExact) {
   }
 }
 
-TEST(Mx, Avx2KernelIsBitIdenticalToScalar) {
-  if (!mx_kernel_available(MxKernel::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+// Each vector kernel the CPU has, against the scalar one. The length leaves a partial last block.
+class MxVectorKernel : public ::testing::TestWithParam<MxKernel> {};
+
+TEST_P(MxVectorKernel, IsBitIdenticalToScalar) {
+  const MxKernel vec_kernel = GetParam();
+  if (!mx_kernel_available(vec_kernel)) GTEST_SKIP() << "no " << name(vec_kernel) << " on this CPU";
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -370,6 +374,7 @@ TEST(Mx, Avx2KernelIsBitIdenticalToScalar) {
 
   std::vector<std::uint8_t> c_ref(n), c_vec(n), s_ref(nb), s_vec(nb);
   std::vector<float> y_ref(n), y_vec(n);
+  std::vector<std::uint16_t> b_ref(n), b_vec(n);
   auto bits = [](const std::vector<float>& v) {
     std::vector<std::uint32_t> u(v.size());
     std::memcpy(u.data(), v.data(), v.size() * 4);
@@ -378,22 +383,30 @@ TEST(Mx, Avx2KernelIsBitIdenticalToScalar) {
   for (Fp8Format f : kFormats) {
     SCOPED_TRACE(name(f));
     quantize_mx(x.data(), n, f, c_ref.data(), s_ref.data(), MxKernel::kScalar);
-    quantize_mx(x.data(), n, f, c_vec.data(), s_vec.data(), MxKernel::kAvx2);
+    quantize_mx(x.data(), n, f, c_vec.data(), s_vec.data(), vec_kernel);
     ASSERT_EQ(s_ref, s_vec) << "block " << first_difference(s_ref, s_vec);
     ASSERT_EQ(c_ref, c_vec) << "element " << first_difference(c_ref, c_vec);
 
     quantize_mx_bf16(h.data(), n, f, c_ref.data(), s_ref.data(), MxKernel::kScalar);
-    quantize_mx_bf16(h.data(), n, f, c_vec.data(), s_vec.data(), MxKernel::kAvx2);
+    quantize_mx_bf16(h.data(), n, f, c_vec.data(), s_vec.data(), vec_kernel);
     ASSERT_EQ(s_ref, s_vec) << "bf16 block " << first_difference(s_ref, s_vec);
     ASSERT_EQ(c_ref, c_vec) << "bf16 element " << first_difference(c_ref, c_vec);
 
     // Every code under every scale, NaN scale included.
     dequantize_mx(rand_codes.data(), rand_scales.data(), n, f, y_ref.data(), MxKernel::kScalar);
-    dequantize_mx(rand_codes.data(), rand_scales.data(), n, f, y_vec.data(), MxKernel::kAvx2);
+    dequantize_mx(rand_codes.data(), rand_scales.data(), n, f, y_vec.data(), vec_kernel);
     const auto u_ref = bits(y_ref), u_vec = bits(y_vec);
     ASSERT_EQ(u_ref, u_vec) << "dequantise element " << first_difference(u_ref, u_vec);
+
+    dequantize_mx_bf16(rand_codes.data(), rand_scales.data(), n, f, b_ref.data(),
+                       MxKernel::kScalar);
+    dequantize_mx_bf16(rand_codes.data(), rand_scales.data(), n, f, b_vec.data(), vec_kernel);
+    ASSERT_EQ(b_ref, b_vec) << "bf16 dequantise element " << first_difference(b_ref, b_vec);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Mx, MxVectorKernel, ::testing::Values(MxKernel::kAvx2, MxKernel::kAvx512),
+                         [](const auto& info) { return name(info.param); });
 
 }  // namespace
 }  // namespace shmoe::numeric

@@ -16,10 +16,11 @@
 namespace shmoe::numeric {
 namespace {
 
-constexpr SwigluKernel kKernels[] = {SwigluKernel::kScalar, SwigluKernel::kAvx2};
+constexpr SwigluKernel kKernels[] = {SwigluKernel::kScalar, SwigluKernel::kAvx2,
+                                     SwigluKernel::kAvx512};
 
 std::string name(SwigluKernel k) {
-  return k == SwigluKernel::kScalar ? "scalar" : "avx2";
+  return k == SwigluKernel::kScalar ? "scalar" : k == SwigluKernel::kAvx2 ? "avx2" : "avx512";
 }
 
 double silu64(double z) {
@@ -86,8 +87,11 @@ TEST(Swiglu, MultipliesByUpAndKeepsSpecialValues) {
   }
 }
 
-TEST(Swiglu, Avx2KernelIsBitIdenticalToScalar) {
-  if (!swiglu_kernel_available(SwigluKernel::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+class SwigluVectorKernel : public ::testing::TestWithParam<SwigluKernel> {};
+
+TEST_P(SwigluVectorKernel, IsBitIdenticalToScalar) {
+  const SwigluKernel vec_kernel = GetParam();
+  if (!swiglu_kernel_available(vec_kernel)) GTEST_SKIP() << "no " << name(vec_kernel) << " here";
   std::mt19937_64 rng(std::random_device{}());
   std::vector<float> gate = gate_values(rng), up(gate.size());
   // Arbitrary bit patterns too (NaNs, infinities, subnormals), with ordinary multipliers.
@@ -96,16 +100,22 @@ TEST(Swiglu, Avx2KernelIsBitIdenticalToScalar) {
   up.resize(gate.size());
   std::normal_distribution<float> normal;
   for (auto& u : up) u = normal(rng);
-  gate.push_back(1.0f);  // a tail of 1..7 for the scalar loop
-  up.push_back(1.0f);
+  for (int i = 0; i < 3; ++i) {  // a tail for the scalar loop
+    gate.push_back(1.0f);
+    up.push_back(1.0f);
+  }
   std::vector<float> ref(gate.size()), vec(gate.size());
   swiglu(gate.data(), up.data(), gate.size(), ref.data(), SwigluKernel::kScalar);
-  swiglu(gate.data(), up.data(), gate.size(), vec.data(), SwigluKernel::kAvx2);
+  swiglu(gate.data(), up.data(), gate.size(), vec.data(), vec_kernel);
   for (std::size_t i = 0; i < gate.size(); ++i) {
     ASSERT_EQ(std::bit_cast<std::uint32_t>(ref[i]), std::bit_cast<std::uint32_t>(vec[i]))
         << std::hexfloat << "gate " << gate[i] << " up " << up[i];
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Swiglu, SwigluVectorKernel,
+                         ::testing::Values(SwigluKernel::kAvx2, SwigluKernel::kAvx512),
+                         [](const auto& info) { return name(info.param); });
 
 }  // namespace
 }  // namespace shmoe::numeric

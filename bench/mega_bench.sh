@@ -34,23 +34,38 @@ layer() {
   unfused=$(grep "^mega (unfused chain)" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
 }
 
-# gemm_alone PES ROWS: mega_gemm in one process per PE at once, as the layer runs them (on 2
-# cores, concurrent GEMM threads slow each other down; a lone one would flatter the limit).
-# Sets tiles and limit (ms, the slowest process's), wbytes, wgbps and cgbps (weight and memcpy
-# GB/s) and kernel (the '#' line).
+# gemm_group PES ROWS KIND REPS: mega_gemm's KIND (tiles or limit) in one process per PE at once,
+# as the layer runs its GEMMs, REPS times back to back; prints the slowest process's mean (ms).
+# On 2 cores concurrent GEMM threads slow each other down (a lone one would flatter the limit),
+# and with more PEs than cores each run is cut by the others' time slices: a long loop's mean is
+# the fair share.
+gemm_group() {
+  rm -f "$out"/pe*.gemm
+  for ((p = 0; p < $1; ++p)); do "$gemm" "$2" $D $F $L $W "$4" "$3" >"$out/pe$p.gemm" & done
+  wait
+  cut -d, -f2 "$out"/pe*.gemm | sort -g | tail -1
+}
+
+# gemm_alone PES ROWS: both kinds, alternating groups; sets tiles and limit (ms).
 gemm_alone() {
+  local reps=$(($2 >= 4096 ? 8 : 100))
+  [[ $quick == --quick ]] && reps=$((reps / 4))
+  tiles=$(gemm_group "$1" "$2" tiles $reps)
+  limit=$(gemm_group "$1" "$2" limit $reps)
+}
+
+# gemm_rates PES ROWS: mega_gemm in one process per PE at once, each alternating tiles, limit and
+# memcpy; sets wbytes, wgbps and cgbps (weight and memcpy GB/s, from the process with the slowest
+# tiles) and kernel (the '#' line).
+gemm_rates() {
   local reps=7
   [[ $quick == --quick ]] && reps=3
   rm -f "$out"/pe*.gemm
   for ((p = 0; p < $1; ++p)); do "$gemm" "$2" $D $F $L $W $reps >"$out/pe$p.gemm" & done
   wait
   kernel=$(grep "^#" "$out/pe0.gemm" | cut -c3-)
-  grep -hv "^#" "$out"/pe*.gemm >"$out/gemm.csv"
-  tiles=$(cut -d, -f7 "$out/gemm.csv" | sort -g | tail -1)
-  limit=$(cut -d, -f8 "$out/gemm.csv" | sort -g | tail -1)
-  # Weight and memcpy rates from the same process, the one with the slowest tiles.
   local slowest
-  slowest=$(sort -t, -k7 -g "$out/gemm.csv" | tail -1)
+  slowest=$(grep -hv "^#" "$out"/pe*.gemm | sort -t, -k7 -g | tail -1)
   wbytes=$(cut -d, -f12 <<<"$slowest")
   wgbps=$(cut -d, -f13 <<<"$slowest")
   cgbps=$(cut -d, -f14 <<<"$slowest")
@@ -85,9 +100,8 @@ for pes in 2 4; do
 done
 echo "medians of $repeats runs; fused_ms/unfused_ms: e2e average of the slowest PE, calls"
 echo "  alternating in one run; ratios: medians of each run's own ratio"
-echo "limit_ms: oneDNN's matmul on the GEMMs a PE gets, one process per PE at once (slowest)"
-echo "tiles_ms: the operator's GEMM tiles alone, FP8 expansion included, measured the same way"
-echo "GEMMs: $kernel"
+echo "limit_ms: oneDNN's matmul on the GEMMs a PE gets, one process per PE at once, the slowest"
+echo "  one's mean over a loop; tiles_ms: the operator's GEMM tiles (FP8 expansion included) alike"
 echo
 
 printf '%-12s %6s %9s %11s %12s %11s %11s %12s %13s %13s\n' decode_small tokens fused_ms \
@@ -96,7 +110,7 @@ for T in 1 4 16; do
   fs=() us=() ws=() lg=() cs=() tm=() lm=()
   for ((r = 0; r < repeats; ++r)); do
     layer 2 "$T" $([[ $quick == --quick ]] && echo 20 || echo 200)
-    gemm_alone 2 $((T * K))
+    gemm_rates 2 $((T * K))
     layer_gbps=$(awk -v b="$wbytes" -v ms="$fused" 'BEGIN {printf "%.2f", b / ms / 1e6}')
     fs+=("$fused") us+=("$unfused") ws+=("$wgbps") lg+=("$layer_gbps") cs+=("$cgbps")
     tm+=("$(ratio "$wgbps" "$cgbps")") lm+=("$(ratio "$layer_gbps" "$cgbps")")
@@ -108,5 +122,6 @@ done
 echo "weight_bytes: packed weights one PE's GEMMs read per call (every local expert gets rows)"
 echo "tiles_GB/s: weight_bytes / the GEMM tiles' time alone; layer_GB/s: / the fused layer's time"
 echo "memcpy_GB/s: memcpy of weight_bytes in the same process (bytes copied per second)"
+echo "GEMMs: $kernel"
 echo "CSV: $csv"
 echo "# $(uptime)"

@@ -3,10 +3,14 @@
 // waves a PE gets, against the limit, oneDNN's own matmul on the same GEMM shapes (one per expert
 // and weight, untiled, inputs already in the kernel's type, weights prepacked, nothing else), and
 // the weight bytes those GEMMs read against memcpy's bandwidth on as many bytes, measured in the
-// same run. Times are medians of REPS. Prints a '#' line naming the kernel, then one CSV line:
+// same run. Times are medians of REPS runs of each, alternating. Prints a '#' line naming the
+// kernel, then one CSV line:
 //   rows,model_dim,ffn_dim,experts,wave_rows,gflop,tiled_ms,limit_ms,tiled_gflops,limit_gflops,
 //   tiled/limit,weight_bytes,weight_gbps,memcpy_gbps,weight/memcpy
-//   mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS]
+//   mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS [tiles|limit]]
+// With a KIND, runs only that one REPS times back to back and prints "KIND,mean_ms": for several
+// processes at once (PEs outnumbering cores), whose individual runs are cut into by the others'
+// time slices while a long loop's mean is their fair share.
 #include <omp.h>
 
 #include <algorithm>
@@ -14,8 +18,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "moe/expert_ffn.hpp"
@@ -24,16 +30,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-template <typename F>
-double median_ms(int reps, F&& f) {
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
+double ms_of(const std::function<void()>& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// Medians of `reps` runs of each, the runs alternating, so that every one sees the same machine
+// (other processes come and go, and where several PEs' processes share a core they finish at
+// different times).
+std::vector<double> alternating_median_ms(int reps, const std::vector<std::function<void()>>& fs) {
+  std::vector<std::vector<double>> times(fs.size());
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t i = 0; i < fs.size(); ++i) times[i].push_back(ms_of(fs[i]));
+  std::vector<double> out;
+  for (auto& t : times) out.push_back(median(std::move(t)));
+  return out;
 }
 
 // oneDNN's matmul as a user would call it: out[m][n] = a[m][k] . w[k][n], weights in the layout
@@ -69,15 +86,19 @@ class PlainMatmul {
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS]\n");
+    std::fprintf(
+        stderr, "usage: mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS [tiles|limit]]\n");
     return 2;
   }
   const int rows = std::atoi(argv[1]), D = std::atoi(argv[2]), F = std::atoi(argv[3]),
             L = std::atoi(argv[4]), W = std::atoi(argv[5]),
             reps = argc > 6 ? std::atoi(argv[6]) : 7;
-  if (rows < 1 || D < 1 || F < 2 || F % 2 || L < 1 || W < 1 || reps < 1) {
+  const std::string kind = argc > 7 ? argv[7] : "all";
+  if (rows < 1 || D < 1 || F < 2 || F % 2 || L < 1 || W < 1 || reps < 1 ||
+      (kind != "all" && kind != "tiles" && kind != "limit")) {
     std::fprintf(stderr,
-                 "mega_gemm: ROWS, MODEL_DIM, EXPERTS, WAVE_ROWS, REPS >= 1; FFN_DIM even\n");
+                 "mega_gemm: ROWS, MODEL_DIM, EXPERTS, WAVE_ROWS, REPS >= 1; FFN_DIM even; KIND "
+                 "tiles or limit\n");
     return 2;
   }
   using namespace shmoe::moe;
@@ -131,7 +152,6 @@ int main(int argc, char** argv) {
     }
   };
   run_tiles();  // makes the kernels
-  const double tiled = median_ms(reps, run_tiles);
 
   const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(eng);
@@ -150,14 +170,26 @@ int main(int argc, char** argv) {
     for (auto& p : plain) p.run(stream);
   };
   run_plain();
-  const double limit = median_ms(reps, run_plain);
+
+  if (kind != "all") {
+    const auto& run = kind == "tiles" ? std::function<void()>(run_tiles) : run_plain;
+    std::printf("%s,%.4f\n", kind.c_str(), ms_of([&] {
+                                             for (int r = 0; r < reps; ++r) run();
+                                           }) / reps);
+    return 0;
+  }
 
   std::vector<std::byte> src(weight_bytes, std::byte{1}), dst(weight_bytes);
-  std::memcpy(dst.data(), src.data(), weight_bytes);
-  const double copy = median_ms(std::max(reps, 21), [&] {
-    std::memcpy(dst.data(), src.data(), weight_bytes);
-    asm volatile("" : : "r"(dst.data()) : "memory");
-  });
+  auto copy_weights = [&] {
+    // Several copies per sample: one is too short for the clock at small sizes.
+    for (int i = 0; i < 4; ++i) {
+      std::memcpy(dst.data(), src.data(), weight_bytes);
+      asm volatile("" : : "r"(dst.data()) : "memory");
+    }
+  };
+  copy_weights();
+  const auto t = alternating_median_ms(reps, {run_tiles, run_plain, copy_weights});
+  const double tiled = t[0], limit = t[1], copy = t[2] / 4;
 
   const double gflop =
       2.0 * rows * (static_cast<double>(D) * F + static_cast<double>(D) * F / 2) / 1e9;

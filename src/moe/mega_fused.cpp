@@ -16,8 +16,9 @@
 //  vectors    (kOverlapped; worker 2m + h takes half h of matrix m's tiles) SwiGLU and
 //             re-quantize, then write each output row straight into its source PE's combine
 //             window at (token, slot).
-//  vector 0   after all have quieted: combine-done g to every PE, and wait for everyone's.
-//  vectors    reduce this PE's tokens: top-k rows weighted, fp32, increasing slot -> BF16.
+//  vector 0   after all have quieted: combine-done g to every PE.
+//  vectors    wait for every PE's combine-done g, then reduce this PE's tokens: top-k rows
+//             weighted, fp32, increasing slot -> BF16.
 //
 // Nothing is reset between calls: flags carry the generation and arrival counters only grow (this
 // PE remembers what each counter held when its wave last completed). A PE's rows for call g + 1
@@ -41,7 +42,7 @@ using Clock = std::chrono::steady_clock;
 void wait_for_use(std::uint32_t& word, std::uint64_t uses, const char* what, std::size_t wave) {
   shmoe::WakeWord(&word).wait_for(
       static_cast<std::uint32_t>(2 * uses), shmoe::wait_policy().spin_iterations,
-      [&] { return fmt::format("MegaMoE: waiting for {} of local wave {}", what, wave); });
+      [&] { return fmt::format("MegaMoE: waiting for {} (local wave {})", what, wave); });
 }
 
 void publish_use(std::uint32_t& word, std::uint64_t uses) {
@@ -58,11 +59,20 @@ class FusedCall {
   FusedCall(MegaMoe::State& s, const MegaMoeArgs& in, std::uint64_t g) : s_(s), in_(in), g_(g) {}
 
   void operator()(kernel::KernelContext& w) {
-    if (w.kind() == kernel::WorkerKind::kVector) {
-      if (w.kind_id() == 0) plan();
-      quantize_my_tokens(w);
+    const bool planner = w.kind() == kernel::WorkerKind::kVector && w.kind_id() == 0;
+    if (planner) {
+      try {
+        plan();
+      } catch (const std::exception& e) {  // the others wait for the plan: let them stop too
+        s_.error = fmt::format("MegaMoE: planning call #{} failed: {}", g_, e.what());
+      }
+      publish_use(s_.plan_published, 1);
     }
-    w.barrier();
+    // Each vector worker dispatches the tokens it quantized itself, so the others need only the
+    // plan. They wait for it on its word rather than at a barrier: the header exchange takes a
+    // few microseconds, and a worker asleep at a barrier costs a wake-up, tens in a VM.
+    if (w.kind() == kernel::WorkerKind::kVector) quantize_my_tokens(w);
+    if (!planner) wait_for_use(s_.plan_published, 1, "vector worker 0's call plan", 0);
     if (!s_.error.empty()) return;
     if (w.kind() == kernel::WorkerKind::kMatrix) {
       matrix_pipeline(w);
@@ -72,10 +82,11 @@ class FusedCall {
     }
     shmem_quiet();  // whichever worker wrote rows back (MegaSchedule), before combine-done
     w.barrier();
-    const bool vector = w.kind() == kernel::WorkerKind::kVector;
-    if (vector && w.kind_id() == 0) finish_combine(w);
-    w.barrier();
-    if (vector) reduce(w);
+    if (w.kind() == kernel::WorkerKind::kMatrix) return;
+    // Every vector worker waits for every PE's combine-done itself rather than at a third
+    // barrier: a worker asleep there costs a wake-up, tens of microseconds in a VM, per call.
+    finish_combine(w);
+    reduce(w);
   }
 
  private:
@@ -114,11 +125,13 @@ class FusedCall {
     }
   }
 
+  // Rounded up, so that a few tokens go to vector worker 0 first: it is awake (it planned the
+  // call) while the pool may still be waking the others.
   std::pair<std::size_t, std::size_t> my_tokens(const kernel::KernelContext& w) const {
     const auto T = static_cast<std::size_t>(in_.tokens);
     const auto id = static_cast<std::size_t>(w.kind_id()),
                n = static_cast<std::size_t>(w.kind_count());
-    return {T * id / n, T * (id + 1) / n};
+    return {(T * id + n - 1) / n, (T * (id + 1) + n - 1) / n};
   }
 
   void quantize_my_tokens(const kernel::KernelContext& w) {
@@ -315,10 +328,14 @@ class FusedCall {
     if (!mine.empty()) write_back_half(mine.size() - 1);
   }
 
+  // Vector worker 0 tells every PE that this PE's rows are written; each vector worker then waits
+  // until every PE has said so.
   void finish_combine(const kernel::KernelContext& w) {
     auto scope = s_.trace.scope(w.worker_id(), "combine wait");
-    shmem_fence();
-    for (int pe = 0; pe < s_.n_pes; ++pe) s_.combine_done.raise(pe, s_.me, g_);
+    if (w.kind_id() == 0) {
+      shmem_fence();
+      for (int pe = 0; pe < s_.n_pes; ++pe) s_.combine_done.raise(pe, s_.me, g_);
+    }
     for (int src = 0; src < s_.n_pes; ++src) s_.combine_done.wait(src, g_, "MegaMoE combine");
   }
 
@@ -345,6 +362,7 @@ void MegaMoe::run(const MegaMoeArgs& args) {
   s.error.clear();
   // The hand-over words count from zero in every call (no worker runs between calls).
   for (auto& t : s.slots) t->words = {};
+  s.plan_published = 0;
   FusedCall call(s, args, g);
   s.trace.start(s.cfg.workers.total());
   const auto t0 = Clock::now();

@@ -65,6 +65,8 @@ struct MegaMoe::State {
   std::unique_ptr<kernel::WorkerPool> pool;
   std::vector<std::byte> my_rows;  // this PE's tokens, quantized: [tokens][token_row bytes]
   std::vector<std::unique_ptr<TileSlots>> slots;  // per matrix worker
+  std::uint32_t plan_published =
+      0;  // WakeWord: 2 once vector 0 has planned the call; zeroed per call
   kernel::StageTrace trace;
   double kernel_us = 0;
 

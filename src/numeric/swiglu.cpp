@@ -5,7 +5,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), an uninitialised variable by
 // design, which -Wmaybe-uninitialized reports once they are inlined here.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define SHMOE_SWIGLU_X86 1
 #define SHMOE_AVX2 __attribute__((target("avx2")))

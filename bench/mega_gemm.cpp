@@ -1,16 +1,27 @@
-// The GEMM work of one PE's MegaMoE call, alone: the operator's own tile functions (dequantize a
-// wave of FP8 rows, then OpenBLAS sgemm) over the waves a PE gets, on one thread, against the
-// BLAS's own rate on the same GEMM shapes (one sgemm per expert and weight, no tiling, no
-// dequantization). Prints one CSV line:
-//   rows,model_dim,ffn_dim,experts,wave_rows,gflop,tiled_ms,blas_ms,tiled_gflops,blas_gflops,efficiency
-//   mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS]
-#include <cblas.h>
+// The GEMM work of one PE's MegaMoE call alone, on one thread: the operator's own tile functions
+// (expand a wave of MX FP8 rows, run the packed-weight GEMM; GEMM2 also converts to BF16) over the
+// waves a PE gets, against the limit, oneDNN's own matmul on the same GEMM shapes (one per expert
+// and weight, untiled, inputs already in the kernel's type, weights prepacked, nothing else), and
+// the weight bytes those GEMMs read against memcpy's bandwidth on as many bytes, measured in the
+// same run. Times are medians of REPS runs of each, alternating. Prints a '#' line naming the
+// kernel, then one CSV line:
+//   rows,model_dim,ffn_dim,experts,wave_rows,gflop,tiled_ms,limit_ms,tiled_gflops,limit_gflops,
+//   tiled/limit,weight_bytes,weight_gbps,memcpy_gbps,weight/memcpy
+//   mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS [tiles|limit]]
+// With a KIND, runs only that one REPS times back to back and prints "KIND,mean_ms": for several
+// processes at once (PEs outnumbering cores), whose individual runs are cut into by the others'
+// time slices while a long loop's mean is their fair share.
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "moe/expert_ffn.hpp"
@@ -19,34 +30,80 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-template <typename F>
-double best_ms(int reps, F&& f) {
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  return best;
+double ms_of(const std::function<void()>& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+
+double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Medians of `reps` runs of each, the runs alternating, so that every one sees the same machine
+// (other processes come and go, and where several PEs' processes share a core they finish at
+// different times).
+std::vector<double> alternating_median_ms(int reps, const std::vector<std::function<void()>>& fs) {
+  std::vector<std::vector<double>> times(fs.size());
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t i = 0; i < fs.size(); ++i) times[i].push_back(ms_of(fs[i]));
+  std::vector<double> out;
+  for (auto& t : times) out.push_back(median(std::move(t)));
+  return out;
+}
+
+// oneDNN's matmul as a user would call it: out[m][n] = a[m][k] . w[k][n], weights in the layout
+// it asks for (reordered once, outside the timing).
+class PlainMatmul {
+ public:
+  PlainMatmul(const dnnl::engine& eng, dnnl::memory::data_type type, int m, int n, int k)
+      : eng_(eng) {
+    using dnnl::memory;
+    const memory::desc a({m, k}, type, memory::format_tag::ab),
+        w({k, n}, type, memory::format_tag::any),
+        out({m, n}, memory::data_type::f32, memory::format_tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, out), eng);
+    prim_ = dnnl::matmul(pd);
+    a_ = memory(a, eng);
+    w_ = memory(pd.weights_desc(), eng);
+    out_ = memory(out, eng);
+    std::memset(a_.get_data_handle(), 0, a.get_size());
+    std::memset(w_.get_data_handle(), 0, pd.weights_desc().get_size());
+  }
+  void run(dnnl::stream& s) {
+    prim_.execute(s, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, out_}});
+    s.wait();
+  }
+
+ private:
+  dnnl::engine eng_;
+  dnnl::matmul prim_;
+  dnnl::memory a_, w_, out_;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS]\n");
+    std::fprintf(
+        stderr, "usage: mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS [tiles|limit]]\n");
     return 2;
   }
   const int rows = std::atoi(argv[1]), D = std::atoi(argv[2]), F = std::atoi(argv[3]),
             L = std::atoi(argv[4]), W = std::atoi(argv[5]),
-            reps = argc > 6 ? std::atoi(argv[6]) : 5;
-  if (rows < 1 || D < 1 || F < 2 || F % 2 || L < 1 || W < 1 || reps < 1) {
+            reps = argc > 6 ? std::atoi(argv[6]) : 7;
+  const std::string kind = argc > 7 ? argv[7] : "all";
+  if (rows < 1 || D < 1 || F < 2 || F % 2 || L < 1 || W < 1 || reps < 1 ||
+      (kind != "all" && kind != "tiles" && kind != "limit")) {
     std::fprintf(stderr,
-                 "mega_gemm: ROWS, MODEL_DIM, EXPERTS, WAVE_ROWS, REPS >= 1; FFN_DIM even\n");
+                 "mega_gemm: ROWS, MODEL_DIM, EXPERTS, WAVE_ROWS, REPS >= 1; FFN_DIM even; KIND "
+                 "tiles or limit\n");
     return 2;
   }
   using namespace shmoe::moe;
-  use_single_threaded_blas();
+  omp_set_num_threads(1);  // one thread per PE, as in the layer
+  const GemmEngine engine;
   const ExpertFfnShape shape{D, F, shmoe::numeric::Fp8Format::kE4M3};
   std::mt19937 gen(1);
   std::normal_distribution<float> normal(0, 1);
@@ -61,49 +118,86 @@ int main(int argc, char** argv) {
     }
     return out;
   };
-  const auto w1 = random_rows(F, shape.token_row()), w2 = random_rows(D, shape.act_row());
-  const ExpertWeights weights = dequantize_expert(shape, w1.data(), w2.data());
+  std::vector<ExpertWeights> weights;
+  for (int e = 0; e < L; ++e) {
+    const auto w1 = random_rows(F, shape.token_row()), w2 = random_rows(D, shape.act_row());
+    weights.push_back(pack_expert(engine, shape, w1.data(), w2.data()));
+  }
   const auto tokens = random_rows(rows, shape.token_row());
   const auto acts = random_rows(rows, shape.act_row());
   const int per_expert = (rows + L - 1) / L;
+  auto expert_rows = [&](int e) {
+    const int first = e * per_expert;
+    return std::pair{first, std::max(0, std::min(rows, first + per_expert) - first)};
+  };
 
   std::vector<float> h(static_cast<std::size_t>(rows) * F);
   std::vector<std::uint16_t> out(static_cast<std::size_t>(rows) * D);
   FfnScratch scratch;
-  const double tiled = best_ms(reps, [&] {
+  auto run_tiles = [&] {
     for (int e = 0; e < L; ++e) {
-      const int first = e * per_expert, last = std::min(rows, first + per_expert);
-      for (int r = first; r < last; r += W) {
-        const int n = std::min(W, last - r);
-        gemm1_tile(shape, weights,
+      const auto [first, n_e] = expert_rows(e);
+      for (int r = first; r < first + n_e; r += W) {
+        const int n = std::min(W, first + n_e - r);
+        gemm1_tile(shape, engine, weights[e],
                    reinterpret_cast<const std::byte*>(tokens.data()) +
                        static_cast<std::size_t>(r) * shape.token_row().bytes(),
                    shape.token_row().bytes(), n, h.data() + static_cast<std::size_t>(r) * F,
                    scratch);
-        gemm2_tile(shape, weights,
+        gemm2_tile(shape, engine, weights[e],
                    reinterpret_cast<const std::byte*>(acts.data()) +
                        static_cast<std::size_t>(r) * shape.act_row().bytes(),
                    n, out.data() + static_cast<std::size_t>(r) * D, scratch);
       }
     }
-  });
-  std::vector<float> a(static_cast<std::size_t>(rows) * D, 0.5f),
-      a2(static_cast<std::size_t>(rows) * F / 2, 0.5f), o(static_cast<std::size_t>(rows) * D);
-  const double blas = best_ms(reps, [&] {
-    for (int e = 0; e < L; ++e) {
-      const int first = e * per_expert, n = std::min(rows, first + per_expert) - first;
-      if (n <= 0) continue;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, F, D, 1.0f,
-                  a.data() + static_cast<std::size_t>(first) * D, D, weights.w1.data(), D, 0.0f,
-                  h.data() + static_cast<std::size_t>(first) * F, F);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, D, F / 2, 1.0f,
-                  a2.data() + static_cast<std::size_t>(first) * F / 2, F / 2, weights.w2.data(),
-                  F / 2, 0.0f, o.data() + static_cast<std::size_t>(first) * D, D);
+  };
+  run_tiles();  // makes the kernels
+
+  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  const auto type = engine.input() == GemmInput::kBf16 ? dnnl::memory::data_type::bf16
+                                                       : dnnl::memory::data_type::f32;
+  std::vector<PlainMatmul> plain;
+  std::size_t weight_bytes = 0;
+  for (int e = 0; e < L; ++e) {
+    const int n_e = expert_rows(e).second;
+    if (n_e == 0) continue;
+    plain.emplace_back(eng, type, n_e, F, D);
+    plain.emplace_back(eng, type, n_e, D, F / 2);
+    weight_bytes += weights[e].bytes();
+  }
+  auto run_plain = [&] {
+    for (auto& p : plain) p.run(stream);
+  };
+  run_plain();
+
+  if (kind != "all") {
+    const auto& run = kind == "tiles" ? std::function<void()>(run_tiles) : run_plain;
+    std::printf("%s,%.4f\n", kind.c_str(), ms_of([&] {
+                                             for (int r = 0; r < reps; ++r) run();
+                                           }) / reps);
+    return 0;
+  }
+
+  std::vector<std::byte> src(weight_bytes, std::byte{1}), dst(weight_bytes);
+  auto copy_weights = [&] {
+    // Several copies per sample: one is too short for the clock at small sizes.
+    for (int i = 0; i < 4; ++i) {
+      std::memcpy(dst.data(), src.data(), weight_bytes);
+      asm volatile("" : : "r"(dst.data()) : "memory");
     }
-  });
+  };
+  copy_weights();
+  const auto t = alternating_median_ms(reps, {run_tiles, run_plain, copy_weights});
+  const double tiled = t[0], limit = t[1], copy = t[2] / 4;
+
   const double gflop =
       2.0 * rows * (static_cast<double>(D) * F + static_cast<double>(D) * F / 2) / 1e9;
-  std::printf("%d,%d,%d,%d,%d,%.4f,%.3f,%.3f,%.2f,%.2f,%.3f\n", rows, D, F, L, W, gflop, tiled,
-              blas, gflop / tiled * 1e3, gflop / blas * 1e3, blas / tiled);
+  std::printf("# %s; kernel for the tiles: %s\n", engine.describe().c_str(),
+              engine.kernel_name(std::min(W, per_expert), F, D).c_str());
+  std::printf("%d,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.2f,%.2f,%.3f,%zu,%.2f,%.2f,%.3f\n", rows, D, F, L, W,
+              gflop, tiled, limit, gflop / tiled * 1e3, gflop / limit * 1e3, tiled / limit,
+              weight_bytes, weight_bytes / tiled / 1e6, weight_bytes / copy / 1e6,
+              (weight_bytes / tiled) / (weight_bytes / copy));
   return 0;
 }

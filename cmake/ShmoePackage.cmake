@@ -38,7 +38,7 @@ function(shmoe_write_pc variant out_dir prefix includedir libdir)
   set(SHMOE_PC_INCLUDEDIR ${includedir})
   set(SHMOE_PC_LIBDIR ${libdir})
   # The packages the top-level CMakeLists.txt finds for the library's private dependencies.
-  set(SHMOE_PC_REQUIRES_PRIVATE "fmt ucx openblas pmix libcrypto")
+  set(SHMOE_PC_REQUIRES_PRIVATE "fmt ucx pmix libcrypto")
   configure_file(${PROJECT_SOURCE_DIR}/cmake/shmoe.pc.in
                  ${PROJECT_BINARY_DIR}/cmake/${variant}/shmoe.pc.in @ONLY)
   file(GENERATE OUTPUT ${out_dir}/shmoe.pc INPUT ${PROJECT_BINARY_DIR}/cmake/${variant}/shmoe.pc.in)

@@ -6,7 +6,7 @@ packages=(
   cmake ninja-build g++ pkg-config python3
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev
+  libdnnl-dev  # oneDNN: the MegaMoE GEMMs (src/moe/mega_gemm.cpp)
   libucx-dev iproute2
   libpmix-dev openmpi-bin  # PMIx bootstrap (src/bootstrap/pmix_launch.cpp), tested under mpirun
   libssl-dev  # libcrypto's HMAC-SHA256 for the config store's job key (src/bootstrap/store_auth.cpp)

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "moe/mega_gemm.hpp"
 #include "numeric/fp8.hpp"
 #include "numeric/mx.hpp"
 
@@ -34,38 +35,35 @@ struct ExpertFfnShape {
   MxRow act_row() const { return {ffn_dim / 2}; }
 };
 
-// One expert's weights, in the form the GEMMs run fastest on here: dequantized once to fp32
-// (OpenBLAS has no FP8 kernels; dequantizing per call would redo D x F work per wave).
+// One expert's weights, packed once into the GEMM kernel's layout (see mega_gemm.hpp).
 struct ExpertWeights {
-  std::vector<float> w1;  // [F, D]
-  std::vector<float> w2;  // [D, F/2]
+  GemmEngine::Weight w1;  // F outputs along D
+  GemmEngine::Weight w2;  // D outputs along F/2
+  std::size_t bytes() const { return w1.bytes() + w2.bytes(); }
 };
 
-// Dequantizes MX FP8 weights given as rows along the reduction dimension: w1 [F] rows of D
-// elements, w2 [D] rows of F/2 elements, each in MxRow layout.
-ExpertWeights dequantize_expert(const ExpertFfnShape& s, const std::uint8_t* w1_rows,
-                                const std::uint8_t* w2_rows);
+// Packs MX FP8 weights given as rows along the reduction dimension: w1 [F] rows of D elements,
+// w2 [D] rows of F/2 elements, each in MxRow layout. Runs on the calling thread.
+ExpertWeights pack_expert(const GemmEngine& g, const ExpertFfnShape& s, const std::uint8_t* w1_rows,
+                          const std::uint8_t* w2_rows);
 
 // Row-wise MX quantization of BF16 tokens into token_row() rows, `stride` bytes apart.
 void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,
                      std::byte* out, std::size_t stride);
 
-// Per-thread scratch for the dequantized tiles the GEMMs read.
+// Per-thread scratch: the expanded tile a GEMM reads, GEMM2's fp32 output.
 struct FfnScratch {
-  std::vector<float> a;
+  std::vector<std::byte> a;
+  std::vector<float> out;
 };
 
-// h[n][F] = dequant(rows) . w1^T; rows are token_row() rows `stride` bytes apart.
-void gemm1_tile(const ExpertFfnShape& s, const ExpertWeights& w, const std::byte* rows,
-                std::size_t stride, int n, float* h, FfnScratch& scratch);
+// h[n][F] = rows . w1^T; rows are token_row() rows `stride` bytes apart.
+void gemm1_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
+                const std::byte* rows, std::size_t stride, int n, float* h, FfnScratch& scratch);
 // Rows [first, last) of h -> act_row() rows of act (contiguous, act_row().bytes() apart).
 void swiglu_quantize(const ExpertFfnShape& s, const float* h, int first, int last, std::byte* act);
-// out[n][D] (BF16) = dequant(act) . w2^T.
-void gemm2_tile(const ExpertFfnShape& s, const ExpertWeights& w, const std::byte* act, int n,
-                std::uint16_t* out, FfnScratch& scratch);
-
-// Limits OpenBLAS to the calling thread: the workers are the parallelism, and a single-threaded
-// GEMM gives the same bits whoever calls it.
-void use_single_threaded_blas();
+// out[n][D] (BF16) = act . w2^T.
+void gemm2_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
+                const std::byte* act, int n, std::uint16_t* out, FfnScratch& scratch);
 
 }  // namespace shmoe::moe

@@ -6,14 +6,19 @@
 //  vectors    quantize this PE's tokens (MX FP8, one E8M0 scale per 32 elements), then push each
 //             (token, slot) row into its place in the destination's window; after a batch of
 //             rows, a fence and one atomic add per touched wave to that wave's arrival counter.
-//  matrix m   for its waves j = m, m + M, ...: wait until the wave's rows have all arrived, run
-//             GEMM1 into hand-over slot j % 2, then GEMM2 on the previous wave once the vector
-//             workers have applied SwiGLU to it: GEMM1 of wave j overlaps SwiGLU of wave j - 1,
-//             and GEMM2 of wave j - 1 overlaps the write-back of wave j - 2.
-//  vectors    (worker 2m + h takes half h of matrix m's tiles) SwiGLU and re-quantize, then write
-//             each output row straight into its source PE's combine window at (token, slot).
-//  vector 0   after all have quieted: combine-done g to every PE, and wait for everyone's.
-//  vectors    reduce this PE's tokens: top-k rows weighted, fp32, increasing slot -> BF16.
+//  matrix m   for its waves j = m, m + M, ...: wait until the wave's rows have all arrived, then
+//             MegaSchedule::kOverlapped: run GEMM1 into hand-over slot j % 2, then GEMM2 on the
+//             previous wave once the vector workers have applied SwiGLU to it: GEMM1 of wave j
+//             overlaps SwiGLU of wave j - 1, and GEMM2 of wave j - 1 overlaps the write-back of
+//             wave j - 2;
+//             MegaSchedule::kInline (fewer cores than workers): GEMM1, SwiGLU, GEMM2 and the
+//             write-back of wave j itself, before wave j + 1.
+//  vectors    (kOverlapped; worker 2m + h takes half h of matrix m's tiles) SwiGLU and
+//             re-quantize, then write each output row straight into its source PE's combine
+//             window at (token, slot).
+//  vector 0   after all have quieted: combine-done g to every PE.
+//  vectors    wait for every PE's combine-done g, then reduce this PE's tokens: top-k rows
+//             weighted, fp32, increasing slot -> BF16.
 //
 // Nothing is reset between calls: flags carry the generation and arrival counters only grow (this
 // PE remembers what each counter held when its wave last completed). A PE's rows for call g + 1
@@ -37,7 +42,7 @@ using Clock = std::chrono::steady_clock;
 void wait_for_use(std::uint32_t& word, std::uint64_t uses, const char* what, std::size_t wave) {
   shmoe::WakeWord(&word).wait_for(
       static_cast<std::uint32_t>(2 * uses), shmoe::wait_policy().spin_iterations,
-      [&] { return fmt::format("MegaMoE: waiting for {} of local wave {}", what, wave); });
+      [&] { return fmt::format("MegaMoE: waiting for {} (local wave {})", what, wave); });
 }
 
 void publish_use(std::uint32_t& word, std::uint64_t uses) {
@@ -54,24 +59,34 @@ class FusedCall {
   FusedCall(MegaMoe::State& s, const MegaMoeArgs& in, std::uint64_t g) : s_(s), in_(in), g_(g) {}
 
   void operator()(kernel::KernelContext& w) {
-    if (w.kind() == kernel::WorkerKind::kVector) {
-      if (w.kind_id() == 0) plan();
-      quantize_my_tokens(w);
+    const bool planner = w.kind() == kernel::WorkerKind::kVector && w.kind_id() == 0;
+    if (planner) {
+      try {
+        plan();
+      } catch (const std::exception& e) {  // the others wait for the plan: let them stop too
+        s_.error = fmt::format("MegaMoE: planning call #{} failed: {}", g_, e.what());
+      }
+      publish_use(s_.plan_published, 1);
     }
-    w.barrier();
+    // Each vector worker dispatches the tokens it quantized itself, so the others need only the
+    // plan. They wait for it on its word rather than at a barrier: the header exchange takes a
+    // few microseconds, and a worker asleep at a barrier costs a wake-up, tens in a VM.
+    if (w.kind() == kernel::WorkerKind::kVector) quantize_my_tokens(w);
+    if (!planner) wait_for_use(s_.plan_published, 1, "vector worker 0's call plan", 0);
     if (!s_.error.empty()) return;
     if (w.kind() == kernel::WorkerKind::kMatrix) {
       matrix_pipeline(w);
     } else {
       push_rows(w);
       vector_pipeline(w);
-      shmem_quiet();
     }
+    shmem_quiet();  // whichever worker wrote rows back (MegaSchedule), before combine-done
     w.barrier();
-    const bool vector = w.kind() == kernel::WorkerKind::kVector;
-    if (vector && w.kind_id() == 0) finish_combine(w);
-    w.barrier();
-    if (vector) reduce(w);
+    if (w.kind() == kernel::WorkerKind::kMatrix) return;
+    // Every vector worker waits for every PE's combine-done itself rather than at a third
+    // barrier: a worker asleep there costs a wake-up, tens of microseconds in a VM, per call.
+    finish_combine(w);
+    reduce(w);
   }
 
  private:
@@ -110,11 +125,13 @@ class FusedCall {
     }
   }
 
+  // Rounded up, so that a few tokens go to vector worker 0 first: it is awake (it planned the
+  // call) while the pool may still be waking the others.
   std::pair<std::size_t, std::size_t> my_tokens(const kernel::KernelContext& w) const {
     const auto T = static_cast<std::size_t>(in_.tokens);
     const auto id = static_cast<std::size_t>(w.kind_id()),
                n = static_cast<std::size_t>(w.kind_count());
-    return {T * id / n, T * (id + 1) / n};
+    return {(T * id + n - 1) / n, (T * (id + 1) + n - 1) / n};
   }
 
   void quantize_my_tokens(const kernel::KernelContext& w) {
@@ -182,7 +199,66 @@ class FusedCall {
     return mine;
   }
 
+  // Output rows [r0, r1) of a wave straight into their source PEs' combine windows.
+  void write_back(const Wave& wave, const std::uint16_t* out, int r0, int r1) {
+    const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
+    for (int r = r0; r < r1; ++r) {
+      const RowMeta& meta = s_.recv_meta[wave.row0 + r];
+      const std::size_t at = static_cast<std::size_t>(meta.token) * cfg().topk + meta.slot;
+      shmem_putmem(s_.combine_rows + at * row_bytes,
+                   out + static_cast<std::size_t>(r) * cfg().model_dim, row_bytes, meta.src_pe);
+    }
+  }
+
+  void wait_for_rows(std::size_t v) {
+    const Wave& wave = s_.waves[v];
+    std::atomic_ref<std::uint64_t> arrived(*s_.arrivals(v));
+    const std::uint64_t target = s_.arrivals_seen[v] + static_cast<std::uint64_t>(wave.rows);
+    shmoe::wait_until([&] { return arrived.load(std::memory_order_acquire) >= target; },
+                      [&] {
+                        return fmt::format(
+                            "MegaMoE #{} wave {} (local expert {}, rows {}..{}): {} of {} rows "
+                            "arrived",
+                            g_, v, wave.expert, wave.row0, wave.row0 + wave.rows - 1,
+                            arrived.load() - s_.arrivals_seen[v], wave.rows);
+                      });
+    s_.arrivals_seen[v] = target;
+  }
+
+  // MegaSchedule::kInline: each wave from its rows to its write-back on this worker, in one tile.
+  void matrix_inline(const kernel::KernelContext& w) {
+    TileSlots& t = *s_.slots[w.kind_id()];
+    const std::size_t stride = s_.shape.token_row().bytes();
+    FfnScratch scratch;
+    for (const std::size_t v : waves_of_matrix(w.kind_id())) {
+      const Wave& wave = s_.waves[v];
+      const int id = static_cast<int>(v);
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "wait rows", id);
+        wait_for_rows(v);
+      }
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "gemm1", id);
+        gemm1_tile(s_.shape, s_.gemm, s_.weights[wave.expert],
+                   s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
+                   t.h[0].data(), scratch);
+      }
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "swiglu", id);
+        swiglu_quantize(s_.shape, t.h[0].data(), 0, wave.rows, t.act[0].data());
+      }
+      {
+        auto scope = s_.trace.scope(w.worker_id(), "gemm2", id);
+        gemm2_tile(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[0].data(), wave.rows,
+                   t.out[0].data(), scratch);
+      }
+      auto scope = s_.trace.scope(w.worker_id(), "write-back", id);
+      write_back(wave, t.out[0].data(), 0, wave.rows);
+    }
+  }
+
   void matrix_pipeline(const kernel::KernelContext& w) {
+    if (cfg().schedule == MegaSchedule::kInline) return matrix_inline(w);
     TileSlots& t = *s_.slots[w.kind_id()];
     const auto mine = waves_of_matrix(w.kind_id());
     const std::size_t stride = s_.shape.token_row().bytes();
@@ -195,8 +271,8 @@ class FusedCall {
         if (j >= 2) wait_for_use(t.words.out_free[p][half], uses(j - 2), "write-back", mine[j - 2]);
       }
       auto scope = s_.trace.scope(w.worker_id(), "gemm2", static_cast<int>(mine[j]));
-      gemm2_tile(s_.shape, s_.weights[wave.expert], t.act[p].data(), wave.rows, t.out[p].data(),
-                 scratch);
+      gemm2_tile(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[p].data(), wave.rows,
+                 t.out[p].data(), scratch);
       publish_use(t.words.out_full[p], uses(j));
     };
     for (std::size_t j = 0; j < mine.size(); ++j) {
@@ -204,22 +280,12 @@ class FusedCall {
       const Wave& wave = s_.waves[v];
       {
         auto scope = s_.trace.scope(w.worker_id(), "wait rows", static_cast<int>(v));
-        std::atomic_ref<std::uint64_t> arrived(*s_.arrivals(v));
-        const std::uint64_t target = s_.arrivals_seen[v] + static_cast<std::uint64_t>(wave.rows);
-        shmoe::wait_until(
-            [&] { return arrived.load(std::memory_order_acquire) >= target; },
-            [&] {
-              return fmt::format(
-                  "MegaMoE #{} wave {} (local expert {}, rows {}..{}): {} of {} rows arrived", g_,
-                  v, wave.expert, wave.row0, wave.row0 + wave.rows - 1,
-                  arrived.load() - s_.arrivals_seen[v], wave.rows);
-            });
-        s_.arrivals_seen[v] = target;
+        wait_for_rows(v);
       }
       {
         auto scope = s_.trace.scope(w.worker_id(), "gemm1", static_cast<int>(v));
         const int p = static_cast<int>(j % 2);
-        gemm1_tile(s_.shape, s_.weights[wave.expert],
+        gemm1_tile(s_.shape, s_.gemm, s_.weights[wave.expert],
                    s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
                    t.h[p].data(), scratch);
         publish_use(t.words.h_full[p], uses(j));
@@ -231,27 +297,20 @@ class FusedCall {
 
   void vector_pipeline(const kernel::KernelContext& w) {
     const int v = w.kind_id(), m = v / 2, half = v % 2;
-    if (m >= cfg().workers.matrix) return;
+    if (cfg().schedule == MegaSchedule::kInline || m >= cfg().workers.matrix) return;
     TileSlots& t = *s_.slots[m];
     const auto mine = waves_of_matrix(m);
     auto halves = [&](const Wave& wave) {
       const int mid = wave.rows / 2;
       return half == 0 ? std::pair{0, mid} : std::pair{mid, wave.rows};
     };
-    auto write_back = [&](std::size_t j) {
+    auto write_back_half = [&](std::size_t j) {
       const Wave& wave = s_.waves[mine[j]];
       const int p = static_cast<int>(j % 2);
       wait_for_use(t.words.out_full[p], uses(j), "GEMM2", mine[j]);
       auto scope = s_.trace.scope(w.worker_id(), "write-back", static_cast<int>(mine[j]));
       const auto [r0, r1] = halves(wave);
-      const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
-      for (int r = r0; r < r1; ++r) {
-        const RowMeta& meta = s_.recv_meta[wave.row0 + r];
-        const std::size_t at = static_cast<std::size_t>(meta.token) * cfg().topk + meta.slot;
-        shmem_putmem(s_.combine_rows + at * row_bytes,
-                     t.out[p].data() + static_cast<std::size_t>(r) * cfg().model_dim, row_bytes,
-                     meta.src_pe);
-      }
+      write_back(wave, t.out[p].data(), r0, r1);
       publish_use(t.words.out_free[p][half], uses(j));
     };
     for (std::size_t j = 0; j < mine.size(); ++j) {
@@ -264,15 +323,19 @@ class FusedCall {
         swiglu_quantize(s_.shape, t.h[p].data(), r0, r1, t.act[p].data());
       }
       publish_use(t.words.act_done[p][half], uses(j));
-      if (j >= 1) write_back(j - 1);
+      if (j >= 1) write_back_half(j - 1);
     }
-    if (!mine.empty()) write_back(mine.size() - 1);
+    if (!mine.empty()) write_back_half(mine.size() - 1);
   }
 
+  // Vector worker 0 tells every PE that this PE's rows are written; each vector worker then waits
+  // until every PE has said so.
   void finish_combine(const kernel::KernelContext& w) {
     auto scope = s_.trace.scope(w.worker_id(), "combine wait");
-    shmem_fence();
-    for (int pe = 0; pe < s_.n_pes; ++pe) s_.combine_done.raise(pe, s_.me, g_);
+    if (w.kind_id() == 0) {
+      shmem_fence();
+      for (int pe = 0; pe < s_.n_pes; ++pe) s_.combine_done.raise(pe, s_.me, g_);
+    }
     for (int src = 0; src < s_.n_pes; ++src) s_.combine_done.wait(src, g_, "MegaMoE combine");
   }
 
@@ -299,6 +362,7 @@ void MegaMoe::run(const MegaMoeArgs& args) {
   s.error.clear();
   // The hand-over words count from zero in every call (no worker runs between calls).
   for (auto& t : s.slots) t->words = {};
+  s.plan_published = 0;
   FusedCall call(s, args, g);
   s.trace.start(s.cfg.workers.total());
   const auto t0 = Clock::now();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/backoff.hpp"
 #include "moe/mega_state.hpp"
 
 namespace shmoe::moe {
@@ -39,6 +40,16 @@ void validate(const MegaMoeConfig& c, int n_pes) {
   }
   if (c.wave_rows < 1 || c.wave_rows > 4096)
     refuse(fmt::format("wave_rows={} is out of range (1..4096)", c.wave_rows));
+  if (static_cast<int>(c.schedule) > static_cast<int>(MegaSchedule::kInline)) {
+    refuse(fmt::format("schedule={} is not a MegaSchedule (0 auto, 1 overlapped, 2 inline)",
+                       static_cast<int>(c.schedule)));
+  }
+}
+
+// Whether this PE's share of its host's cores can run all its workers at once.
+bool workers_fit_cores(const kernel::WorkerCounts& workers) {
+  const int pes_here = std::max(1, shmem_team_n_pes(SHMEM_TEAM_SHARED));
+  return wait_policy().cores >= pes_here * workers.total();
 }
 
 std::size_t recv_capacity(const MegaMoeConfig& c, int n_pes) {
@@ -120,6 +131,10 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
   validate(config, s.n_pes);
   s.cfg = config;
   if (s.cfg.workers.total() == 0) s.cfg.workers = {1, 2};
+  if (s.cfg.schedule == MegaSchedule::kAuto) {
+    s.cfg.schedule =
+        workers_fit_cores(s.cfg.workers) ? MegaSchedule::kOverlapped : MegaSchedule::kInline;
+  }
   const auto& c = s.cfg;
   s.shape = {c.model_dim, c.ffn_dim, c.format};
   if (weights.w1.size() != static_cast<std::size_t>(c.experts_per_pe) ||
@@ -130,9 +145,7 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
   for (int e = 0; e < c.experts_per_pe; ++e) {
     if (weights.w1[e] == nullptr || weights.w2[e] == nullptr)
       refuse(fmt::format("weights of local expert {} are null", e));
-    s.weights.push_back(dequantize_expert(s.shape, weights.w1[e], weights.w2[e]));
   }
-  use_single_threaded_blas();
 
   s.recv_cap = recv_capacity(c, s.n_pes);
   s.max_waves = max_waves(c, s.recv_cap);
@@ -155,6 +168,13 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
   s.arrivals_seen.assign(s.max_waves, 0);
 
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
+  // Packed by the matrix workers, which run the GEMMs: oneDNN work stays on their threads.
+  s.weights.resize(c.experts_per_pe);
+  s.pool->launch(c.workers, [&](kernel::KernelContext& w) {
+    if (w.kind() != kernel::WorkerKind::kMatrix) return;
+    for (int e = w.kind_id(); e < c.experts_per_pe; e += w.kind_count())
+      s.weights[e] = pack_expert(s.gemm, s.shape, weights.w1[e], weights.w2[e]);
+  });
   s.my_rows.resize(static_cast<std::size_t>(c.tokens) * s.shape.token_row().bytes());
   for (int m = 0; m < c.workers.matrix; ++m) {
     auto t = std::make_unique<TileSlots>();
@@ -176,6 +196,9 @@ MegaMoe::~MegaMoe() {
 
 const MegaMoeConfig& MegaMoe::config() const {
   return state_->cfg;
+}
+std::string MegaMoe::gemm_engine() const {
+  return state_->gemm.describe();
 }
 double MegaMoe::last_kernel_us() const {
   return state_->kernel_us;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernel/stage_trace.hpp"
@@ -18,6 +19,20 @@
 #include "moe/moe.hpp"
 
 namespace shmoe::moe {
+
+// Who applies SwiGLU to a matrix worker's waves and writes their outputs back.
+enum class MegaSchedule : std::uint8_t {
+  // kOverlapped where this PE's share of its host's cores can run all its workers at once,
+  // kInline where it cannot.
+  kAuto,
+  // Its two vector workers, overlapping the matrix worker's next GEMMs (ping-pong tiles). Pays
+  // only with cores to run them on: time-sliced on the matrix worker's core, the overlap is
+  // gone and the four hand-overs per wave (futex wake-ups, yields) remain.
+  kOverlapped,
+  // The matrix worker itself, wave after wave: no hand-overs, and SwiGLU reads GEMM1's output
+  // while it is still in the core's cache. The vector workers quantize, dispatch and reduce.
+  kInline,
+};
 
 struct MegaMoeConfig {
   int tokens = 0;  // T: the most tokens any call passes on any PE
@@ -35,6 +50,7 @@ struct MegaMoeConfig {
   // outnumber cores), and sgemm runs closer to its untiled rate on taller tiles: at the decode
   // shape on 2 cores (2 PEs, other jobs running), 128-row waves took 31 ms against 72 ms.
   int wave_rows = 128;
+  MegaSchedule schedule = MegaSchedule::kAuto;
 };
 
 // This PE's L local experts in MX FP8, rows along the reduction dimension (ExpertFfnShape):
@@ -64,7 +80,10 @@ class MegaMoe {
   void run(const MegaMoeArgs& args);
   void run_unfused(const MegaMoeArgs& args);
 
+  // The config, with defaults resolved (workers; schedule: kOverlapped or kInline).
   const MegaMoeConfig& config() const;
+  // The GEMM engine, in words ("oneDNN 2.6.3, bf16 inputs (avx512_core_bf16)").
+  std::string gemm_engine() const;
   // Microseconds of the last call's operator launches (kernel time, without argument checks).
   double last_kernel_us() const;
   // Records every worker's stages of the following calls (fused only).

@@ -47,7 +47,8 @@ struct MegaMoe::State {
   ExpertFfnShape shape;
   int n_pes = 0, me = 0;
   std::size_t recv_cap = 0, max_waves = 0;
-  std::vector<ExpertWeights> weights;  // [L]
+  GemmEngine gemm;
+  std::vector<ExpertWeights> weights;  // [L], packed by the matrix workers
 
   // Symmetric window (one shmem_calloc).
   std::byte* window = nullptr;
@@ -64,6 +65,8 @@ struct MegaMoe::State {
   std::unique_ptr<kernel::WorkerPool> pool;
   std::vector<std::byte> my_rows;  // this PE's tokens, quantized: [tokens][token_row bytes]
   std::vector<std::unique_ptr<TileSlots>> slots;  // per matrix worker
+  std::uint32_t plan_published =
+      0;  // WakeWord: 2 once vector 0 has planned the call; zeroed per call
   kernel::StageTrace trace;
   double kernel_us = 0;
 

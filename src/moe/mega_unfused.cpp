@@ -107,8 +107,8 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
   auto& h = u.h;
   h.resize(R * c.ffn_dim);
   on_waves([&](const Wave& w, FfnScratch& scratch) {
-    gemm1_tile(shape, s.weights[w.expert], rows.data() + w.row0 * token_bytes, token_bytes, w.rows,
-               h.data() + w.row0 * c.ffn_dim, scratch);
+    gemm1_tile(shape, s.gemm, s.weights[w.expert], rows.data() + w.row0 * token_bytes, token_bytes,
+               w.rows, h.data() + w.row0 * c.ffn_dim, scratch);
   });
 
   // 4. SwiGLU and re-quantization, row by row
@@ -125,7 +125,7 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
   auto& out = u.out;
   out.resize(R * c.model_dim);
   on_waves([&](const Wave& w, FfnScratch& scratch) {
-    gemm2_tile(shape, s.weights[w.expert], act.data() + w.row0 * act_bytes, w.rows,
+    gemm2_tile(shape, s.gemm, s.weights[w.expert], act.data() + w.row0 * act_bytes, w.rows,
                out.data() + w.row0 * c.model_dim, scratch);
   });
 

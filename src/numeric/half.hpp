@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 namespace shmoe::numeric {
@@ -25,6 +26,9 @@ inline bf16 float_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return {static_cast<std::uint16_t>(u >> 16)};
 }
+
+// float_to_bf16 over an array (AVX2 where the CPU has it; the same bits either way).
+void floats_to_bf16(const float* x, std::size_t n, std::uint16_t* out);
 
 inline float fp16_to_float(fp16 v) {
   const std::uint32_t sign = std::uint32_t(v.bits & 0x8000u) << 16;

@@ -1,10 +1,13 @@
-// MX quantisation: a scalar reference and an AVX2 kernel that mirrors it operation for operation
-// (same fp32 multiply, same integer rounding), which is what makes the two bit-identical.
+// MX quantisation: a scalar reference, and AVX2 and AVX-512 kernels (mx_avx512.cpp) that mirror it
+// operation for operation (same fp32 multiply, same integer rounding), which is what makes them
+// bit-identical.
 #include "numeric/mx.hpp"
 
 #include <algorithm>
 
 #include "numeric/half.hpp"
+#include "numeric/mx_avx512.hpp"
+#include "numeric/mx_rules.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -15,24 +18,11 @@
 namespace shmoe::numeric {
 namespace {
 
-constexpr std::uint32_t kAbsMask = 0x7fffffffu;
-constexpr std::uint32_t kInfBits = 0x7f800000u;
-constexpr std::uint32_t kQuietNan = 0x7fc00000u;
-
-// floor(log2) of a normal fp32 is its exponent field minus 127, so the code
-// floor(log2 amax) - emax + 127 is the field minus emax, at most 254 - emax. Zero and fp32
-// subnormals (field 0) lie below 2^-126, where the clamp gives code 0 anyway.
-constexpr std::uint8_t scale_code_from_abs_bits(std::uint32_t abs_bits, Fp8Format f) {
-  if (abs_bits >= kInfBits) return kE8m0Nan;
-  return static_cast<std::uint8_t>(
-      std::max(static_cast<int>(abs_bits >> 23) - fp8_spec(f).emax, 0));
-}
-
-// The multiplier 2^(127 - code). Those codes stay at or below 254 - 8, so it is a normal fp32. The
-// NaN scale multiplies by one, which keeps its block's NaNs and infinities in the codes.
-constexpr float inverse_scale(std::uint8_t code) {
-  return code == kE8m0Nan ? 1.0f : std::bit_cast<float>(std::uint32_t(254 - code) << 23);
-}
+using mx_rules::inverse_scale;
+using mx_rules::kAbsMask;
+using mx_rules::kInfBits;
+using mx_rules::kQuietNan;
+using mx_rules::scale_code_from_abs_bits;
 
 inline float to_float(float x) {
   return x;
@@ -239,9 +229,23 @@ bool cpu_has_avx2() {
 
 #endif  // SHMOE_MX_X86
 
+bool use_avx512(MxKernel k) {
+  return (k == MxKernel::kAuto || k == MxKernel::kAvx512) && mx_avx512::available();
+}
+
 template <typename T>
 void quantize_any(const T* x, std::size_t n, Fp8Format f, std::uint8_t* codes, std::uint8_t* scales,
                   MxKernel k) {
+  if (use_avx512(k)) {
+    const std::size_t done = mx_avx512::quantize(x, n, f, codes, scales);
+    if (done < n) {  // the partial last block
+      const std::size_t b = done / kMxBlockSize;
+      f == Fp8Format::kE4M3
+          ? quantize_block_scalar<Fp8Format::kE4M3>(x + done, n - done, codes + done, scales + b)
+          : quantize_block_scalar<Fp8Format::kE5M2>(x + done, n - done, codes + done, scales + b);
+    }
+    return;
+  }
 #ifdef SHMOE_MX_X86
   if (use_avx2(k)) {
     return f == Fp8Format::kE4M3 ? quantize_avx2<Fp8Format::kE4M3>(x, n, codes, scales)
@@ -259,7 +263,14 @@ std::uint8_t e8m0_scale_code(float amax, Fp8Format f) {
 }
 
 bool mx_kernel_available(MxKernel k) {
-  return k != MxKernel::kAvx2 || cpu_has_avx2();
+  switch (k) {
+    case MxKernel::kAvx2:
+      return cpu_has_avx2();
+    case MxKernel::kAvx512:
+      return mx_avx512::available();
+    default:
+      return true;
+  }
 }
 
 void quantize_mx(const float* x, std::size_t n, Fp8Format f, std::uint8_t* codes,
@@ -274,6 +285,14 @@ void quantize_mx_bf16(const std::uint16_t* bf16_bits, std::size_t n, Fp8Format f
 
 void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
                    Fp8Format f, float* out, MxKernel k) {
+  if (use_avx512(k)) {
+    const std::size_t done = mx_avx512::dequantize(codes, scales, n, f, out);
+    if (done < n) {
+      dequantize_block_scalar(fp8_decode_table(f), codes + done, scales[done / kMxBlockSize],
+                              n - done, out + done);
+    }
+    return;
+  }
 #ifdef SHMOE_MX_X86
   if (use_avx2(k)) {
     return f == Fp8Format::kE4M3 ? dequantize_avx2<Fp8Format::kE4M3>(codes, scales, n, out)
@@ -281,6 +300,25 @@ void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::s
   }
 #endif
   dequantize_scalar(codes, scales, n, f, out);
+}
+
+void dequantize_mx_bf16(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
+                        Fp8Format f, std::uint16_t* out, MxKernel k) {
+  if (use_avx512(k)) {
+    const std::size_t done = mx_avx512::dequantize_bf16(codes, scales, n, f, out);
+    codes += done;
+    scales += done / kMxBlockSize;
+    out += done;
+    n -= done;
+    k = MxKernel::kScalar;  // the partial last block, if any
+  }
+  constexpr std::size_t kChunk = 8 * kMxBlockSize;  // whole blocks, in L1
+  float values[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t len = std::min(kChunk, n - i);
+    dequantize_mx(codes + i, scales + i / kMxBlockSize, len, f, values, k);
+    floats_to_bf16(values, len, out + i);
+  }
 }
 
 }  // namespace shmoe::numeric

@@ -44,9 +44,9 @@ constexpr float e8m0_to_float(std::uint8_t code) {
                    : std::bit_cast<float>(std::uint32_t(code) << 23);
 }
 
-// Which implementation runs. kAuto picks AVX2 where the CPU has it; asking for kAvx2 where it is
-// missing runs the scalar code. Both give bit-identical results.
-enum class MxKernel : std::uint8_t { kAuto, kScalar, kAvx2 };
+// Which implementation runs. kAuto picks the widest the CPU has (AVX-512F, AVX2, scalar); asking
+// for one the CPU lacks runs the next narrower one. All give bit-identical results.
+enum class MxKernel : std::uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
 bool mx_kernel_available(MxKernel k);
 
 // codes[0..n) and scales[0..mx_num_blocks(n)). n may be any size (see the partial-block rule).
@@ -59,5 +59,9 @@ void quantize_mx_bf16(const std::uint16_t* bf16_bits, std::size_t n, Fp8Format f
 // become quiet NaNs of their own sign.
 void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
                    Fp8Format f, float* out, MxKernel k = MxKernel::kAuto);
+// The same values as bfloat16 bit patterns (float_to_bf16 of dequantize_mx's). Exact wherever
+// the value is an fp32 normal: a code has at most 4 significant bits, bfloat16 holds 8.
+void dequantize_mx_bf16(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
+                        Fp8Format f, std::uint16_t* out, MxKernel k = MxKernel::kAuto);
 
 }  // namespace shmoe::numeric

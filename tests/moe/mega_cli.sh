@@ -63,6 +63,7 @@ expect_refusal "unwritable --csv" \
   "$moe" mega --pes 2 "${small[@]}" --csv /proc/nonexistent/x.csv --perf
 expect_refusal "--csv naming a directory" "--csv=/tmp: it is a directory, not a file" \
   "$moe" mega --pes 2 "${small[@]}" --csv /tmp --perf
+expect_refusal "unknown schedule" "sideways" "$moe" mega --pes 2 "${small[@]}" --schedule sideways
 
 # The reference system's environment names.
 out=$(RANK_SIZE=2 TOKEN_COUNT=6 MODEL_DIM=64 FFN_DIM=128 EXPERTS_PER_TOKEN=2 LOCAL_EXPERT_COUNT=2 \

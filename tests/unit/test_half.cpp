@@ -3,9 +3,12 @@
 // in double precision for bf16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
+#include <vector>
 
 #include "numeric/half.hpp"
 
@@ -95,6 +98,26 @@ TEST(Bf16, RoundsToNearestEvenAndKeepsNaN) {
   }
   EXPECT_EQ(float_to_bf16(1.0f).bits, 0x3f80);
   EXPECT_EQ(bf16_to_float({0x3f80}), 1.0f);
+}
+
+// The array form (AVX2 where the CPU has it, 16 at a time, then a scalar tail) gives
+// float_to_bf16's bits for every input, NaNs and every length's tail included.
+TEST(Bf16, ArrayConversionMatchesTheScalarOne) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<float> x(1 << 16);
+  for (auto& v : x) v = bits_to_float(static_cast<std::uint32_t>(rng()));
+  const float specials[] = {0.0f, -0.0f, INFINITY,  -INFINITY,
+                            NAN,  -NAN,  0x1p-149f, 0x1.fffffep127f};
+  std::copy(std::begin(specials), std::end(specials), x.begin());
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16},
+                        std::size_t{17}, x.size()}) {
+    std::vector<std::uint16_t> got(n + 1, 0xabcd);
+    floats_to_bf16(x.data(), n, got.data());
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], float_to_bf16(x[i]).bits)
+          << "n=" << n << " i=" << i << std::hexfloat << " x=" << x[i];
+    EXPECT_EQ(got[n], 0xabcd) << "wrote past n=" << n;
+  }
 }
 
 }  // namespace

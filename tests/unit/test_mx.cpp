@@ -20,13 +20,13 @@ namespace shmoe::numeric {
 namespace {
 
 constexpr Fp8Format kFormats[] = {Fp8Format::kE4M3, Fp8Format::kE5M2};
-constexpr MxKernel kKernels[] = {MxKernel::kScalar, MxKernel::kAvx2};
+constexpr MxKernel kKernels[] = {MxKernel::kScalar, MxKernel::kAvx2, MxKernel::kAvx512};
 
 std::string name(Fp8Format f) {
   return f == Fp8Format::kE4M3 ? "E4M3" : "E5M2";
 }
 std::string name(MxKernel k) {
-  return k == MxKernel::kScalar ? "scalar" : "avx2";
+  return k == MxKernel::kScalar ? "scalar" : k == MxKernel::kAvx2 ? "avx2" : "avx512";
 }
 
 std::uint64_t fresh_seed() {
@@ -320,8 +320,45 @@ std::size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
   return static_cast<std::size_t>(std::mismatch(a.begin(), a.end(), b.begin()).first - a.begin());
 }
 
-TEST(Mx, Avx2KernelIsBitIdenticalToScalar) {
-  if (!mx_kernel_available(MxKernel::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+// The bf16 form feeds the GEMMs: it must be the fp32 value exactly wherever that is an fp32
+// normal (an FP8 code has at most 4 significant bits), and float_to_bf16 of it everywhere.
+TEST(Mx, DequantiseToBf16IsExact) {
+  for (Fp8Format f : kFormats) {
+    for (MxKernel k : kKernels) {
+      if (!mx_kernel_available(k)) continue;
+      SCOPED_TRACE(name(f) + " " + name(k));
+      // Every code under every scale: block s holds codes 32(s%8) .. 32(s%8)+31 under scale s / 8.
+      const std::size_t n = 256 * 8 * kMxBlockSize + 7;  // and a partial last block
+      std::vector<std::uint8_t> codes(n), scales(mx_num_blocks(n));
+      for (std::size_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(i);
+      for (std::size_t b = 0; b < scales.size(); ++b) scales[b] = static_cast<std::uint8_t>(b / 8);
+      std::vector<float> values(n);
+      std::vector<std::uint16_t> bf(n);
+      dequantize_mx(codes.data(), scales.data(), n, f, values.data(), MxKernel::kScalar);
+      dequantize_mx_bf16(codes.data(), scales.data(), n, f, bf.data(), k);
+      std::size_t exact = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(bf[i], float_to_bf16(values[i]).bits) << "element " << i;
+        const float v = values[i];
+        if (std::isnan(v)) continue;
+        if (v == 0 || std::isinf(v) || std::fabs(v) >= FLT_MIN) {
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(bf16_to_float({bf[i]})),
+                    std::bit_cast<std::uint32_t>(v))
+              << "element " << i << std::hexfloat << " value " << v;
+          ++exact;
+        }
+      }
+      EXPECT_GT(exact, n * 3 / 4);  // most scales keep every value normal
+    }
+  }
+}
+
+// Each vector kernel the CPU has, against the scalar one. The length leaves a partial last block.
+class MxVectorKernel : public ::testing::TestWithParam<MxKernel> {};
+
+TEST_P(MxVectorKernel, IsBitIdenticalToScalar) {
+  const MxKernel vec_kernel = GetParam();
+  if (!mx_kernel_available(vec_kernel)) GTEST_SKIP() << "no " << name(vec_kernel) << " on this CPU";
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -337,6 +374,7 @@ TEST(Mx, Avx2KernelIsBitIdenticalToScalar) {
 
   std::vector<std::uint8_t> c_ref(n), c_vec(n), s_ref(nb), s_vec(nb);
   std::vector<float> y_ref(n), y_vec(n);
+  std::vector<std::uint16_t> b_ref(n), b_vec(n);
   auto bits = [](const std::vector<float>& v) {
     std::vector<std::uint32_t> u(v.size());
     std::memcpy(u.data(), v.data(), v.size() * 4);
@@ -345,22 +383,30 @@ TEST(Mx, Avx2KernelIsBitIdenticalToScalar) {
   for (Fp8Format f : kFormats) {
     SCOPED_TRACE(name(f));
     quantize_mx(x.data(), n, f, c_ref.data(), s_ref.data(), MxKernel::kScalar);
-    quantize_mx(x.data(), n, f, c_vec.data(), s_vec.data(), MxKernel::kAvx2);
+    quantize_mx(x.data(), n, f, c_vec.data(), s_vec.data(), vec_kernel);
     ASSERT_EQ(s_ref, s_vec) << "block " << first_difference(s_ref, s_vec);
     ASSERT_EQ(c_ref, c_vec) << "element " << first_difference(c_ref, c_vec);
 
     quantize_mx_bf16(h.data(), n, f, c_ref.data(), s_ref.data(), MxKernel::kScalar);
-    quantize_mx_bf16(h.data(), n, f, c_vec.data(), s_vec.data(), MxKernel::kAvx2);
+    quantize_mx_bf16(h.data(), n, f, c_vec.data(), s_vec.data(), vec_kernel);
     ASSERT_EQ(s_ref, s_vec) << "bf16 block " << first_difference(s_ref, s_vec);
     ASSERT_EQ(c_ref, c_vec) << "bf16 element " << first_difference(c_ref, c_vec);
 
     // Every code under every scale, NaN scale included.
     dequantize_mx(rand_codes.data(), rand_scales.data(), n, f, y_ref.data(), MxKernel::kScalar);
-    dequantize_mx(rand_codes.data(), rand_scales.data(), n, f, y_vec.data(), MxKernel::kAvx2);
+    dequantize_mx(rand_codes.data(), rand_scales.data(), n, f, y_vec.data(), vec_kernel);
     const auto u_ref = bits(y_ref), u_vec = bits(y_vec);
     ASSERT_EQ(u_ref, u_vec) << "dequantise element " << first_difference(u_ref, u_vec);
+
+    dequantize_mx_bf16(rand_codes.data(), rand_scales.data(), n, f, b_ref.data(),
+                       MxKernel::kScalar);
+    dequantize_mx_bf16(rand_codes.data(), rand_scales.data(), n, f, b_vec.data(), vec_kernel);
+    ASSERT_EQ(b_ref, b_vec) << "bf16 dequantise element " << first_difference(b_ref, b_vec);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Mx, MxVectorKernel, ::testing::Values(MxKernel::kAvx2, MxKernel::kAvx512),
+                         [](const auto& info) { return name(info.param); });
 
 }  // namespace
 }  // namespace shmoe::numeric

@@ -42,6 +42,11 @@ int parse_mega_options(int argc, char** argv, MegaOptions& o) {
                   ->envname("AIV_NUM")
                   ->check(CLI::Range(1, 128));
   app.add_option("--wave-rows", o.wave_rows, "rows per GEMM tile")->check(CLI::Range(1, 4096));
+  app.add_option("--schedule", o.schedule,
+                 "who runs SwiGLU and the write-back: overlapped (the vector workers, overlapping "
+                 "the GEMMs), inline (the matrix worker), auto (overlapped if the PE's share of "
+                 "the cores runs all its workers at once)")
+      ->check(CLI::IsMember({"auto", "overlapped", "inline"}));
   app.add_flag("--unfused", o.unfused, "time the unfused chain instead of the fused operator");
   app.add_flag("--compare", o.compare,
                "also run the unfused chain on every verified call; outputs must match bitwise");

@@ -19,8 +19,9 @@ struct MegaOptions {
   int warmup = 2, loops = 10;
   int matrix_workers = 0, vector_workers = 0;
   int wave_rows = 128;
-  bool unfused = false;  // time the unfused chain instead of the fused operator
-  bool compare = false;  // also run the unfused chain and require bitwise-equal outputs
+  std::string schedule = "auto";  // auto | overlapped | inline (moe::MegaSchedule)
+  bool unfused = false;           // time the unfused chain instead of the fused operator
+  bool compare = false;           // also run the unfused chain and require bitwise-equal outputs
   bool perf = false;
   int iterations = 1;     // verified back-to-back calls, fresh inputs each
   std::string trace;      // Chrome trace JSON of one fused call

@@ -26,6 +26,9 @@ moe::MegaMoeConfig mega_config(const MegaOptions& o) {
   c.max_received_tokens = o.max_received_tokens;
   c.workers = {o.matrix_workers, o.vector_workers};
   c.wave_rows = o.wave_rows;
+  c.schedule = o.schedule == "overlapped" ? moe::MegaSchedule::kOverlapped
+               : o.schedule == "inline"   ? moe::MegaSchedule::kInline
+                                          : moe::MegaSchedule::kAuto;
   return c;
 }
 
@@ -117,6 +120,12 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   }
   const moe::MegaMoeConfig cfg = mega_config(o);
   moe::MegaMoe op(cfg, weights);
+  if (me == 0) {
+    fmt::print(
+        "mega: GEMMs on {}; SwiGLU and write-back by the {} (schedule {})\n", op.gemm_engine(),
+        op.config().schedule == moe::MegaSchedule::kInline ? "matrix worker" : "vector workers",
+        op.config().schedule == moe::MegaSchedule::kInline ? "inline" : "overlapped");
+  }
 
   std::vector<std::uint16_t> y(static_cast<std::size_t>(o.tokens) * o.model_dim),
       y_unfused(y.size());

@@ -1,0 +1,250 @@
+#include "moe/mega_gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "numeric/mx.hpp"
+
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#elif DNNL_CPU_THREADING_RUNTIME != DNNL_RUNTIME_SEQ
+#error \
+    "shmoe runs each oneDNN call on its calling thread alone: it needs an OMP or SEQ oneDNN build"
+#endif
+
+namespace shmoe::moe {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// oneDNN's OpenMP runtime sizes a call's thread team by the calling thread's own OpenMP setting,
+// which starts at the core count: a worker that did not lower it would start a team on cores its
+// partners are using.
+void run_on_this_thread_only() {
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+#endif
+}
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine kEngine(dnnl::engine::kind::cpu, 0);
+  return kEngine;
+}
+
+// Streams are not to be shared between threads; each worker has its own.
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// The kernels' scratch memory, per thread (scratchpad_mode::user): a worker runs one call at a
+// time, and nothing is shared between workers.
+void* thread_scratch(std::size_t bytes) {
+  thread_local std::vector<std::byte> scratch;
+  if (scratch.size() < bytes) scratch.resize(bytes);
+  return scratch.data();
+}
+
+bool has_bf16_dot_products(dnnl::cpu_isa isa) {
+  const auto bits = static_cast<unsigned>(isa),
+             bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+  return (bits & bf16) == bf16;  // ISA values are nested bit sets: AMX includes AVX512-BF16
+}
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+struct Kernel {
+  std::uint64_t id = 0;  // unique in the process, unlike addresses
+  dnnl::matmul primitive;
+  memory::desc a, out, scratch;
+};
+
+// Memory objects of one kernel's arguments on one thread, pointed at each call's buffers: making
+// them per call costs about as much as a small product itself.
+struct BoundArgs {
+  memory a, out, scratch;
+};
+
+BoundArgs& bound_args(const Kernel& kernel) {
+  thread_local std::unordered_map<std::uint64_t, BoundArgs> by_kernel;
+  auto it = by_kernel.find(kernel.id);
+  if (it == by_kernel.end()) {
+    const auto& eng = cpu_engine();
+    BoundArgs b{memory(kernel.a, eng, DNNL_MEMORY_NONE), memory(kernel.out, eng, DNNL_MEMORY_NONE),
+                memory(kernel.scratch, eng, DNNL_MEMORY_NONE)};
+    it = by_kernel.emplace(kernel.id, std::move(b)).first;
+  }
+  return it->second;
+}
+
+}  // namespace
+
+struct GemmEngine::Weight::Impl {
+  int n = 0, k = 0;
+  memory packed;
+};
+
+int GemmEngine::Weight::n() const {
+  return impl_->n;
+}
+int GemmEngine::Weight::k() const {
+  return impl_->k;
+}
+std::size_t GemmEngine::Weight::bytes() const {
+  return impl_->packed.get_desc().get_size();
+}
+
+struct GemmEngine::Impl {
+  dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  GemmInput input = has_bf16_dot_products(isa) ? GemmInput::kBf16 : GemmInput::kF32;
+  memory::data_type type =
+      input == GemmInput::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  std::mutex mutex;
+  std::map<std::pair<int, int>, memory::desc> layouts;                   // (n, k) -> packed weights
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Kernel>> kernels;  // (m, n, k)
+
+  dnnl::matmul::primitive_desc describe_product(int m, int n, int k, const memory::desc& weights) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const memory::desc a({m, k}, type, Tag::ab), out({m, n}, memory::data_type::f32, Tag::ab);
+    return {dnnl::matmul::desc(a, weights, out), attr, cpu_engine()};
+  }
+
+  // The layout oneDNN wants the weights in, fixed per shape so that one packing serves every row
+  // count (a 64-row product decides it). Called with the mutex held.
+  const memory::desc& layout_locked(int n, int k) {
+    auto it = layouts.find({n, k});
+    if (it == layouts.end()) {
+      const memory::desc any({k, n}, type, Tag::any);
+      it = layouts.emplace(std::pair{n, k}, describe_product(64, n, k, any).weights_desc()).first;
+    }
+    return it->second;
+  }
+  memory::desc layout(int n, int k) {
+    const std::lock_guard lock(mutex);
+    return layout_locked(n, k);
+  }
+
+  const Kernel& kernel(int m, int n, int k) {
+    const std::lock_guard lock(mutex);
+    auto& slot = kernels[{m, n, k}];
+    if (!slot) {
+      static std::atomic<std::uint64_t> next_id{0};
+      const auto pd = describe_product(m, n, k, layout_locked(n, k));
+      slot = std::make_unique<Kernel>(
+          Kernel{++next_id, dnnl::matmul(pd), pd.src_desc(), pd.dst_desc(), pd.scratchpad_desc()});
+    }
+    return *slot;  // kernels live as long as the engine
+  }
+
+  void run(const Kernel& kernel, const memory& weights, const void* a, float* out) {
+    BoundArgs& b = bound_args(kernel);
+    b.a.set_data_handle(const_cast<void*>(a));
+    b.out.set_data_handle(out);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, b.a.get()},
+                               {DNNL_ARG_WEIGHTS, weights.get()},
+                               {DNNL_ARG_DST, b.out.get()},
+                               {DNNL_ARG_SCRATCHPAD, b.scratch.get()}};
+    const std::size_t scratch_bytes = kernel.scratch.get_size();
+    if (scratch_bytes > 0) b.scratch.set_data_handle(thread_scratch(scratch_bytes));
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(kernel.primitive.get(), thread_stream().get(),
+                                                   scratch_bytes > 0 ? 4 : 3, args),
+                            "MegaMoE GEMM: oneDNN matmul failed");
+    thread_stream().wait();
+  }
+};
+
+GemmEngine::GemmEngine() : impl_(std::make_unique<Impl>()) {}
+GemmEngine::~GemmEngine() = default;
+
+GemmInput GemmEngine::input() const {
+  return impl_->input;
+}
+
+std::string GemmEngine::describe() const {
+  const dnnl_version_t* v = dnnl::version();
+  return fmt::format("oneDNN {}.{}.{}, {} inputs ({})", v->major, v->minor, v->patch,
+                     impl_->input == GemmInput::kBf16 ? "bf16" : "fp32", isa_name(impl_->isa));
+}
+
+std::string GemmEngine::kernel_name(int m, int n, int k) const {
+  return impl_->describe_product(m, n, k, impl_->layout(n, k)).impl_info_str();
+}
+
+void GemmEngine::expand_rows(const std::byte* rows, std::size_t stride, int m, int k,
+                             numeric::Fp8Format f, void* out) const {
+  const auto row_elems = static_cast<std::size_t>(k);
+  for (int r = 0; r < m; ++r) {
+    const auto* codes = reinterpret_cast<const std::uint8_t*>(rows + r * stride);
+    const std::uint8_t* scales = codes + row_elems;
+    if (impl_->input == GemmInput::kBf16) {
+      numeric::dequantize_mx_bf16(codes, scales, row_elems, f,
+                                  static_cast<std::uint16_t*>(out) + r * row_elems);
+    } else {
+      numeric::dequantize_mx(codes, scales, row_elems, f, static_cast<float*>(out) + r * row_elems);
+    }
+  }
+}
+
+GemmEngine::Weight GemmEngine::pack(const std::byte* rows, std::size_t stride, int n, int k,
+                                    numeric::Fp8Format f) const {
+  run_on_this_thread_only();
+  std::vector<std::byte> plain(static_cast<std::size_t>(n) * k * input_bytes());
+  expand_rows(rows, stride, n, k, f, plain.data());
+  // Row j of the plain matrix is output feature j: the [k][n] weight stored column by column.
+  memory plain_mem({{k, n}, impl_->type, Tag::ba}, cpu_engine(), plain.data());
+  auto w = std::make_shared<Weight::Impl>();
+  w->n = n;
+  w->k = k;
+  w->packed = memory(impl_->layout(n, k), cpu_engine());
+  dnnl::reorder(plain_mem, w->packed).execute(thread_stream(), plain_mem, w->packed);
+  thread_stream().wait();
+  Weight out;
+  out.impl_ = std::move(w);
+  return out;
+}
+
+void GemmEngine::multiply(const Weight& w, const void* a, int m, float* out) const {
+  if (m <= 0) return;
+  run_on_this_thread_only();
+  const int n = w.n(), k = w.k();
+  const int whole = m / 16 * 16, rest = m - whole;
+  if (whole > 0) impl_->run(impl_->kernel(whole, n, k), w.impl_->packed, a, out);
+  if (rest > 0) {
+    const auto* a_rest =
+        static_cast<const std::byte*>(a) + static_cast<std::size_t>(whole) * k * input_bytes();
+    impl_->run(impl_->kernel(rest, n, k), w.impl_->packed, a_rest,
+               out + static_cast<std::size_t>(whole) * n);
+  }
+}
+
+}  // namespace shmoe::moe

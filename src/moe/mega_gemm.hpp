@@ -1,0 +1,72 @@
+// The MegaMoE GEMMs, on oneDNN: out[m][n] (fp32) = a[m][k] . w[n][k]^T, where w is one expert
+// weight matrix given as MX FP8 rows and packed once into the kernel's layout, and a is a tile of
+// MX FP8 rows expanded for the call.
+//
+// Precision. An MX FP8 value (an E4M3 or E5M2 code times a power-of-two E8M0 scale) has at most 4
+// significant bits, so it is exactly a bfloat16, and the product of two of them is exact in fp32:
+// a bf16 GEMM with fp32 accumulation computes the same products as an fp32 GEMM on the
+// dequantized values, 2x faster where the CPU has bf16 dot products (AVX512-BF16, AMX). Where it
+// has none (AVX2, AVX-512 without BF16) oneDNN 2.6 only emulates bf16, slower than its fp32
+// kernels, so the inputs are expanded to fp32 instead. The choice follows the CPU (and
+// DNNL_MAX_CPU_ISA); results differ between the two only in the order of the fp32 sums.
+//
+// Threads. Every call runs on the calling thread alone: the operator's workers are the
+// parallelism. The same tile on the same engine gives the same bits whichever thread runs it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "numeric/fp8.hpp"
+
+namespace shmoe::moe {
+
+enum class GemmInput : std::uint8_t { kBf16, kF32 };
+
+class GemmEngine {
+ public:
+  // A weight matrix in the kernel's layout (n output features, reduction length k).
+  class Weight {
+   public:
+    int n() const;
+    int k() const;
+    std::size_t bytes() const;  // what one pass over it reads
+
+   private:
+    friend class GemmEngine;
+    struct Impl;
+    std::shared_ptr<const Impl> impl_;
+  };
+
+  GemmEngine();  // picks the input type from the CPU
+  ~GemmEngine();
+  GemmEngine(const GemmEngine&) = delete;
+  GemmEngine& operator=(const GemmEngine&) = delete;
+
+  GemmInput input() const;
+  std::size_t input_bytes() const { return input() == GemmInput::kBf16 ? 2 : 4; }
+  // "oneDNN 2.6.3, bf16 inputs (avx512_core_bf16)": for reports.
+  std::string describe() const;
+  // The name of the implementation oneDNN picks for an m x n x k product ("brg:avx512_core_bf16").
+  std::string kernel_name(int m, int n, int k) const;
+
+  // Rows `stride` bytes apart, each `k` MX FP8 codes followed by their scales (MxRow), to `m`
+  // contiguous rows of k input() elements: exact (see above).
+  void expand_rows(const std::byte* rows, std::size_t stride, int m, int k, numeric::Fp8Format f,
+                   void* out) const;
+  // Packs n such rows (the weight's output features, each along the reduction dimension).
+  Weight pack(const std::byte* rows, std::size_t stride, int n, int k, numeric::Fp8Format f) const;
+
+  // out[m][w.n()] = a . w^T, a being m contiguous rows of w.k() input() elements. The kernel for
+  // a new row count is made on first use: one per multiple of 16 rows and one per remainder, the
+  // rows past the last multiple of 16 going through the second.
+  void multiply(const Weight& w, const void* a, int m, float* out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shmoe::moe

@@ -1,0 +1,24 @@
+// The AVX-512 kernels of numeric/mx, for whole 32-element blocks: the caller runs the scalar code
+// on a partial last block. Each returns how many elements it handled: n rounded down to whole
+// blocks, or 0 where the CPU lacks AVX-512F. Same operations as the scalar and AVX2 code, on 16
+// lanes, hence the same bits. Internal to src/numeric.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "numeric/fp8.hpp"
+
+namespace shmoe::numeric::mx_avx512 {
+
+bool available();
+std::size_t quantize(const float* x, std::size_t n, Fp8Format f, std::uint8_t* codes,
+                     std::uint8_t* scales);
+std::size_t quantize(const std::uint16_t* bf16_bits, std::size_t n, Fp8Format f,
+                     std::uint8_t* codes, std::uint8_t* scales);
+std::size_t dequantize(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
+                       Fp8Format f, float* out);
+std::size_t dequantize_bf16(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
+                            Fp8Format f, std::uint16_t* out);
+
+}  // namespace shmoe::numeric::mx_avx512

@@ -10,6 +10,9 @@ packages=(
   libucx-dev iproute2
   libpmix-dev openmpi-bin  # PMIx bootstrap (src/bootstrap/pmix_launch.cpp), tested under mpirun
   clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz) and their sanitizer runtimes
+  # The Python package (python/) and its tests (tests/python): pybind11 for the system python3,
+  # NumPy, pytest, and PyTorch for the tensor tests (about 80 s to fetch and install).
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -138,20 +138,22 @@ def mx_round(x, fmt):
 
 def routing(rng, tokens, topk, experts, drop=0.0):
     """Distinct experts per token; with probability `drop` a slot is -1 (no expert)."""
-    idx = np.stack([rng.choice(experts, topk, replace=False) for _ in range(tokens)]).astype(np.int64)
-    if tokens and drop > 0:
+    idx = np.array([rng.choice(experts, topk, replace=False) for _ in range(tokens)],
+                   dtype=np.int64).reshape(tokens, topk)
+    if drop > 0:
         idx[rng.random(idx.shape) < drop] = -1
-    return idx.reshape(tokens, topk)
+    return idx
 
 
 def moe_inputs(seed, pe, tokens, hidden, topk, experts, dtype, drop=0.1):
-    """One PE's tokens, routing and weights. int32 tokens encode (PE, token, column); int32
-    buffers get integer weights, so every sum is exact."""
+    """One PE's tokens, routing and weights. int32 tokens encode (PE, token, column) as
+    pe * 2^17 + token * 2^8 + column (sign alternating), and int32 buffers get integer weights
+    0..3, so every weighted sum stays below 2^24 and is exact in fp32."""
     rng = np.random.default_rng([seed, pe])
     if dtype == "int32":
         t = np.arange(tokens)[:, None]
         j = np.arange(hidden)[None, :]
-        x = (pe * 1_000_000 + t * 1000 + j).astype(np.int32)
+        x = (pe * 2**17 + t * 2**8 + j).astype(np.int32)
         x = x * np.where((t + j) % 2 == 0, 1, -1).astype(np.int32)
     else:
         x = store(dtype, rng.uniform(-2, 2, (tokens, hidden)).astype(np.float32))
@@ -169,9 +171,9 @@ def expert_factor(e):
 
 def expert_step(dtype, e, x):
     """The stand-in expert: y = x * (0.5 + 0.25 * (e % 7)) in fp32, stored as the dtype (int32
-    experts multiply by e % 5 + 1, exactly)."""
+    experts multiply by e % 3 + 1, exactly)."""
     if dtype == "int32":
-        return (np.asarray(x).astype(np.int64) * (e % 5 + 1)).astype(np.int32)
+        return (np.asarray(x).astype(np.int64) * (e % 3 + 1)).astype(np.int32)
     return store(dtype, load(dtype, x) * expert_factor(e))
 
 

@@ -2,7 +2,7 @@
 
 A collective operator that one PE refuses before it starts would leave the others waiting for
 that PE. So before such a call (MoE buffers and layers, their dispatch, combine and forward),
-every PE publishes whether it refuses the call and why (an fcollect of one record per PE), and
+every PE publishes whether it refuses the call and why (one record per PE, put to every PE), and
 then every PE raises: the refusing PE its own ValueError or TypeError, the others shmoe.Error
 naming that PE and its reason."""
 
@@ -15,29 +15,41 @@ _RECORD = 256  # bytes: a status byte, then the message in UTF-8
 
 
 class Scratch:
-    """Symmetric records for the exchange, two sets used alternately: a PE may enter the next
-    exchange while a slower one still reads the last."""
+    """Symmetric records for the exchange: each PE puts its record into its slot at every PE,
+    with a signal carrying the exchange's number, and waits for every PE's signal (one round, no
+    barrier). Two sets are used alternately: a PE that has seen every record of exchange g may
+    enter g + 1 while a slower one still reads the records of g, but not reach g + 2."""
 
     def __init__(self, n_pes):
         self.n_pes = n_pes
-        per_set = _RECORD * (1 + n_pes)
-        self.address = _shmoe.malloc(2 * per_set)
+        self.records_bytes = _RECORD * n_pes
+        self.set_bytes = self.records_bytes + 8 * n_pes
+        self.address = _shmoe.malloc(2 * self.set_bytes)
         if self.address == 0:
             raise _shmoe.Error("shmoe.init: the symmetric heap has no room for shmoe's own records")
-        self.memory = array_at(self.address, (2 * per_set,), np.uint8)
+        self.memory = array_at(self.address, (2 * self.set_bytes,), np.uint8)
+        self.memory[:] = 0
         self.calls = 0
+        self.mine = np.zeros(_RECORD, np.uint8)
+        _shmoe.barrier_all()  # every PE's signals are zero before any exchange
 
     def exchange(self, record):
         """Every PE's record (collective over all PEs)."""
-        per_set = _RECORD * (1 + self.n_pes)
-        base = (self.calls % 2) * per_set
+        from ._runtime import state  # noqa: PLC0415
+
         self.calls += 1
-        self.memory[base : base + _RECORD] = np.frombuffer(record, np.uint8)
-        src = self.address + base
-        dest = src + _RECORD
-        if _shmoe.fcollectmem(_shmoe.team_world(), dest, src, _RECORD) != 0:
-            raise _shmoe.Error("shmoe: the exchange of refusals between PEs failed")
-        out = self.memory[base + _RECORD : base + per_set].reshape(self.n_pes, _RECORD)
+        base = self.address + (self.calls % 2) * self.set_bytes
+        records, signals = base, base + self.records_bytes
+        me = state.my_pe
+        self.mine[:] = np.frombuffer(record, np.uint8)
+        source = self.mine.__array_interface__["data"][0]
+        for pe in range(self.n_pes):
+            _shmoe.putmem_signal(records + me * _RECORD, source, _RECORD, signals + 8 * me,
+                                 self.calls, _shmoe.SIGNAL_SET, pe)
+        for pe in range(self.n_pes):
+            _shmoe.signal_wait_until(signals + 8 * pe, _shmoe.CMP_GE, self.calls)
+        first = records - self.address
+        out = self.memory[first : first + self.records_bytes].reshape(self.n_pes, _RECORD)
         return [bytes(row) for row in out]
 
 

@@ -137,30 +137,39 @@ class _Reusable:
         self.nbytes = nbytes
         self.keep = keep
         self.arrays = []
+        self.addresses = []
 
     def take(self):
+        """(array, its address)."""
         for i in range(len(self.arrays)):
             if sys.getrefcount(self.arrays[i]) == 2:  # the list's and getrefcount's own
-                return self.arrays[i]
+                return self.arrays[i], self.addresses[i]
         a = np.empty(self.nbytes, np.uint8)
         if len(self.arrays) < self.keep:
             self.arrays.append(a)
-        return a
+            self.addresses.append(_address(a))
+        return a, _address(a)
 
 
 # ---- Dispatch and combine -------------------------------------------------------------------
 
 
 class DispatchHandle:
-    """What combine needs of a dispatch: where each received row came from."""
+    """What combine needs of a dispatch: where each received row came from, and this PE's
+    routing. `assist_info` [rows, 3] holds (source PE, source token, top-k slot) of each row."""
 
-    def __init__(self, buffer, rows, assist_info, ep_recv_count, topk_idx, topk_weights):
+    def __init__(self, buffer, rows, meta, meta_at, capacity, topk_idx, topk_idx_at, topk_weights,
+                 topk_weights_at):
         self.buffer = buffer
         self.num_recv_rows = rows
-        self.assist_info = assist_info  # [rows, 3]: source PE, source token, top-k slot
-        self.ep_recv_count = ep_recv_count  # inclusive prefix over (local expert, source PE)
-        self.topk_idx = topk_idx  # this PE's routing, int32 [tokens, topk]
+        self.assist_info = meta[: rows * 3].reshape(rows, 3)
+        self.assist_info_at = meta_at
+        self.ep_recv_count_at = meta_at + 4 * capacity * 3  # inclusive prefix (expert, source)
+        self.topk_idx = topk_idx  # int32 [tokens, topk]
+        self.topk_idx_at = topk_idx_at
         self.topk_weights = topk_weights  # float32 [tokens, topk] or None
+        self.topk_weights_at = topk_weights_at
+        self._meta = meta  # keeps the addresses valid
 
     @property
     def num_tokens(self):
@@ -224,6 +233,7 @@ class Buffer:
                 self._fp8_row = _shmoe.mx_row_bytes(self.hidden)
                 self._fp8_ctx = self._context(self._fp8_row // 4, "int32")
                 self._quantized = np.empty((self.max_tokens_per_pe, self._fp8_row), np.uint8)
+                self._quantized_at = _address(self._quantized)
         except Error:
             for ctx in reversed(self._contexts):
                 ctx.close()
@@ -306,21 +316,24 @@ class Buffer:
         xs, tensor, idx, w = checked(call, check)
         tokens = xs.shape[0]
         L, P, cap = self.num_local_experts, state.n_pes, self.recv_capacity
-        assist_info = np.empty((cap, 3), np.int32)
-        ep_recv_count = np.empty(L * P, np.int32)
-        counts = np.empty(L, np.int32)
+        # The side-band outputs in one allocation: assist_info [cap, 3], ep_recv_count [L * P],
+        # expert token counts [L].
+        meta = np.empty(cap * 3 + L * P + L, np.int32)
+        meta_at = _address(meta)
         scales = np.empty(cap, np.float32)
-        recv = self._recv_rows.take()
+        recv, recv_at = self._recv_rows.take()
         if self.fp8:
             _shmoe.quantize_tokens(self.hidden, self.fp8, _address(xs), tokens,
-                                   _address(self._quantized), self._fp8_row)
-            ctx, source = self._fp8_ctx, self._quantized
+                                   self._quantized_at, self._fp8_row)
+            ctx, source_at = self._fp8_ctx, self._quantized_at
         else:
-            ctx, source = self._ctx, xs
-        rows = ctx.dispatch(self.double_plane, _address(source), _address(idx),
-                            0 if w is None else _address(w), tokens, _address(recv),
-                            _address(assist_info), _address(ep_recv_count), _address(counts),
+            ctx, source_at = self._ctx, _address(xs)
+        idx_at = _address(idx)
+        w_at = 0 if w is None else _address(w)
+        rows = ctx.dispatch(self.double_plane, source_at, idx_at, w_at, tokens, recv_at, meta_at,
+                            meta_at + 4 * cap * 3, meta_at + 4 * (cap * 3 + L * P),
                             _address(scales))
+        counts = meta[cap * 3 + L * P :]
         if self.fp8:
             received = recv[: rows * self._fp8_row].reshape(rows, self._fp8_row)
             blocks = -(-self.hidden // MX_BLOCK)
@@ -331,7 +344,7 @@ class Buffer:
             recv_x = from_numpy(received.reshape(rows, self.hidden), tensor, self.dtype)
         recv_idx = np.repeat(np.arange(L, dtype=np.int64), counts)
         recv_w = None if w is None else from_numpy(scales[:rows], tensor)
-        handle = DispatchHandle(self, rows, assist_info[:rows], ep_recv_count, idx, w)
+        handle = DispatchHandle(self, rows, meta, meta_at, cap, idx, idx_at, w, w_at)
         return recv_x, from_numpy(recv_idx, tensor), recv_w, counts.tolist(), handle
 
     def combine(self, y, handle, topk_weights=None):
@@ -355,10 +368,11 @@ class Buffer:
             return ys, tensor, w
 
         ys, tensor, w = checked(call, check)
+        w_at = handle.topk_weights_at if w is handle.topk_weights else _address(w)
         out = np.empty((handle.num_tokens, self.hidden), numpy_dtype(self.dtype))
-        self._ctx.combine(self.double_plane, _address(ys), _address(handle.assist_info),
-                          _address(handle.ep_recv_count), _address(handle.topk_idx), _address(w),
-                          handle.num_tokens, _address(out))
+        self._ctx.combine(self.double_plane, _address(ys), handle.assist_info_at,
+                          handle.ep_recv_count_at, handle.topk_idx_at, w_at, handle.num_tokens,
+                          _address(out))
         return from_numpy(out, tensor, self.dtype)
 
     def last_timing(self):

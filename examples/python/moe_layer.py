@@ -36,8 +36,8 @@ router = np.random.default_rng(SEED + 1).standard_normal((HIDDEN, E)).astype(np.
 logits = x @ router
 topk_idx = np.argsort(-logits, axis=1)[:, :TOPK]
 top = np.take_along_axis(logits, topk_idx, axis=1)
-topk_weights = (np.exp(top - top.max(axis=1, keepdims=True))
-                / np.exp(top - top.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)).astype(np.float32)
+scores = np.exp(top - top.max(axis=1, keepdims=True))
+topk_weights = (scores / scores.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
 def expert(e, rows):

@@ -53,7 +53,8 @@ def describe(obj, call, param, *, writable=False):
     a.obj = obj
     if isinstance(obj, np.ndarray):
         if not obj.flags.c_contiguous:
-            raise ValueError(f"{call}: {param} must be C-contiguous (its strides are {obj.strides})")
+            raise ValueError(
+                f"{call}: {param} must be C-contiguous (its strides are {obj.strides})")
         if writable and not obj.flags.writeable:
             raise ValueError(f"{call}: {param} is read-only, but the call writes it")
         a.tensor = False

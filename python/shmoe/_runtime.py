@@ -4,6 +4,8 @@ live (the arrays the binding accepts as symmetric), and which collective objects
 
 import atexit
 import bisect
+import os
+import sys
 
 from . import _shmoe
 
@@ -19,7 +21,8 @@ class _State:
         self.starts = []  # sorted start addresses of the live allocations
         self.sizes = {}  # start -> bytes
         self.resources = []  # open collective objects, oldest first
-        self.agreement = None  # scratch of agree.py
+        self.agreement = None  # scratch of _agree.py
+        self.died = False  # an exception nobody caught is ending the program
 
 
 state = _State()
@@ -45,7 +48,29 @@ def init():
     from . import _agree  # noqa: PLC0415  (needs the runtime, which needs nothing of it)
 
     state.agreement = _agree.Scratch(state.n_pes)
-    atexit.register(finalize)
+    _watch_uncaught_exceptions()
+    atexit.register(_at_exit)
+
+
+def _watch_uncaught_exceptions():
+    previous = sys.excepthook
+
+    def hook(*exc_info):
+        state.died = True
+        previous(*exc_info)
+
+    sys.excepthook = hook
+
+
+def _at_exit():
+    """finalize() at a normal exit. A PE that an uncaught exception ends leaves at once instead,
+    as a C program that crashes does (the launcher then stops the others): the collective
+    close would wait for PEs that are still elsewhere in the program."""
+    if state.died and state.initialized:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    finalize()
 
 
 def finalize():

@@ -16,4 +16,5 @@ def from_float32(a):
 
 def to_float32(bits):
     """The float32 values of bfloat16 bit patterns (exact)."""
-    return (np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    wide = np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32)
+    return (wide << np.uint32(16)).view(np.float32)

@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from . import _shmoe
-from ._arrays import array_at, as_numpy, describe, from_numpy, is_tensor, numpy_dtype
+from ._arrays import array_at, describe, from_numpy, numpy_dtype
 from ._runtime import (
     Error,
     add_allocation,
@@ -112,7 +112,8 @@ def _shape_of(call, shape):
     try:
         shape = tuple(operator.index(n) for n in shape)
     except TypeError:
-        raise TypeError(f"{call}: shape must be an int or a sequence of ints, not {shape!r}") from None
+        raise TypeError(
+            f"{call}: shape must be an int or a sequence of ints, not {shape!r}") from None
     for i, n in enumerate(shape):
         if n < 0:
             raise ValueError(f"{call}: shape[{i}]={n} is negative")
@@ -140,11 +141,13 @@ def symmetric_numpy(call, shape, dtype, zero):
 
 def _numpy_dtype(call, dtype):
     if is_tensor_dtype(dtype):
-        raise TypeError(f"{call}: dtype {dtype} is a torch dtype: use shmoe.torch.{call.split('.')[-1]}")
+        raise TypeError(f"{call}: dtype {dtype} is a torch dtype: use "
+                        f"shmoe.torch.{call.split('.')[-1]}")
     try:
         return np.dtype(dtype)
     except TypeError:
-        hint = " (numpy has no bfloat16: use shmoe.torch with torch.bfloat16)" if str(dtype) == "bfloat16" else ""
+        hint = (" (numpy has no bfloat16: use shmoe.torch with torch.bfloat16)"
+                if str(dtype) == "bfloat16" else "")
         raise TypeError(f"{call}: dtype={dtype!r} is not a numpy dtype{hint}") from None
 
 
@@ -409,10 +412,3 @@ def test(a, index, cmp, value):
     says (shmem_TYPE_test)."""
     return _p2p("test", "shmoe.test", a, index, cmp, value)
 
-
-def numpy_view(obj):
-    return as_numpy(obj)
-
-
-def tensor_like(array, like):
-    return from_numpy(array, is_tensor(like))

@@ -71,7 +71,8 @@ class Team:
                              f"{last} of a team of {n} PEs")
         rc, handle = _shmoe.team_split_strided(parent, int(start), int(stride), int(size))
         if rc != 0:
-            raise Error(f"{call}: the split ({start}, {stride}, {size}) of {self._name} was refused")
+            raise Error(
+                f"{call}: the split ({start}, {stride}, {size}) of {self._name} was refused")
         if handle == 0:
             return None
         team = Team(handle, f"{self._name}.split({start}, {stride}, {size})", False)
@@ -153,7 +154,8 @@ def broadcast(team, dest, src, root):
         raise ValueError(f"{call}: root={root} is out of range (0..{n - 1}, the team's PEs)")
     if d.size != s.size:
         raise ValueError(f"{call}: dest has {d.size} elements but src has {s.size}")
-    _check_status(call, _shmoe.broadcastmem(team._handle, d.address, s.address, s.nbytes, int(root)))
+    _check_status(call,
+                  _shmoe.broadcastmem(team._handle, d.address, s.address, s.nbytes, int(root)))
 
 
 def fcollect(team, dest, src):

@@ -18,11 +18,12 @@ Address address_of(shmem_team_t t) {
   return reinterpret_cast<Address>(t);
 }
 
-#define SHMOE_PY_REDUCE(T, N, OP)                                                             \
-  m.def((std::string(#OP "_reduce_") + #N).c_str(),                                           \
-        [](Address team, Address dest, Address src, std::size_t n) {                          \
-          return released(                                                                    \
-              [&] { return shmem_##N##_##OP##_reduce(team_of(team), at<T>(dest), at<T>(src), n); }); \
+#define SHMOE_PY_REDUCE(T, N, OP)                                                        \
+  m.def((std::string(#OP "_reduce_") + #N).c_str(),                                      \
+        [](Address team, Address dest, Address src, std::size_t n) {                     \
+          return released([&] {                                                          \
+            return shmem_##N##_##OP##_reduce(team_of(team), at<T>(dest), at<T>(src), n); \
+          });                                                                            \
         });
 #define SHMOE_PY_REDUCE_BITWISE(T, N) \
   SHMOE_PY_REDUCE(T, N, and) SHMOE_PY_REDUCE(T, N, or) SHMOE_PY_REDUCE(T, N, xor)
@@ -49,7 +50,8 @@ void bind_collectives(py::module_& m) {
     return py::make_tuple(rc, address_of(team));
   });
   m.def("team_destroy", [](Address t) { released([&] { shmem_team_destroy(team_of(t)); }); });
-  m.def("team_sync", [](Address t) { return released([&] { return shmem_team_sync(team_of(t)); }); });
+  m.def("team_sync",
+        [](Address t) { return released([&] { return shmem_team_sync(team_of(t)); }); });
 
   m.def("broadcastmem", [](Address team, Address dest, Address src, std::size_t bytes, int root) {
     return released([&] {

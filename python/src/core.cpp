@@ -41,7 +41,8 @@ void bind_core(py::module_& m) {
   m.def("free", [](Address a) { released([&] { shmem_free(at<void>(a)); }); });
   m.def("addr_accessible",
         [](Address a, int pe) { return shmem_addr_accessible(at<const void>(a), pe) != 0; });
-  m.def("ptr", [](Address a, int pe) { return reinterpret_cast<Address>(shmem_ptr(at<void>(a), pe)); });
+  m.def("ptr",
+        [](Address a, int pe) { return reinterpret_cast<Address>(shmem_ptr(at<void>(a), pe)); });
 
   m.def("putmem", [](Address dest, Address src, std::size_t bytes, int pe) {
     released([&] { shmem_putmem(at<void>(dest), at<const void>(src), bytes, pe); });
@@ -56,7 +57,8 @@ void bind_core(py::module_& m) {
                           op, pe);
     });
   });
-  m.def("signal_fetch", [](Address sig) { return shmem_signal_fetch(at<const std::uint64_t>(sig)); });
+  m.def("signal_fetch",
+        [](Address sig) { return shmem_signal_fetch(at<const std::uint64_t>(sig)); });
   m.def("signal_wait_until", [](Address sig, int cmp, std::uint64_t value) {
     return released([&] { return shmem_signal_wait_until(at<std::uint64_t>(sig), cmp, value); });
   });

@@ -1,7 +1,5 @@
 // The MegaMoE layer (moe/mega_moe.hpp) as the class MegaMoe, and the MX FP8 quantizer of its
 // weight rows (numeric/mx.hpp, which moe/expert_ffn.hpp declares the row layout with).
-#include "moe/mega_moe.hpp"
-
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "moe/mega_moe.hpp"
 
 namespace shmoe::python {
 namespace {
@@ -61,34 +60,31 @@ void bind_mega(py::module_& m) {
         moe::MegaMoeWeights w;
         for (Address a : w1) w.w1.push_back(at<const std::uint8_t>(a));
         for (Address a : w2) w.w2.push_back(at<const std::uint8_t>(a));
-        return std::make_unique<Mega>(config_of(tokens, model_dim, ffn_dim, topk, experts_per_pe,
-                                                format, max_received_tokens, matrix_workers,
-                                                vector_workers, wave_rows),
-                                      w);
+        return std::make_unique<Mega>(
+            config_of(tokens, model_dim, ffn_dim, topk, experts_per_pe, format, max_received_tokens,
+                      matrix_workers, vector_workers, wave_rows),
+            w);
       }))
       .def("run",
            [](Mega& self, bool fused, Address x, Address expert_ids, Address weights, int tokens,
               Address y, Address counts) {
              moe::MegaMoe& op = self.get();
-             const moe::MegaMoeArgs a{at<const std::uint16_t>(x),
-                                      at<const std::int32_t>(expert_ids),
-                                      at<const float>(weights),
-                                      tokens,
-                                      at<std::uint16_t>(y),
-                                      at<std::int32_t>(counts)};
+             const moe::MegaMoeArgs a{
+                 at<const std::uint16_t>(x), at<const std::int32_t>(expert_ids),
+                 at<const float>(weights),   tokens,
+                 at<std::uint16_t>(y),       at<std::int32_t>(counts)};
              released([&] { fused ? op.run(a) : op.run_unfused(a); });
            })
       .def("last_kernel_us", [](Mega& self) { return self.get().last_kernel_us(); })
       .def("close", &Mega::close);
 
-  m.def("mega_symmetric_bytes",
-        [](int tokens, int model_dim, int ffn_dim, int topk, int experts_per_pe,
-           const std::string& format, std::size_t max_received_tokens, int n_pes, bool unfused) {
-          return moe::MegaMoe::symmetric_bytes(config_of(tokens, model_dim, ffn_dim, topk,
-                                                         experts_per_pe, format,
-                                                         max_received_tokens, 0, 0, 128),
-                                               n_pes, unfused);
-        });
+  m.def("mega_symmetric_bytes", [](int tokens, int model_dim, int ffn_dim, int topk,
+                                   int experts_per_pe, const std::string& format,
+                                   std::size_t max_received_tokens, int n_pes, bool unfused) {
+    return moe::MegaMoe::symmetric_bytes(config_of(tokens, model_dim, ffn_dim, topk, experts_per_pe,
+                                                   format, max_received_tokens, 0, 0, 128),
+                                         n_pes, unfused);
+  });
 
   // rows x cols fp32 values -> rows of MxRow{cols} layout, `stride` bytes apart.
   m.def("quantize_mx_rows", [](Address src, std::size_t rows, int cols, const std::string& format,

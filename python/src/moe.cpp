@@ -72,10 +72,9 @@ void bind_moe(py::module_& m) {
              moe::MoeContext& ctx = c.get();
              const moe::DispatchArgs in{at<const void>(x), at<const std::int32_t>(expert_ids),
                                         at<const float>(scales), bs};
-             const moe::DispatchOutputs out{at<void>(expand_x), at<std::int32_t>(assist_info),
-                                            at<std::int32_t>(ep_recv_count),
-                                            at<std::int32_t>(expert_token_nums),
-                                            at<float>(expand_scales)};
+             const moe::DispatchOutputs out{
+                 at<void>(expand_x), at<std::int32_t>(assist_info), at<std::int32_t>(ep_recv_count),
+                 at<std::int32_t>(expert_token_nums), at<float>(expand_scales)};
              return released([&] {
                return double_plane ? moe::dispatch_doubleplane(ctx, in, out)
                                    : moe::dispatch_classic(ctx, in, out);

@@ -7,7 +7,7 @@ prefix=$1 python_dir=$2 python=$3 program=$4
 case $python_dir in /*) ;; *) python_dir=$prefix/$python_dir ;; esac
 [ -f "$python_dir/shmoe/__init__.py" ] || { echo "FAIL: no $python_dir/shmoe/__init__.py"; exit 1; }
 ls "$python_dir"/shmoe/_shmoe*.so >/dev/null || { echo "FAIL: no extension module in $python_dir/shmoe"; exit 1; }
-where=$(env -i PATH=/usr/bin:/bin PYTHONPATH="$python_dir" "$python" -c 'import shmoe; print(shmoe.__file__)')
+where=$(env -i PATH=/usr/bin:/bin PYTHONPATH="$python_dir" PYTHONDONTWRITEBYTECODE=1 "$python" -c 'import shmoe; print(shmoe.__file__)')
 [ "$where" = "$python_dir/shmoe/__init__.py" ] || { echo "FAIL: shmoe came from $where"; exit 1; }
 env -i PATH=/usr/bin:/bin PYTHONPATH="$python_dir" PYTHONDONTWRITEBYTECODE=1 \
   "$prefix/bin/shmoerun" -n 2 --timeout 60 "$python" "$program"

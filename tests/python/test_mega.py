@@ -82,7 +82,8 @@ def test_mega_refusals():
     with pytest.raises(ValueError, match=r"shmoe.moe.MegaMoE: mode='fp8' is not one of e4m3, e5m2"):
         moe.MegaMoE(4, 32, 64, n, 1, "fp8")
     if n > 1:
-        with pytest.raises(ValueError, match=rf"num_experts={n + 1} is not divisible by the {n} PEs"):
+        with pytest.raises(ValueError,
+                           match=rf"num_experts={n + 1} is not divisible by the {n} PEs"):
             moe.MegaMoE(4, 32, 64, n + 1, 1)
     layer = moe.MegaMoE(4, 32, 64, n, 1)
     x = np.zeros((4, 32), np.uint16)
@@ -90,19 +91,25 @@ def test_mega_refusals():
     w = np.ones((4, 1), np.float32)
     with pytest.raises(shmoe.Error, match=r"MegaMoE.__call__: call load_weights first"):
         layer(x, idx, w)
-    with pytest.raises(ValueError, match=r"MegaMoE.load_weights: w1 has shape \[1, 64, 31\]; dimension 2 must be 32"):
+    with pytest.raises(ValueError, match=r"MegaMoE.load_weights: w1 has shape \[1, 64, 31\]; "
+                                         r"dimension 2 must be 32"):
         layer.load_weights(np.zeros((1, 64, 31), np.float32), np.zeros((1, 32, 32), np.float32))
-    with pytest.raises(TypeError, match=r"MegaMoE.load_weights: w2 has dtype int32; give floats or \(codes, scales\)"):
+    with pytest.raises(TypeError, match=r"MegaMoE.load_weights: w2 has dtype int32; give floats or "
+                                        r"\(codes, scales\)"):
         layer.load_weights(np.zeros((1, 64, 32), np.float32), np.zeros((1, 32, 32), np.int32))
-    with pytest.raises(ValueError, match=r"MegaMoE.load_weights: w1\[1\] \(scales\) has shape \[1, 64, 2\]; dimension 2 must be 1"):
+    with pytest.raises(ValueError, match=r"MegaMoE.load_weights: w1\[1\] \(scales\) has shape \[1, "
+                                         r"64, 2\]; dimension 2 must be 1"):
         layer.load_weights((np.zeros((1, 64, 32), np.uint8), np.zeros((1, 64, 2), np.uint8)),
                            np.zeros((1, 32, 32), np.float32))
-    layer.load_weights(np.full((1, 64, 32), 0.01, np.float32), np.full((1, 32, 32), 0.01, np.float32))
-    with pytest.raises(TypeError, match=r"MegaMoE.__call__: x has dtype float32 but the buffer carries bfloat16"):
+    layer.load_weights(np.full((1, 64, 32), 0.01, np.float32),
+                       np.full((1, 32, 32), 0.01, np.float32))
+    with pytest.raises(TypeError, match=r"MegaMoE.__call__: x has dtype float32 but the buffer "
+                                        r"carries bfloat16"):
         layer(x.astype(np.float32), idx, w)
     with pytest.raises(ValueError, match=r"MegaMoE.__call__: x has 5 rows, more than tokens=4"):
         layer(np.zeros((5, 32), np.uint16), np.zeros((5, 1), np.int64), np.ones((5, 1), np.float32))
-    with pytest.raises(ValueError, match=rf"MegaMoE.__call__: topk_idx\[2\]\[0\]={n} is out of range"):
+    with pytest.raises(ValueError, match=rf"MegaMoE.__call__: topk_idx\[2\]\[0\]={n} is out of "
+                                         rf"range"):
         layer(x, np.where(np.arange(4)[:, None] == 2, n, 0), w)
     y = layer(x, idx, w)  # still works after the refusals
     assert y.shape == (4, 32) and not y.any()  # zero tokens give a zero output

@@ -18,7 +18,8 @@ SEED = 20240611
 
 def same_bits(a, b):
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and a.view(np.uint8).tobytes() == b.view(np.uint8).tobytes()
+    return (a.shape == b.shape and a.dtype == b.dtype
+            and a.view(np.uint8).tobytes() == b.view(np.uint8).tobytes())
 
 
 def tokens_of(pe, n, tokens, it):
@@ -65,7 +66,8 @@ def run_case(dtype, *, tokens=24, hidden=72, topk=2, L=2, drop=0.1, double_plane
              threshold=None, iterations=2):
     me, n = shmoe.my_pe(), shmoe.n_pes()
     E = n * L
-    label = f"{dtype}{' double-plane' if double_plane else ''} tokens={tokens} hidden={hidden} topk={topk} L={L}"
+    label = (f"{dtype}{' double-plane' if double_plane else ''} tokens={tokens} hidden={hidden} "
+             f"topk={topk} L={L}")
     # Not in a with block: a failed check must not lead into the collective close (run_pytest.py
     # ends the PE at once instead).
     buf = moe.Buffer(tokens, hidden, E, topk, dtype, double_plane=double_plane,
@@ -141,7 +143,8 @@ def test_fp8_dispatch(fmt):
     np.testing.assert_array_equal(c2, want_codes)
     np.testing.assert_array_equal(s2, want_scales)
     dq = moe.dequantize_mx(codes, scales, fmt)
-    np.testing.assert_array_equal(dq, mx_dequantize(want_codes, want_scales, fmt).astype(np.float32))
+    np.testing.assert_array_equal(
+        dq, mx_dequantize(want_codes, want_scales, fmt).astype(np.float32))
     # The experts work on the dequantized rows; combine returns bfloat16.
     y = np.stack([store("bfloat16", dq[r] * np.float32(0.5 + 0.25 * ((me * L + recv_idx[r]) % 7)))
                   for r in range(len(rows))]) if rows else np.zeros((0, hidden), np.uint16)
@@ -160,19 +163,24 @@ def test_fp8_dispatch(fmt):
 def test_buffer_refusals():
     n = shmoe.n_pes()
     if n > 1:
-        with pytest.raises(ValueError, match=rf"shmoe.moe.Buffer: num_experts={2 * n + 1} is not divisible by the {n} PEs"):
+        with pytest.raises(ValueError, match=rf"shmoe.moe.Buffer: num_experts={2 * n + 1} is not "
+                                             rf"divisible by the {n} PEs"):
             moe.Buffer(8, 16, 2 * n + 1, 2, "float32")
-    with pytest.raises(TypeError, match=r"shmoe.moe.Buffer: dtype float64 is not one of float32, bfloat16, float16, int32"):
+    with pytest.raises(TypeError, match=r"shmoe.moe.Buffer: dtype float64 is not one of float32, "
+                                        r"bfloat16, float16, int32"):
         moe.Buffer(8, 16, n, 1, np.float64)
-    with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: fp8='e4m3' quantizes bfloat16 tokens; dtype is float32"):
+    with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: fp8='e4m3' quantizes bfloat16 tokens; "
+                                         r"dtype is float32"):
         moe.Buffer(8, 16, n, 1, "float32", fp8="e4m3")
     with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: fp8='e3m4' is not one of e4m3, e5m2"):
         moe.Buffer(8, 16, n, 1, "bfloat16", fp8="e3m4")
-    with pytest.raises(ValueError, match=rf"shmoe.moe.Buffer: num_topk={n + 1} is more than num_experts={n}"):
+    with pytest.raises(ValueError, match=rf"shmoe.moe.Buffer: num_topk={n + 1} is more than "
+                                         rf"num_experts={n}"):
         moe.Buffer(8, 16, n, n + 1, "float32")
     with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: hidden=0 must be at least 1"):
         moe.Buffer(8, 0, n, 1, "float32")
-    with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: workers=\(1,\) must be \(matrix, vector\) counts"):
+    with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: workers=\(1,\) must be \(matrix, "
+                                         r"vector\) counts"):
         moe.Buffer(8, 16, n, 1, "float32", workers=(1,))
 
 
@@ -181,36 +189,46 @@ def test_call_refusals():
     E = 2 * n
     buf = moe.Buffer(8, 16, E, 2, "float32")
     x, idx, w = moe_inputs(SEED, me, 8, 16, 2, E, "float32", 0.0)
-    with pytest.raises(TypeError, match=r"Buffer.dispatch: x has dtype float64 but the buffer carries float32"):
+    with pytest.raises(TypeError, match=r"Buffer.dispatch: x has dtype float64 but the buffer "
+                                        r"carries float32"):
         buf.dispatch(x.astype(np.float64), idx, w)
-    with pytest.raises(ValueError, match=r"Buffer.dispatch: x has shape \[8, 15\]; dimension 1 must be 16"):
+    with pytest.raises(ValueError, match=r"Buffer.dispatch: x has shape \[8, 15\]; dimension 1 "
+                                         r"must be 16"):
         buf.dispatch(x[:, :15], idx, w)
-    with pytest.raises(ValueError, match=r"Buffer.dispatch: x has 9 rows, more than max_tokens_per_pe=8"):
+    with pytest.raises(ValueError, match=r"Buffer.dispatch: x has 9 rows, more than "
+                                         r"max_tokens_per_pe=8"):
         buf.dispatch(np.zeros((9, 16), np.float32), np.zeros((9, 2), np.int64), None)
-    with pytest.raises(ValueError, match=r"Buffer.dispatch: topk_idx has shape \[8, 1\]; dimension 1 must be 2"):
+    with pytest.raises(ValueError, match=r"Buffer.dispatch: topk_idx has shape \[8, 1\]; dimension "
+                                         r"1 must be 2"):
         buf.dispatch(x, idx[:, :1], w)
     bad = idx.copy()
     bad[3, 1] = E
-    with pytest.raises(ValueError, match=rf"Buffer.dispatch: topk_idx\[3\]\[1\]={E} is out of range \(0\.\.{E - 1}, or -1 for no expert\)"):
+    with pytest.raises(ValueError, match=rf"Buffer.dispatch: topk_idx\[3\]\[1\]={E} is out of "
+                                         rf"range \(0\.\.{E - 1}, or -1 for no expert\)"):
         buf.dispatch(x, bad, w)
     bad[3, 1] = -2
     with pytest.raises(ValueError, match=r"topk_idx\[3\]\[1\]=-2 is out of range"):
         buf.dispatch(x, bad, w)
-    with pytest.raises(TypeError, match=r"Buffer.dispatch: topk_idx has dtype float32; expert indices are integers"):
+    with pytest.raises(TypeError, match=r"Buffer.dispatch: topk_idx has dtype float32; expert "
+                                        r"indices are integers"):
         buf.dispatch(x, idx.astype(np.float32), w)
-    with pytest.raises(TypeError, match=r"Buffer.dispatch: topk_weights has dtype int64; weights are floating point"):
+    with pytest.raises(TypeError, match=r"Buffer.dispatch: topk_weights has dtype int64; weights "
+                                        r"are floating point"):
         buf.dispatch(x, idx, idx)
     with pytest.raises(TypeError, match=r"Buffer.dispatch: x must be a numpy.ndarray"):
         buf.dispatch(x.tolist(), idx, w)
-    with pytest.raises(ValueError, match=rf"Buffer.get_dispatch_layout: num_experts={E + 1} but the buffer has {E} experts"):
+    with pytest.raises(ValueError, match=rf"Buffer.get_dispatch_layout: num_experts={E + 1} but "
+                                         rf"the buffer has {E} experts"):
         buf.get_dispatch_layout(idx, E + 1)
 
     recv_x, _, _, _, handle = buf.dispatch(x, idx, None)
     with pytest.raises(ValueError, match=r"Buffer.combine: y has shape .*; dimension 0 must be"):
         buf.combine(np.zeros((recv_x.shape[0] + 1, 16), np.float32), handle, w)
-    with pytest.raises(ValueError, match=r"Buffer.combine: topk_weights is None, and so was the dispatch's"):
+    with pytest.raises(ValueError, match=r"Buffer.combine: topk_weights is None, and so was the "
+                                         r"dispatch's"):
         buf.combine(recv_x, handle)
-    with pytest.raises(ValueError, match=r"Buffer.combine: handle must be what this buffer's dispatch returned"):
+    with pytest.raises(ValueError, match=r"Buffer.combine: handle must be what this buffer's "
+                                         r"dispatch returned"):
         buf.combine(recv_x, object(), w)
     with pytest.raises(ValueError, match=r"Buffer.combine: topk_weights has shape \[8, 1\]"):
         buf.combine(recv_x, handle, w[:, :1])
@@ -233,7 +251,9 @@ def test_refusal_on_one_pe_reaches_every_pe():
         with pytest.raises(TypeError, match=r"x has dtype float64"):
             buf.dispatch(bad_x, idx, w)
     else:
-        with pytest.raises(shmoe.Error, match=r"Buffer.dispatch: PE 1 refused the call: Buffer.dispatch: x has dtype float64 but the buffer carries float32"):
+        with pytest.raises(shmoe.Error, match=r"Buffer.dispatch: PE 1 refused the call: "
+                                              r"Buffer.dispatch: x has dtype float64 but the "
+                                              r"buffer carries float32"):
             buf.dispatch(bad_x, idx, w)
     recv_x, recv_idx, _, _, handle = buf.dispatch(x, idx, w)
     y = expert_outputs("float32", me, 2, recv_x, recv_idx)

@@ -29,7 +29,8 @@ def test_pe_out_of_range(n, sym):
 
 def test_not_symmetric(sym):
     private = np.zeros(8, np.int64)
-    with pytest.raises(ValueError, match=r"shmoe.put: dest \(at 0x[0-9a-f]+, 64 bytes\) is not symmetric"):
+    with pytest.raises(ValueError, match=r"shmoe.put: dest \(at 0x[0-9a-f]+, 64 bytes\) is not "
+                                         r"symmetric"):
         shmoe.put(private, private, 0)
     with pytest.raises(ValueError, match=r"shmoe.get: src .* is not symmetric"):
         shmoe.get(private, private, 0)
@@ -70,13 +71,17 @@ def test_unsupported_dtypes():
     b = shmoe.zeros(4, np.bool_)
     f32 = shmoe.zeros(4, np.float32)
     with pytest.raises(TypeError, match=r"shmoe.atomic_fetch_add: a has dtype float16, which has "
-                                        r"no atomic fetch add \(supported: int32, int64, uint32, uint64\)"):
+                                        r"no atomic fetch add "
+                                        r"\(supported: int32, int64, uint32, uint64\)"):
         shmoe.atomic_fetch_add(f16, 0, 1, 0)
-    with pytest.raises(TypeError, match=r"shmoe.atomic_add: a has dtype float32, which has no atomic add"):
+    with pytest.raises(TypeError, match=r"shmoe.atomic_add: a has dtype float32, which has no "
+                                        r"atomic add"):
         shmoe.atomic_add(f32, 0, 1, 0)
-    with pytest.raises(TypeError, match=r"shmoe.sum_reduce: src has dtype bool, which has no sum reduce"):
+    with pytest.raises(TypeError, match=r"shmoe.sum_reduce: src has dtype bool, which has no sum "
+                                        r"reduce"):
         shmoe.sum_reduce(None, b, b)
-    with pytest.raises(TypeError, match=r"shmoe.xor_reduce: src has dtype float32, which has no xor reduce"):
+    with pytest.raises(TypeError, match=r"shmoe.xor_reduce: src has dtype float32, which has no "
+                                        r"xor reduce"):
         shmoe.xor_reduce(None, f32, f32)
     with pytest.raises(TypeError, match=r"shmoe.wait_until: a has dtype float32"):
         shmoe.wait_until(f32, 0, "eq", 0)
@@ -85,7 +90,8 @@ def test_unsupported_dtypes():
 
 
 def test_element_and_value_checks(n, sym):
-    with pytest.raises(IndexError, match=r"shmoe.atomic_inc: index=8 is out of range for 8 elements"):
+    with pytest.raises(IndexError,
+                       match=r"shmoe.atomic_inc: index=8 is out of range for 8 elements"):
         shmoe.atomic_inc(sym, 8, 0)
     with pytest.raises(IndexError, match=r"index=-9 is out of range"):
         shmoe.atomic_fetch(sym, -9, 0)
@@ -94,11 +100,14 @@ def test_element_and_value_checks(n, sym):
     with pytest.raises(TypeError, match=r"shmoe.atomic_set: index must be an int, not float"):
         shmoe.atomic_set(sym, 1.0, 3, 0)
     u = shmoe.zeros(2, np.uint32)
-    with pytest.raises(ValueError, match=r"shmoe.atomic_add: value=-1 is out of range for uint32 \(0\.\.4294967295\)"):
+    with pytest.raises(ValueError, match=r"shmoe.atomic_add: value=-1 is out of range for uint32 "
+                                         r"\(0\.\.4294967295\)"):
         shmoe.atomic_add(u, 0, -1, 0)
-    with pytest.raises(TypeError, match=r"shmoe.atomic_add: value must be an int for dtype uint32, not float"):
+    with pytest.raises(TypeError, match=r"shmoe.atomic_add: value must be an int for dtype uint32, "
+                                        r"not float"):
         shmoe.atomic_add(u, 0, 1.5, 0)
-    with pytest.raises(TypeError, match=r"atomic_compare_swap\(\) takes \(a, index, cond, value, pe\)"):
+    with pytest.raises(TypeError, match=r"atomic_compare_swap\(\) takes \(a, index, cond, value, "
+                                        r"pe\)"):
         shmoe.atomic_compare_swap(u, 0, 1, 0)
     shmoe.free(u)
 
@@ -106,15 +115,19 @@ def test_element_and_value_checks(n, sym):
 def test_signals(sym):
     sig = shmoe.zeros(2, np.uint64)
     src = np.zeros(8, np.int64)
-    with pytest.raises(TypeError, match=r"shmoe.put_signal: sig must be one uint64 element .* not uint64 of shape \[2\]"):
+    with pytest.raises(TypeError, match=r"shmoe.put_signal: sig must be one uint64 element .* not "
+                                        r"uint64 of shape \[2\]"):
         shmoe.put_signal(sym, src, sig, 1, "set", 0)
-    with pytest.raises(TypeError, match=r"sig must be one uint64 element .* not int64 of shape \[1\]"):
+    with pytest.raises(TypeError, match=r"sig must be one uint64 element .* not int64 of shape "
+                                        r"\[1\]"):
         shmoe.put_signal(sym, src, sym[:1], 1, "set", 0)
     with pytest.raises(ValueError, match=r"shmoe.put_signal: op='or' is not one of set, add"):
         shmoe.put_signal(sym, src, sig[:1], 1, "or", 0)
-    with pytest.raises(ValueError, match=r"shmoe.put_signal: value=-3 is out of range \(0\.\.2\*\*64-1\)"):
+    with pytest.raises(ValueError, match=r"shmoe.put_signal: value=-3 is out of range "
+                                         r"\(0\.\.2\*\*64-1\)"):
         shmoe.put_signal(sym, src, sig[:1], -3, "add", 0)
-    with pytest.raises(ValueError, match=r"shmoe.signal_wait_until: cmp='lte' is not one of eq, ne, gt, ge, lt, le"):
+    with pytest.raises(ValueError, match=r"shmoe.signal_wait_until: cmp='lte' is not one of eq, "
+                                         r"ne, gt, ge, lt, le"):
         shmoe.signal_wait_until(sig[:1], "lte", 0)
     with pytest.raises(ValueError, match=r"cmp=9 is not one of"):
         shmoe.signal_wait_until(sig[:1], 9, 0)
@@ -130,9 +143,11 @@ def test_heap(sym):
         shmoe.empty(3, "bfloat16")
     with pytest.raises(TypeError, match=r"shmoe.zeros: shape must be an int or a sequence of ints"):
         shmoe.zeros("3", np.int32)
-    with pytest.raises(MemoryError, match=r"shmoe.zeros: the symmetric heap has no room for \d+ bytes; raise SHMEM_SYMMETRIC_SIZE"):
+    with pytest.raises(MemoryError, match=r"shmoe.zeros: the symmetric heap has no room for \d+ "
+                                          r"bytes; raise SHMEM_SYMMETRIC_SIZE"):
         shmoe.zeros(1 << 40, np.uint8)
-    with pytest.raises(ValueError, match=r"shmoe.free: a \(at 0x[0-9a-f]+\) is not an array from shmoe.zeros/empty"):
+    with pytest.raises(ValueError, match=r"shmoe.free: a \(at 0x[0-9a-f]+\) is not an array from "
+                                         r"shmoe.zeros/empty"):
         shmoe.free(sym[1:])
     with pytest.raises(ValueError, match=r"shmoe.free: a .* is not an array from"):
         shmoe.free(np.zeros(3))
@@ -146,47 +161,57 @@ def test_heap(sym):
 
 def test_collectives(n, sym):
     d = shmoe.zeros(8 * n + 1, np.int64)
-    with pytest.raises(ValueError, match=rf"shmoe.fcollect: dest has {8 * n + 1} elements; it needs {n} x 8"):
+    with pytest.raises(ValueError, match=rf"shmoe.fcollect: dest has {8 * n + 1} elements; it "
+                                         rf"needs {n} x 8"):
         shmoe.fcollect(None, d, sym)
-    with pytest.raises(ValueError, match=rf"shmoe.broadcast: root={n} is out of range \(0\.\.{n - 1}, the team's PEs\)"):
+    with pytest.raises(ValueError, match=rf"shmoe.broadcast: root={n} is out of range "
+                                         rf"\(0\.\.{n - 1}, the team's PEs\)"):
         shmoe.broadcast(None, sym, sym, n)
     with pytest.raises(ValueError, match=r"shmoe.broadcast: dest has 7 elements but src has 8"):
         shmoe.broadcast(None, d[:7], sym, 0)
     if n > 1:
-        with pytest.raises(ValueError, match=rf"shmoe.alltoall: src has {8 * n + 1} elements, not a multiple of the team's {n} PEs"):
+        with pytest.raises(ValueError, match=rf"shmoe.alltoall: src has {8 * n + 1} elements, not "
+                                             rf"a multiple of the team's {n} PEs"):
             shmoe.alltoall(None, d, d)
-    with pytest.raises(ValueError, match=r"shmoe.reduce: op='avg' is not one of and, or, xor, max, min, sum, prod"):
+    with pytest.raises(ValueError, match=r"shmoe.reduce: op='avg' is not one of and, or, xor, max, "
+                                         r"min, sum, prod"):
         shmoe.reduce(None, sym, sym, "avg")
-    with pytest.raises(TypeError, match=r"shmoe.sum_reduce: dest has dtype float64 but src has dtype int64"):
+    with pytest.raises(TypeError, match=r"shmoe.sum_reduce: dest has dtype float64 but src has "
+                                        r"dtype int64"):
         f = shmoe.zeros(8, np.float64)
         try:
             shmoe.sum_reduce(None, f, sym)
         finally:
             shmoe.free(f)
-    with pytest.raises(TypeError, match=r"shmoe.sum_reduce: team must be a shmoe.Team or None \(the world\), not int"):
+    with pytest.raises(TypeError, match=r"shmoe.sum_reduce: team must be a shmoe.Team or None "
+                                        r"\(the world\), not int"):
         shmoe.sum_reduce(0, sym, sym)
     shmoe.free(d)
 
 
 def test_teams(n):
     world = shmoe.team_world()
-    with pytest.raises(ValueError, match=rf"Team.split_strided: start={n} is out of range \(0\.\.{n - 1}\)"):
+    with pytest.raises(ValueError, match=rf"Team.split_strided: start={n} is out of range "
+                                         rf"\(0\.\.{n - 1}\)"):
         world.split_strided(n, 1, 1)
     with pytest.raises(ValueError, match=r"Team.split_strided: size=0 is out of range"):
         world.split_strided(0, 1, 0)
     with pytest.raises(ValueError, match=r"Team.split_strided: stride=0 must be at least 1"):
         world.split_strided(0, 0, 1)
-    with pytest.raises(ValueError, match=rf"start=0, stride=1, size={n + 1} reach PE {n} of a team of {n} PEs"):
+    with pytest.raises(ValueError, match=rf"start=0, stride=1, size={n + 1} reach PE {n} of a team "
+                                         rf"of {n} PEs"):
         world.split_strided(0, 1, n + 1)
     with pytest.raises(ValueError, match=r"Team.destroy: world is predefined"):
         world.destroy()
     with pytest.raises(ValueError, match=rf"Team.translate_pe: pe={n} is out of range"):
         world.translate_pe(n, world)
-    with pytest.raises(TypeError, match=r"Team.translate_pe: team must be a shmoe.Team, not NoneType"):
+    with pytest.raises(TypeError, match=r"Team.translate_pe: team must be a shmoe.Team, not "
+                                        r"NoneType"):
         world.translate_pe(0, None)
     team = world.split_strided(0, 1, n)
     team.destroy()
-    with pytest.raises(shmoe.Error, match=r"Team.my_pe: team world.split\(0, 1, \d+\) has been destroyed"):
+    with pytest.raises(shmoe.Error, match=r"Team.my_pe: team world.split\(0, 1, \d+\) has been "
+                                          r"destroyed"):
         team.my_pe()
     with pytest.raises(shmoe.Error, match=r"shmoe.broadcast: team .* has been destroyed"):
         shmoe.broadcast(team, None, None, 0)

@@ -79,15 +79,19 @@ def test_tensor_refusals():
         shmoe.put(t[:2], torch.zeros(4, 4).t()[:, :2], 0)
     with pytest.raises(ValueError, match=r"shmoe.put: dest must be contiguous"):
         shmoe.put(t[:, :2], torch.zeros(4, 2), 0)
-    with pytest.raises(TypeError, match=r"shmoe.atomic_add: a has dtype float32, which has no atomic add"):
+    with pytest.raises(TypeError, match=r"shmoe.atomic_add: a has dtype float32, which has no "
+                                        r"atomic add"):
         shmoe.atomic_add(t, 0, 1, 0)
     with pytest.raises(ValueError, match=r"shmoe.put: dest .* is not symmetric"):
         shmoe.put(torch.zeros(4, 4), torch.zeros(4, 4), 0)
-    with pytest.raises(TypeError, match=r"shmoe.torch.zeros: dtype must be a torch.dtype, not 'float32'"):
+    with pytest.raises(TypeError, match=r"shmoe.torch.zeros: dtype must be a torch.dtype, not "
+                                        r"'float32'"):
         st.zeros(3, "float32")
-    with pytest.raises(TypeError, match=r"shmoe.zeros: dtype torch.float32 is a torch dtype: use shmoe.torch.zeros"):
+    with pytest.raises(TypeError, match=r"shmoe.zeros: dtype torch.float32 is a torch dtype: use "
+                                        r"shmoe.torch.zeros"):
         shmoe.zeros(3, torch.float32)
-    with pytest.raises(TypeError, match=r"shmoe.put: src must be a numpy.ndarray or a CPU torch.Tensor, not list"):
+    with pytest.raises(TypeError, match=r"shmoe.put: src must be a numpy.ndarray or a CPU "
+                                        r"torch.Tensor, not list"):
         shmoe.put(t, [1.0] * 16, 0)
     shmoe.free(t)
 

@@ -3,7 +3,9 @@
 # (128 tokens per PE, hidden 7168, top-8 of 8 experts per PE, bfloat16), from C++
 # (python_moe_bench_cxx, the C++ API) and from Python (shmoe.moe.Buffer, numpy and torch), each
 # timed around the calls on the host clock; the slowest PE's mean and median per pair of calls.
-# The runs alternate C++ and Python ROUNDS times, so that both see the same machine.
+# The runs alternate C++ and Python ROUNDS times, so that both see the same machine; a last run
+# alternates the Buffer and the bare C++ operators call by call inside one Python process and
+# prints the median of the paired differences (the steadier figure on a loaded machine).
 #   bench/python_moe_bench.sh [BUILD_DIR] [PES] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
@@ -30,6 +32,7 @@ for ((r = 0; r < rounds; r++)); do
     medians_torch+=("$(sed -E 's/.*median_us=([0-9.]+).*/\1/' <<<"$line")")
   fi
 done
+"${run[@]}" "$python" "$here/python_moe_bench.py" --raw --loops 100 | grep -E '^(python|bare|the binding)'
 "$python" - "${medians_cxx[*]}" "${medians_py[*]}" "${medians_torch[*]}" <<'PY'
 import statistics, sys
 cxx = [float(v) for v in sys.argv[1].split()]

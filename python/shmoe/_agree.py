@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _shmoe
 from ._arrays import array_at
+from ._runtime import state
 
 _RECORD = 256  # bytes: a status byte, then the message in UTF-8
 
@@ -20,7 +21,8 @@ class Scratch:
     barrier). Two sets are used alternately: a PE that has seen every record of exchange g may
     enter g + 1 while a slower one still reads the records of g, but not reach g + 2."""
 
-    def __init__(self, n_pes):
+    def __init__(self, my_pe, n_pes):
+        self.my_pe = my_pe
         self.n_pes = n_pes
         self.records_bytes = _RECORD * n_pes
         self.set_bytes = self.records_bytes + 8 * n_pes
@@ -35,12 +37,10 @@ class Scratch:
 
     def exchange(self, record):
         """Every PE's record (collective over all PEs)."""
-        from ._runtime import state  # noqa: PLC0415
-
         self.calls += 1
         base = self.address + (self.calls % 2) * self.set_bytes
         records, signals = base, base + self.records_bytes
-        me = state.my_pe
+        me = self.my_pe
         self.mine[:] = np.frombuffer(record, np.uint8)
         source = self.mine.__array_interface__["data"][0]
         for pe in range(self.n_pes):
@@ -55,8 +55,6 @@ class Scratch:
 
 def agree(call, refusal):
     """Raises on every PE if any PE refuses `call`; `refusal` is this PE's exception or None."""
-    from ._runtime import state  # noqa: PLC0415
-
     record = bytearray(_RECORD)
     if refusal is not None:
         record[0] = 1

@@ -45,9 +45,9 @@ def init():
     state.initialized = True
     state.my_pe = _shmoe.my_pe()
     state.n_pes = _shmoe.n_pes()
-    from . import _agree  # noqa: PLC0415  (needs the runtime, which needs nothing of it)
+    from . import _agree  # noqa: PLC0415  (it imports this module)
 
-    state.agreement = _agree.Scratch(state.n_pes)
+    state.agreement = _agree.Scratch(state.my_pe, state.n_pes)
     _watch_uncaught_exceptions()
     atexit.register(_at_exit)
 

@@ -12,6 +12,9 @@ packages=(
   libssl-dev  # libcrypto's HMAC-SHA256 for the config store's job key (src/bootstrap/store_auth.cpp)
   util-linux  # setpriv: tests/security runs a stranger as user nobody
   clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz) and their sanitizer runtimes
+  # The Python package (python/) and its tests (tests/python): pybind11 for the system python3,
+  # NumPy, pytest, and PyTorch for the tensor tests (about 80 s to fetch and install).
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
 )
 missing=()
 for p in "${packages[@]}"; do

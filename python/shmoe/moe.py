@@ -1,0 +1,567 @@
+"""MoE dispatch and combine with DeepEP's names and call shapes, and the fused MegaMoE layer.
+
+    buf = shmoe.moe.Buffer(max_tokens_per_pe, hidden, num_experts, num_topk, dtype)
+    recv_x, recv_topk_idx, recv_topk_weights, counts, handle = buf.dispatch(x, topk_idx, w)
+    ...                      # the local experts work on recv_x, giving y (same rows)
+    combined_x = buf.combine(y, handle, w)
+
+Every call is collective over all PEs, in the same order. Arguments are numpy arrays or CPU
+torch tensors (results come back as the same kind); bfloat16 data is a torch.bfloat16 tensor or
+a numpy uint16 array of bit patterns (shmoe.bfloat16 converts). A call that any PE refuses is
+refused on every PE (the refusing PE raises ValueError/TypeError naming the argument, the others
+shmoe.Error naming that PE), so none is left waiting."""
+
+import numbers
+import sys
+
+import numpy as np
+
+from . import _shmoe
+from ._agree import checked
+from ._arrays import as_numpy, from_numpy, is_tensor, loaded_torch, numpy_dtype, torch_dtype_name
+from ._runtime import Error, add_resource, remove_resource, require_init, state
+
+__all__ = ["Buffer", "DispatchHandle", "MegaMoE", "quantize_mx", "dequantize_mx", "FP8_FORMATS"]
+
+DTYPES = ("float32", "bfloat16", "float16", "int32")
+FP8_FORMATS = ("e4m3", "e5m2")
+MX_BLOCK = 32  # elements per E8M0 scale
+
+
+# ---- Arguments ------------------------------------------------------------------------------
+
+
+def _positive_int(call, name, v, low=1):
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{call}: {name} must be an int, not {type(v).__name__}")
+    if v < low:
+        raise ValueError(f"{call}: {name}={v} must be at least {low}")
+    return int(v)
+
+
+def _dtype_name(call, dtype, allowed=DTYPES):
+    if isinstance(dtype, str):
+        name = dtype
+    elif loaded_torch() is not None and isinstance(dtype, loaded_torch().dtype):
+        name = torch_dtype_name(dtype) or str(dtype)
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
+    if name not in allowed:
+        raise TypeError(f"{call}: dtype {name} is not one of {', '.join(allowed)}")
+    return name
+
+
+def _fp8_format(call, name, value):
+    if value not in FP8_FORMATS:
+        raise ValueError(f"{call}: {name}={value!r} is not one of {', '.join(FP8_FORMATS)}")
+    return value
+
+
+def _source(call, obj, param):
+    """(numpy view, element type name, is a tensor) of an array argument."""
+    if isinstance(obj, np.ndarray):
+        return obj, obj.dtype.name, False
+    if is_tensor(obj):
+        if obj.device.type != "cpu":
+            raise ValueError(f"{call}: {param} is on device {obj.device}; shmoe takes CPU tensors")
+        name = torch_dtype_name(obj.dtype)
+        if name is None:
+            raise TypeError(f"{call}: {param} has dtype {obj.dtype}, which shmoe does not carry")
+        return as_numpy(obj.detach()), name, True
+    kinds = "a numpy.ndarray" + (" or a CPU torch.Tensor" if loaded_torch() else "")
+    raise TypeError(f"{call}: {param} must be {kinds}, not {type(obj).__name__}")
+
+
+def _shape(call, param, a, shape):
+    """Checks a's shape against `shape`, whose entries are ints or (name, limit) for a leading
+    dimension of at most `limit`."""
+    if a.ndim != len(shape):
+        raise ValueError(f"{call}: {param} must have {len(shape)} dimensions, not shape "
+                         f"{list(a.shape)}")
+    for axis, (got, want) in enumerate(zip(a.shape, shape)):
+        if isinstance(want, tuple):
+            name, limit = want
+            if got > limit:
+                raise ValueError(f"{call}: {param} has {got} rows, more than {name}={limit}")
+        elif got != want:
+            raise ValueError(f"{call}: {param} has shape {list(a.shape)}; dimension {axis} must "
+                             f"be {want}")
+
+
+def _payload(call, obj, param, dtype, shape):
+    """`obj` as a C-contiguous numpy array of element type `dtype` (bfloat16 as uint16 bits)."""
+    a, name, tensor = _source(call, obj, param)
+    if name != dtype and not (dtype == "bfloat16" and name == "uint16" and not tensor):
+        raise TypeError(f"{call}: {param} has dtype {name} but the buffer carries {dtype}"
+                        + (" (numpy: uint16 bit patterns)" if dtype == "bfloat16" else ""))
+    _shape(call, param, a, shape)
+    return np.ascontiguousarray(a), tensor
+
+
+def _indices(call, obj, param, shape, num_experts):
+    a, name, _ = _source(call, obj, param)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{call}: {param} has dtype {name}; expert indices are integers")
+    _shape(call, param, a, shape)
+    if a.size:
+        bad = (a < -1) | (a >= num_experts)
+        if bad.any():
+            t, k = np.argwhere(bad)[0]
+            raise ValueError(f"{call}: {param}[{t}][{k}]={a[t, k]} is out of range "
+                             f"(0..{num_experts - 1}, or -1 for no expert)")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _weights(call, obj, param, shape):
+    a, name, _ = _source(call, obj, param)
+    if name == "bfloat16":
+        a = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    elif a.dtype.kind != "f":
+        raise TypeError(f"{call}: {param} has dtype {name}; weights are floating point")
+    _shape(call, param, a, shape)
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _address(a):
+    return a.__array_interface__["data"][0]
+
+
+class _Reusable:
+    """Large result arrays (a dispatch's received rows) that are reused once the caller holds no
+    view of them any more, so that each call does not fault in fresh pages."""
+
+    def __init__(self, nbytes, keep=3):
+        self.nbytes = nbytes
+        self.keep = keep
+        self.arrays = []
+        self.addresses = []
+
+    def take(self):
+        """(array, its address)."""
+        for i in range(len(self.arrays)):
+            if sys.getrefcount(self.arrays[i]) == 2:  # the list's and getrefcount's own
+                return self.arrays[i], self.addresses[i]
+        a = np.empty(self.nbytes, np.uint8)
+        if len(self.arrays) < self.keep:
+            self.arrays.append(a)
+            self.addresses.append(_address(a))
+        return a, _address(a)
+
+
+# ---- Dispatch and combine -------------------------------------------------------------------
+
+
+class DispatchHandle:
+    """What combine needs of a dispatch: where each received row came from, and this PE's
+    routing. `assist_info` [rows, 3] holds (source PE, source token, top-k slot) of each row."""
+
+    def __init__(self, buffer, rows, meta, meta_at, capacity, topk_idx, topk_idx_at, topk_weights,
+                 topk_weights_at):
+        self.buffer = buffer
+        self.num_recv_rows = rows
+        self.assist_info = meta[: rows * 3].reshape(rows, 3)
+        self.assist_info_at = meta_at
+        self.ep_recv_count_at = meta_at + 4 * capacity * 3  # inclusive prefix (expert, source)
+        self.topk_idx = topk_idx  # int32 [tokens, topk]
+        self.topk_idx_at = topk_idx_at
+        self.topk_weights = topk_weights  # float32 [tokens, topk] or None
+        self.topk_weights_at = topk_weights_at
+        self._meta = meta  # keeps the addresses valid
+
+    @property
+    def num_tokens(self):
+        return self.topk_idx.shape[0]
+
+
+class Buffer:
+    """Dispatch and combine across all PEs (DeepEP's Buffer, for expert parallelism over PEs).
+
+    max_tokens_per_pe: the most tokens any PE passes to one dispatch; hidden: elements per token;
+    num_experts: all experts of the job, divisible by the PE count (expert e lives on PE
+    e // (num_experts / n_pes)); num_topk: experts per token; dtype: float32, bfloat16, float16
+    or int32 (names, numpy dtypes or torch dtypes).
+    Options: double_plane (large segments go through the asynchronous copy engine),
+    doubleplane_threshold (bytes), fp8 ("e4m3"/"e5m2": dispatch sends MX FP8 rows with E8M0
+    scales and returns recv_x as (codes, scales); needs dtype bfloat16), max_recv_rows (rows a PE
+    can receive; default n_pes * max_tokens_per_pe * num_topk, which never overflows), workers
+    ((matrix, vector) worker threads; default: this PE's fair share of the cores).
+    Collective; close() (or the with block, or shmoe.finalize) frees it, collectively."""
+
+    def __init__(self, max_tokens_per_pe, hidden, num_experts, num_topk, dtype="bfloat16", *,
+                 double_plane=False, doubleplane_threshold=None, fp8=None, max_recv_rows=0,
+                 workers=None):
+        call = "shmoe.moe.Buffer"
+        require_init(call)
+
+        def check():
+            self.max_tokens_per_pe = _positive_int(call, "max_tokens_per_pe", max_tokens_per_pe)
+            self.hidden = _positive_int(call, "hidden", hidden)
+            self.num_experts = _positive_int(call, "num_experts", num_experts)
+            self.num_topk = _positive_int(call, "num_topk", num_topk)
+            if self.num_experts % state.n_pes:
+                raise ValueError(f"{call}: num_experts={num_experts} is not divisible by the "
+                                 f"{state.n_pes} PEs")
+            if self.num_topk > self.num_experts:
+                raise ValueError(f"{call}: num_topk={num_topk} is more than num_experts="
+                                 f"{num_experts}")
+            self.dtype = _dtype_name(call, dtype)
+            self.fp8 = None if fp8 is None else _fp8_format(call, "fp8", fp8)
+            if self.fp8 and self.dtype != "bfloat16":
+                raise ValueError(f"{call}: fp8={fp8!r} quantizes bfloat16 tokens; dtype is "
+                                 f"{self.dtype}")
+            self.double_plane = bool(double_plane)
+            self._threshold = 0 if doubleplane_threshold is None else _positive_int(
+                call, "doubleplane_threshold", doubleplane_threshold)
+            self._max_recv_rows = _positive_int(call, "max_recv_rows", max_recv_rows, 0)
+            w = (0, 0) if workers is None else workers
+            if (not isinstance(w, (tuple, list)) or len(w) != 2
+                    or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0
+                           for v in w)):
+                raise ValueError(f"{call}: workers={workers!r} must be (matrix, vector) counts")
+            self._workers = tuple(int(v) for v in w)
+
+        checked(call, check)
+        self.num_local_experts = self.num_experts // state.n_pes
+        self._closed = False
+        self._contexts = []
+        try:
+            self._ctx = self._context(self.hidden, self.dtype)
+            if self.fp8:
+                self._fp8_row = _shmoe.mx_row_bytes(self.hidden)
+                self._fp8_ctx = self._context(self._fp8_row // 4, "int32")
+                self._quantized = np.empty((self.max_tokens_per_pe, self._fp8_row), np.uint8)
+                self._quantized_at = _address(self._quantized)
+        except Error:
+            for ctx in reversed(self._contexts):
+                ctx.close()
+            raise
+        self.recv_capacity = self._ctx.recv_capacity()
+        row_bytes = self._fp8_row if self.fp8 else self.hidden * numpy_dtype(self.dtype).itemsize
+        self._recv_rows = _Reusable(self.recv_capacity * row_bytes)
+        add_resource(self)
+
+    def _context(self, hidden, dtype):
+        ctx = _shmoe.MoeContext(self.num_local_experts, self.max_tokens_per_pe, hidden,
+                                self.num_topk, dtype, self._max_recv_rows, self._workers[0],
+                                self._workers[1], self._threshold)
+        self._contexts.append(ctx)
+        return ctx
+
+    def close(self):
+        """Frees the buffer's symmetric memory and workers (collective)."""
+        if self._closed:
+            return
+        self._closed = True
+        remove_resource(self)
+        for ctx in reversed(self._contexts):
+            ctx.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _require_open(self, call):
+        require_init(call)
+        if self._closed:
+            raise Error(f"{call}: the buffer is closed")
+
+    def get_dispatch_layout(self, topk_idx, num_experts):
+        """(num_tokens_per_pe [n_pes], is_token_in_pe [tokens, n_pes], num_tokens_per_expert
+        [num_experts]) of this PE's routing; local, no communication."""
+        call = "Buffer.get_dispatch_layout"
+        self._require_open(call)
+        if num_experts != self.num_experts:
+            raise ValueError(f"{call}: num_experts={num_experts} but the buffer has "
+                             f"{self.num_experts} experts")
+        tensor = is_tensor(topk_idx)
+        idx = _indices(call, topk_idx, "topk_idx",
+                       (("max_tokens_per_pe", self.max_tokens_per_pe), self.num_topk),
+                       self.num_experts)
+        routed = idx >= 0
+        per_expert = np.bincount(idx[routed], minlength=self.num_experts).astype(np.int32)
+        pe_of = np.where(routed, idx // self.num_local_experts, -1)
+        in_pe = np.zeros((idx.shape[0], state.n_pes), dtype=bool)
+        rows, cols = np.nonzero(routed)
+        in_pe[rows, pe_of[rows, cols]] = True
+        per_pe = in_pe.sum(axis=0, dtype=np.int32)
+        return (from_numpy(per_pe, tensor), from_numpy(in_pe, tensor),
+                from_numpy(per_expert, tensor))
+
+    def dispatch(self, x, topk_idx, topk_weights=None):
+        """Sends each token to the PEs of its top-k experts (collective).
+
+        x: [tokens, hidden] of the buffer's dtype, tokens <= max_tokens_per_pe; topk_idx:
+        [tokens, num_topk] expert numbers (-1: no expert); topk_weights: [tokens, num_topk]
+        floats or None. Returns (recv_x, recv_topk_idx, recv_topk_weights,
+        num_recv_tokens_per_expert_list, handle): recv_x [rows, hidden] grouped by local expert,
+        then source PE, then token ((codes, scales) with fp8); recv_topk_idx[r] the local expert
+        of row r; recv_topk_weights[r] its weight (None without topk_weights)."""
+        call = "Buffer.dispatch"
+        self._require_open(call)
+
+        def check():
+            xs, tensor = _payload(call, x, "x", self.dtype,
+                                  (("max_tokens_per_pe", self.max_tokens_per_pe), self.hidden))
+            tokens = xs.shape[0]
+            idx = _indices(call, topk_idx, "topk_idx", (tokens, self.num_topk), self.num_experts)
+            w = None if topk_weights is None else _weights(
+                call, topk_weights, "topk_weights", (tokens, self.num_topk))
+            return xs, tensor, idx, w
+
+        xs, tensor, idx, w = checked(call, check)
+        tokens = xs.shape[0]
+        L, P, cap = self.num_local_experts, state.n_pes, self.recv_capacity
+        # The side-band outputs in one allocation: assist_info [cap, 3], ep_recv_count [L * P],
+        # expert token counts [L].
+        meta = np.empty(cap * 3 + L * P + L, np.int32)
+        meta_at = _address(meta)
+        scales = np.empty(cap, np.float32)
+        recv, recv_at = self._recv_rows.take()
+        if self.fp8:
+            _shmoe.quantize_tokens(self.hidden, self.fp8, _address(xs), tokens,
+                                   self._quantized_at, self._fp8_row)
+            ctx, source_at = self._fp8_ctx, self._quantized_at
+        else:
+            ctx, source_at = self._ctx, _address(xs)
+        idx_at = _address(idx)
+        w_at = 0 if w is None else _address(w)
+        rows = ctx.dispatch(self.double_plane, source_at, idx_at, w_at, tokens, recv_at, meta_at,
+                            meta_at + 4 * cap * 3, meta_at + 4 * (cap * 3 + L * P),
+                            _address(scales))
+        counts = meta[cap * 3 + L * P :]
+        if self.fp8:
+            received = recv[: rows * self._fp8_row].reshape(rows, self._fp8_row)
+            blocks = -(-self.hidden // MX_BLOCK)
+            recv_x = (from_numpy(received[:, : self.hidden], tensor),
+                      from_numpy(received[:, self.hidden : self.hidden + blocks], tensor))
+        else:
+            received = recv.view(numpy_dtype(self.dtype))[: rows * self.hidden]
+            recv_x = from_numpy(received.reshape(rows, self.hidden), tensor, self.dtype)
+        recv_idx = np.repeat(np.arange(L, dtype=np.int64), counts)
+        recv_w = None if w is None else from_numpy(scales[:rows], tensor)
+        handle = DispatchHandle(self, rows, meta, meta_at, cap, idx, idx_at, w, w_at)
+        return recv_x, from_numpy(recv_idx, tensor), recv_w, counts.tolist(), handle
+
+    def combine(self, y, handle, topk_weights=None):
+        """Brings the experts' outputs back to the tokens' PEs and sums them (collective):
+        combined_x[t] = sum over k of topk_weights[t, k] * y[row of (t, k)], in fp32 in
+        increasing k, rounded once to the dtype. y: [rows, hidden] of the buffer's dtype, in
+        recv_x's order; topk_weights: [tokens, num_topk], default the dispatch's."""
+        call = "Buffer.combine"
+        self._require_open(call)
+
+        def check():
+            if not isinstance(handle, DispatchHandle) or handle.buffer is not self:
+                raise ValueError(f"{call}: handle must be what this buffer's dispatch returned")
+            ys, tensor = _payload(call, y, "y", self.dtype, (handle.num_recv_rows, self.hidden))
+            if topk_weights is None:
+                if handle.topk_weights is None:
+                    raise ValueError(f"{call}: topk_weights is None, and so was the dispatch's")
+                w = handle.topk_weights
+            else:
+                w = _weights(call, topk_weights, "topk_weights", (handle.num_tokens, self.num_topk))
+            return ys, tensor, w
+
+        ys, tensor, w = checked(call, check)
+        w_at = handle.topk_weights_at if w is handle.topk_weights else _address(w)
+        out = np.empty((handle.num_tokens, self.hidden), numpy_dtype(self.dtype))
+        self._ctx.combine(self.double_plane, _address(ys), handle.assist_info_at,
+                          handle.ep_recv_count_at, handle.topk_idx_at, w_at, handle.num_tokens,
+                          _address(out))
+        return from_numpy(out, tensor, self.dtype)
+
+    def last_timing(self):
+        """What the last dispatch or combine measured on this PE: worker_us, comm_us,
+        bytes_sent, bytes_via_copy_engine."""
+        self._require_open("Buffer.last_timing")
+        return self._ctx.last_timing()
+
+
+# ---- MX FP8 ---------------------------------------------------------------------------------
+
+
+def quantize_mx(x, mode):
+    """OCP MX FP8 of the float values `x` (last axis in blocks of 32): (codes uint8, same shape;
+    scales uint8 E8M0, [..., ceil(n / 32)]). As tensors if x is one."""
+    call = "shmoe.moe.quantize_mx"
+    mode = _fp8_format(call, "mode", mode)
+    a, name, tensor = _source(call, x, "x")
+    if name == "bfloat16":
+        a = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    elif a.dtype.kind != "f":
+        raise TypeError(f"{call}: x has dtype {name}; MX quantizes floating point values")
+    if a.ndim < 1 or a.shape[-1] < 1:
+        raise ValueError(f"{call}: x has shape {list(a.shape)}; it needs a last axis of at least 1")
+    n = a.shape[-1]
+    flat = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, n)
+    rows = _mx_rows(flat, mode)
+    blocks = -(-n // MX_BLOCK)
+    codes = np.ascontiguousarray(rows[:, :n]).reshape(a.shape)
+    scales = np.ascontiguousarray(rows[:, n : n + blocks]).reshape(*a.shape[:-1], blocks)
+    return from_numpy(codes, tensor), from_numpy(scales, tensor)
+
+
+def dequantize_mx(codes, scales, mode):
+    """The float32 values of MX FP8 codes and their E8M0 scales (exact)."""
+    call = "shmoe.moe.dequantize_mx"
+    mode = _fp8_format(call, "mode", mode)
+    c, cname, tensor = _source(call, codes, "codes")
+    s, sname, _ = _source(call, scales, "scales")
+    if cname != "uint8" or sname != "uint8":
+        raise TypeError(f"{call}: codes and scales must be uint8, not {cname} and {sname}")
+    n = c.shape[-1] if c.ndim else 0
+    blocks = -(-n // MX_BLOCK)
+    if c.ndim < 1 or s.shape != (*c.shape[:-1], blocks):
+        raise ValueError(f"{call}: scales has shape {list(s.shape)}; codes of shape "
+                         f"{list(c.shape)} need {[*c.shape[:-1], blocks]}")
+    row = _shmoe.mx_row_bytes(n)
+    rows = np.zeros((c.size // n, row), np.uint8)
+    rows[:, :n] = c.reshape(-1, n)
+    rows[:, n : n + blocks] = s.reshape(-1, blocks)
+    out = np.empty((rows.shape[0], n), np.float32)
+    _shmoe.dequantize_mx_rows(_address(rows), rows.shape[0], n, mode, _address(out))
+    return from_numpy(out.reshape(c.shape), tensor)
+
+
+def _mx_rows(values, mode):
+    """float32 [rows, n] -> the operators' MX row layout: [rows, mx_row_bytes(n)] uint8."""
+    n = values.shape[1]
+    rows = np.zeros((values.shape[0], _shmoe.mx_row_bytes(n)), np.uint8)
+    _shmoe.quantize_mx_rows(_address(values), values.shape[0], n, mode, _address(rows),
+                            rows.shape[1])
+    return rows
+
+
+# ---- MegaMoE --------------------------------------------------------------------------------
+
+
+class MegaMoE:
+    """A whole MoE layer (route, dispatch, MX FP8 quantization, GEMM1, SwiGLU, GEMM2, combine) as
+    one operator launch on each PE.
+
+    tokens: the most tokens any PE passes; model_dim, ffn_dim (even: SwiGLU splits GEMM1's
+    output into gate and up halves); num_experts (divisible by the PE count), num_topk; mode:
+    "e4m3" or "e5m2". Options: max_received_tokens, workers ((matrix, vector), vector = 2 x
+    matrix), wave_rows. load_weights (collective) gives this PE's experts; then
+    layer(x, topk_idx, topk_weights) (collective) returns the layer's output."""
+
+    def __init__(self, tokens, model_dim, ffn_dim, num_experts, num_topk, mode="e4m3", *,
+                 max_received_tokens=0, workers=None, wave_rows=128):
+        call = "shmoe.moe.MegaMoE"
+        require_init(call)
+        self.tokens = _positive_int(call, "tokens", tokens)
+        self.model_dim = _positive_int(call, "model_dim", model_dim)
+        self.ffn_dim = _positive_int(call, "ffn_dim", ffn_dim, 2)
+        if self.ffn_dim % 2:
+            raise ValueError(f"{call}: ffn_dim={ffn_dim} must be even (SwiGLU splits it in halves)")
+        self.num_experts = _positive_int(call, "num_experts", num_experts)
+        if self.num_experts % state.n_pes:
+            raise ValueError(f"{call}: num_experts={num_experts} is not divisible by the "
+                             f"{state.n_pes} PEs")
+        self.num_topk = _positive_int(call, "num_topk", num_topk)
+        if self.num_topk > self.num_experts:
+            raise ValueError(f"{call}: num_topk={num_topk} is more than num_experts={num_experts}")
+        self.mode = _fp8_format(call, "mode", mode)
+        self.num_local_experts = self.num_experts // state.n_pes
+        self._max_received = _positive_int(call, "max_received_tokens", max_received_tokens, 0)
+        w = (0, 0) if workers is None else workers
+        if (not isinstance(w, (tuple, list)) or len(w) != 2
+                or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0
+                       for v in w)):
+            raise ValueError(f"{call}: workers={workers!r} must be (matrix, vector) counts")
+        self._workers = tuple(int(v) for v in w)
+        self.wave_rows = _positive_int(call, "wave_rows", wave_rows)
+        self._op = None
+        self.last_expert_token_counts = None
+
+    def _expert_rows(self, call, name, w, rows, cols):
+        """This PE's experts' weights `w` as MX rows [L, rows, mx_row_bytes(cols)]: floats
+        [L, rows, cols], or (codes [L, rows, cols], scales [L, rows, ceil(cols / 32)]) uint8."""
+        L = self.num_local_experts
+        if isinstance(w, tuple):
+            if len(w) != 2:
+                raise ValueError(f"{call}: {name} must be floats or (codes, scales)")
+            codes, cname, _ = _source(call, w[0], f"{name}[0] (codes)")
+            scales, sname, _ = _source(call, w[1], f"{name}[1] (scales)")
+            if cname != "uint8" or sname != "uint8":
+                raise TypeError(f"{call}: {name} codes and scales must be uint8, not {cname} and "
+                                f"{sname}")
+            blocks = -(-cols // MX_BLOCK)
+            _shape(call, f"{name}[0] (codes)", codes, (L, rows, cols))
+            _shape(call, f"{name}[1] (scales)", scales, (L, rows, blocks))
+            out = np.zeros((L, rows, _shmoe.mx_row_bytes(cols)), np.uint8)
+            out[:, :, :cols] = codes
+            out[:, :, cols : cols + blocks] = scales
+            return out
+        values, vname, _ = _source(call, w, name)
+        if vname == "bfloat16":
+            values = (values.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        elif values.dtype.kind != "f":
+            raise TypeError(f"{call}: {name} has dtype {vname}; give floats or (codes, scales)")
+        _shape(call, name, values, (L, rows, cols))
+        flat = np.ascontiguousarray(values, dtype=np.float32).reshape(L * rows, cols)
+        return _mx_rows(flat, self.mode).reshape(L, rows, -1)
+
+    def load_weights(self, w1, w2):
+        """This PE's experts (collective): w1 [L, ffn_dim, model_dim] (GEMM1: h = x @ w1[e].T,
+        gate then up halves), w2 [L, model_dim, ffn_dim / 2] (GEMM2: y = act @ w2[e].T), as
+        floats (quantized here to MX FP8 of the layer's mode) or as (codes, scales)."""
+        call = "MegaMoE.load_weights"
+        require_init(call)
+        D, F = self.model_dim, self.ffn_dim
+        rows1, rows2 = checked(call, lambda: (self._expert_rows(call, "w1", w1, F, D),
+                                              self._expert_rows(call, "w2", w2, D, F // 2)))
+        self.close()
+        self._op = _shmoe.MegaMoe(
+            self.tokens, D, F, self.num_topk, self.num_local_experts, self.mode,
+            self._max_received, self._workers[0], self._workers[1], self.wave_rows,
+            [_address(rows1[e]) for e in range(self.num_local_experts)],
+            [_address(rows2[e]) for e in range(self.num_local_experts)])
+        add_resource(self)
+
+    def __call__(self, x, topk_idx, topk_weights, *, fused=True):
+        """The layer's output y [tokens, model_dim] bfloat16 for x [tokens, model_dim] bfloat16
+        (collective). fused=False runs the unfused chain (same bits)."""
+        call = "MegaMoE.__call__"
+        require_init(call)
+
+        def check():
+            if self._op is None:
+                raise Error(f"{call}: call load_weights first")
+            xs, tensor = _payload(call, x, "x", "bfloat16",
+                                  (("tokens", self.tokens), self.model_dim))
+            n = xs.shape[0]
+            idx = _indices(call, topk_idx, "topk_idx", (n, self.num_topk), self.num_experts)
+            w = _weights(call, topk_weights, "topk_weights", (n, self.num_topk))
+            return xs, tensor, idx, w
+
+        xs, tensor, idx, w = checked(call, check)
+        y = np.empty((xs.shape[0], self.model_dim), np.uint16)
+        counts = np.empty(self.num_local_experts, np.int32)
+        self._op.run(bool(fused), _address(xs), _address(idx), _address(w), xs.shape[0],
+                     _address(y), _address(counts))
+        self.last_expert_token_counts = counts.tolist()
+        return from_numpy(y, tensor, "bfloat16")
+
+    def last_kernel_us(self):
+        if self._op is None:
+            raise Error("MegaMoE.last_kernel_us: no call yet")
+        return self._op.last_kernel_us()
+
+    def close(self):
+        """Frees the layer's symmetric memory and workers (collective)."""
+        if self._op is not None:
+            op, self._op = self._op, None
+            remove_resource(self)
+            op.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

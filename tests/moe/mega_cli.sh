@@ -100,12 +100,13 @@ else
   echo "FAIL: trace ($out)"
   failures=$((failures + 1))
 fi
-# Memory that cannot be had inside a PE (no admission there: a PE started as one, under a 1 GiB
-# address-space limit, given weights of 1.1 GB): a message and status 1, not an abort. The
+# Memory that cannot be had inside a PE (no admission there: a PE started as one, under a 3 GiB
+# address-space limit, given weights of 1.1 GB and their packed copies; the symmetric window's
+# aligned reservation alone needs more than 1 GiB of address space): a message and status 1, not an abort. The
 # sanitizers need far more address space than the limit leaves, so their runs skip this.
 if [[ -z ${ASAN_OPTIONS:-}${TSAN_OPTIONS:-} ]]; then
   expect_refusal "std::bad_alloc in a PE" "PE 0: out of memory: this shape needs more memory" \
-    bash -c 'ulimit -v 1048576 && SHMOE_MOE_PE=1 SHMEM_SYMMETRIC_SIZE=64M exec "$0" mega --pes 1 --tokens 4 --model-dim 65536 --ffn-dim 16384 --topk 1 --experts-per-pe 1' "$moe"
+    bash -c 'ulimit -v 3145728 && SHMOE_MOE_PE=1 SHMEM_SYMMETRIC_SIZE=64M exec "$0" mega --pes 1 --tokens 4 --model-dim 65536 --ffn-dim 16384 --topk 1 --experts-per-pe 1' "$moe"
 fi
 
 # A CSV that takes no data (a full disk): the run fails saying so, rather than ending with 0.

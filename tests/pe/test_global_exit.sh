@@ -14,9 +14,11 @@ if ((got != status)); then
 fi
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# Started by hand, the PEs must share a job key to be admitted by the store PE 0 runs.
+key=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 pids=()
 for ((r = 0; r < n; r++)); do
-  env OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n SHMOE_STORE=127.0.0.1:$port timeout 60 "$prog" "$status" &
+  env OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n SHMOE_JOB_KEY=$key SHMOE_STORE=127.0.0.1:$port timeout 60 "$prog" "$status" &
   pids+=($!)
 done
 for ((r = 0; r < n; r++)); do

@@ -14,6 +14,9 @@ if ((got != status)); then
 fi
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# Started without PMIx, the PEs need the job's key from us (as run_foreign.sh gives it).
+SHMOE_JOB_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export SHMOE_JOB_KEY
 pids=()
 for ((r = 0; r < n; r++)); do
   env OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n SHMOE_STORE=127.0.0.1:$port timeout 60 "$prog" "$status" &

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config python3
   libfmt-dev libcli11-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev  # the unit and PE tests link GTest::gtest_main only (no gmock)
   libdnnl-dev  # oneDNN: the MegaMoE GEMMs (src/moe/mega_gemm.cpp)
   libucx-dev iproute2
   libpmix-dev openmpi-bin  # PMIx bootstrap (src/bootstrap/pmix_launch.cpp), tested under mpirun

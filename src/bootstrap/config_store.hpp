@@ -14,8 +14,8 @@
 //    a message naming both parties;
 //  * a PE connection that closes without BYE means the PE died: kAbortKey names it;
 //  * once every rank of the job said BYE, kFinalizedKey is set.
-// Each PE watches kAbortKey on a second ("monitor") connection, so every PE stops with the same
-// message, even while it sits in a wait that does not involve the store.
+// Each PE watches kAbortKey and has it pushed (kWatch) on its one connection, so every PE stops
+// with the same message, even while it sits in a wait that does not involve the store.
 #pragma once
 
 #include <chrono>
@@ -55,6 +55,17 @@ struct Hello {
   // The job's key, which the hello proves without sending it. Empty: SHMOE_JOB_KEY from this
   // process's environment (what shmoerun's own tools and its PEs' helpers find there).
   JobKey job_key;
+};
+
+// A watched key's value, pushed by the store once it has one.
+struct StoreEvent {
+  std::string key;
+  std::string value;
+};
+
+struct StoreEvents {
+  std::vector<StoreEvent> events;  // in the order the store pushed them
+  bool other_ready = false;        // wait_for_events' other_fd is readable
 };
 
 // What the server knows about the ranks of the job, for "who is missing" messages.
@@ -130,6 +141,8 @@ class ConfigStoreClient {
   ConfigStoreClient(const ConfigStoreClient&) = delete;
   ConfigStoreClient& operator=(const ConfigStoreClient&) = delete;
 
+  // Requests may come from several threads; they go one at a time, so a get() that waits holds
+  // back the others on this client.
   void set(std::string_view key, std::string_view value);
   // Blocks until the key exists or `timeout` passes (negative: forever). nullopt on timeout.
   std::optional<std::string> get(std::string_view key, std::chrono::milliseconds timeout);
@@ -144,7 +157,17 @@ class ConfigStoreClient {
   JobStatus job_status();
   // Declares a clean departure: closing after this is not a death.
   void bye();
-  // Unblocks a thread that sits in get() on this client (used at finalize); further calls throw.
+  // Asks the store to push `key` once it has a value (at once if it has one): one event per
+  // call, received by wait_for_events.
+  void watch(std::string_view key);
+  // Waits until the store has pushed events, `other_fd` (-1: none) is readable, or `timeout`
+  // passes (negative: forever); whichever came, possibly none on a timeout. Meant for one
+  // thread, while others make requests on the same connection: they take precedence, and
+  // the events they come across on the way to their replies are kept for this one. Throws
+  // shmoe::Error once the connection is lost or shut down.
+  StoreEvents wait_for_events(int other_fd, std::chrono::milliseconds timeout);
+  // Unblocks a thread that sits in get() or wait_for_events() on this client; further calls
+  // throw.
   void shutdown();
 
  private:

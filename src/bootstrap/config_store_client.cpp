@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -66,6 +68,8 @@ const char* op_name(Op op) {
       return "STATUS";
     case Op::kBye:
       return "BYE";
+    case Op::kWatch:
+      return "WATCH";
   }
   return "?";
 }
@@ -129,9 +133,15 @@ struct Reply {
 
 }  // namespace
 
+// One connection carries requests from any thread (one at a time, under `mu`) and the events
+// the store pushes for watched keys. Whoever holds `mu` reads the socket: a requester until its
+// reply comes, queueing the events it meets; otherwise the thread in wait_for_events, which
+// gives the socket up as soon as a requester wants it. `wake_fd` tells that thread to look
+// again: events were queued, the socket is free, or the connection broke.
 struct ConfigStoreClient::Impl {
   std::string where;
   int fd = -1;
+  int wake_fd = -1;
   std::atomic<bool> shut{false};
 
   std::mutex mu;
@@ -139,11 +149,28 @@ struct ConfigStoreClient::Impl {
   // arrive); every later request fails with this text. Guarded by mu.
   std::string broken;
   milliseconds rcvtimeo{0};  // guarded by mu
+  std::atomic<int> waiting_requesters{0};
+  std::atomic<bool> serving{false};  // a thread has called wait_for_events
 
+  std::mutex events_mu;
+  std::deque<StoreEvent> events;  // guarded by events_mu
+  std::string broken_copy;        // `broken`, for the thread in wait_for_events; events_mu
+
+  Impl() : wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (wake_fd < 0) throw make_error("config store client: eventfd failed: {}", errno_text(errno));
+  }
   // Here rather than in ~ConfigStoreClient so that a constructor that throws (refused hello)
   // does not leak the socket.
   ~Impl() {
     if (fd >= 0) ::close(fd);
+    ::close(wake_fd);
+  }
+
+  void notify_event_waiter() {
+    if (!serving.load()) return;
+    const std::uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd, &one, sizeof(one));
+    (void)ignored;
   }
 
   Error closed_error() const {
@@ -154,6 +181,10 @@ struct ConfigStoreClient::Impl {
 
   [[noreturn]] void fail(Error e) {
     broken = e.what();
+    {
+      std::lock_guard lock(events_mu);
+      broken_copy = broken;
+    }
     throw e;
   }
 
@@ -202,7 +233,15 @@ struct ConfigStoreClient::Impl {
 
   // recv_timeout 0: wait as long as it takes.
   Reply request(wire::Writer& w, milliseconds recv_timeout = milliseconds{0}) {
-    std::lock_guard lock(mu);
+    // Whatever happens, the thread in wait_for_events looks again once this request is done.
+    struct NotifyWhenDone {
+      Impl* impl;
+      ~NotifyWhenDone() { impl->notify_event_waiter(); }
+    } notify_when_done{this};
+    waiting_requesters.fetch_add(1);
+    notify_event_waiter();  // it may hold the socket in poll()
+    std::unique_lock lock(mu);
+    waiting_requesters.fetch_sub(1);
     if (shut.load()) throw closed_error();
     if (!broken.empty()) throw Error(broken);
     set_rcvtimeo(recv_timeout);
@@ -229,8 +268,15 @@ struct ConfigStoreClient::Impl {
     return receive();
   }
 
-  // One reply frame; the caller holds mu.
+  // The next reply frame, queueing the events before it; the caller holds mu.
   Reply receive() {
+    while (true) {
+      if (std::optional<Reply> r = receive_frame()) return *std::move(r);
+    }
+  }
+
+  // One frame: a reply, or nullopt for an event (queued). The caller holds mu.
+  std::optional<Reply> receive_frame() {
     std::uint8_t header[wire::kHeaderSize];
     recv_all(reinterpret_cast<char*>(header), sizeof(header));
     wire::FrameHeader h;
@@ -242,14 +288,29 @@ struct ConfigStoreClient::Impl {
                      "on that port?",
                      where, e.what()));
     }
-    if (h.code > static_cast<std::uint8_t>(Status::kChallenge)) {
+    if (h.code > static_cast<std::uint8_t>(Status::kEvent)) {
       fail(make_error("config store at {} sent an unknown reply status {}", where, h.code));
     }
     Reply r;
     r.status = static_cast<Status>(h.code);
     r.payload.resize(h.length);
     recv_all(r.payload.data(), r.payload.size());
-    return r;
+    if (r.status != Status::kEvent) return r;
+    StoreEvent event;
+    try {
+      wire::Reader rd(r.payload);
+      event.key = std::string(rd.str());
+      event.value = std::string(rd.str());
+      rd.expect_end();
+    } catch (const wire::WireError& e) {
+      fail(make_error("config store at {} pushed a malformed event: {}", where, e.what()));
+    }
+    {
+      std::lock_guard lock(events_mu);
+      events.push_back(std::move(event));
+    }
+    notify_event_waiter();
+    return std::nullopt;
   }
 
   // A reply the operation does not expect: the server's reason when it gave one.
@@ -470,9 +531,64 @@ void ConfigStoreClient::bye() {
   impl_->expect_ok(Op::kBye, impl_->request(w));
 }
 
+void ConfigStoreClient::watch(std::string_view key) {
+  wire::Writer w(static_cast<std::uint8_t>(Op::kWatch));
+  w.str(key);
+  impl_->expect_ok(Op::kWatch, impl_->request(w));
+}
+
+StoreEvents ConfigStoreClient::wait_for_events(int other_fd, milliseconds timeout) {
+  Impl& im = *impl_;
+  im.serving.store(true);
+  const bool forever = timeout.count() < 0 || timeout >= kForever;
+  const auto deadline = Clock::now() + (forever ? milliseconds{0} : timeout);
+  StoreEvents result;
+  while (true) {
+    // Drained before looking, so that a notification after the look is not lost.
+    std::uint64_t count = 0;
+    while (::read(im.wake_fd, &count, sizeof(count)) > 0) {
+    }
+    {
+      std::lock_guard lock(im.events_mu);
+      if (!im.broken_copy.empty()) throw Error(im.broken_copy);
+      result.events.assign(std::make_move_iterator(im.events.begin()),
+                           std::make_move_iterator(im.events.end()));
+      im.events.clear();
+    }
+    if (!result.events.empty() || result.other_ready) return result;
+    if (im.shut.load()) throw im.closed_error();
+    // The socket, when no request is in flight or waiting (a waiting one notifies wake_fd).
+    std::unique_lock io(im.mu, std::defer_lock);
+    if (im.waiting_requesters.load() == 0 && io.try_lock() && im.waiting_requesters.load() > 0) {
+      io.unlock();
+    }
+    pollfd fds[3] = {{im.wake_fd, POLLIN, 0}, {other_fd, POLLIN, 0}, {-1, POLLIN, 0}};
+    if (io.owns_lock()) fds[2].fd = im.fd;
+    int wait_ms = -1;
+    if (!forever) {
+      auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+      wait_ms = static_cast<int>(std::clamp<std::int64_t>(left, 0, INT_MAX));
+    }
+    int n = ::poll(fds, 3, wait_ms);
+    if (n < 0 && errno != EINTR) {
+      throw make_error("config store client: poll failed: {}", errno_text(errno));
+    }
+    if (n > 0 && fds[2].revents != 0) {
+      im.set_rcvtimeo(milliseconds{0});
+      if (im.receive_frame()) {
+        im.fail(make_error("config store at {} sent a reply to no request", im.where));
+      }
+    }
+    if (io.owns_lock()) io.unlock();
+    if (n > 0 && fds[1].revents != 0) result.other_ready = true;
+    if (n == 0) return result;  // timed out, with nothing
+  }
+}
+
 void ConfigStoreClient::shutdown() {
   impl_->shut.store(true);
   ::shutdown(impl_->fd, SHUT_RDWR);
+  impl_->notify_event_waiter();
 }
 
 }  // namespace shmoe::bootstrap

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,11 +14,11 @@
 #include <charconv>
 #include <cstring>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <unordered_map>
 
 #include "bootstrap/config_store.hpp"
+#include "bootstrap/job_liveness.hpp"
 #include "bootstrap/store_auth.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/env.hpp"
@@ -45,6 +46,9 @@ constexpr std::size_t kOutBacklogLimit = 1u << 20;
 // While the job is still starting, a store that cannot accept connections for this long gives
 // up and says why, rather than leaving the PEs to wait for SHMOE_INIT_TIMEOUT.
 constexpr auto kAcceptGiveUp = std::chrono::seconds(5);
+// A PE watches two keys (abort, hang); watches are not counted in the store's size, so a
+// connection may hold only a few.
+constexpr std::size_t kMaxWatchesPerConnection = 16;
 // Refused strangers are logged, but only the first few: a flood must not flood the log too.
 constexpr int kLoggedRefusals = 10;
 
@@ -61,10 +65,6 @@ std::string sockaddr_text(const sockaddr_storage& ss) {
   }
   return ss.ss_family == AF_INET6 ? fmt::format("[{}]:{}", host, port)
                                   : fmt::format("{}:{}", host, port);
-}
-
-std::string describe(const Hello& h) {
-  return fmt::format("PE {} (pid {} on {})", h.rank, h.pid, h.host);
 }
 
 // Text from a client as a message may show it: it may be long, binary, or made to forge lines
@@ -115,6 +115,7 @@ struct Conn {
   bool parked = false;
   std::string parked_key;
   std::optional<Clock::time_point> deadline;
+  std::size_t pending_watches = 0;  // kWatch requests not yet answered by their event
 };
 
 }  // namespace
@@ -123,7 +124,8 @@ struct ConfigStoreServer::Impl {
   explicit Impl(Options o)
       : opt(std::move(o)),
         job_id(opt.job_key.job_id()),
-        max_frame(opt.limits.max_value + kFrameOverhead) {}
+        max_frame(opt.limits.max_value + kFrameOverhead),
+        job(opt.job_size) {}
 
   Options opt;
   const std::string job_id;
@@ -146,12 +148,10 @@ struct ConfigStoreServer::Impl {
   std::uint64_t next_id = 1;
   std::unordered_map<std::string, std::string> kv;
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;
+  // Connections that asked (kWatch) to be told once each of these keys has a value.
+  std::unordered_map<std::string, std::vector<std::uint64_t>> watchers;
   std::vector<std::uint64_t> runnable;
-  std::int32_t job_size = 0;
-  std::string job_size_source;
-  std::set<std::int32_t> arrived;
-  std::set<std::int32_t> departed;
-  std::unordered_map<std::int32_t, std::uint64_t> live_pe;
+  JobLiveness job;
   std::size_t stored_bytes = 0;
   int refusals_logged = 0;
   bool accept_failing = false;
@@ -166,7 +166,6 @@ struct ConfigStoreServer::Impl {
   void welcome(int fd, const sockaddr_storage& ss);
   void on_accept_failure(int err);
   std::string descriptor_shortage(int err) const;
-  bool still_starting() const;
   void read_from(Conn& c);
   void process_frames(Conn& c);
   void handle(Conn& c, std::uint8_t code, std::string_view payload);
@@ -188,6 +187,7 @@ struct ConfigStoreServer::Impl {
   bool erase(const std::string& key);
   void publish_abort(const std::string& message);
   void wake(const std::string& key);
+  void push_event(Conn& c, const std::string& key, const std::string& value);
   void unpark(Conn& c);
   void expire_deadlines();
   int poll_timeout_ms() const;
@@ -353,10 +353,6 @@ void ConfigStoreServer::Impl::welcome(int fd, const sockaddr_storage& ss) {
   reply(c, w);
 }
 
-bool ConfigStoreServer::Impl::still_starting() const {
-  return job_size == 0 || arrived.size() < static_cast<std::size_t>(job_size);
-}
-
 // Out of descriptors, accept() fails again at every try while the connection waits in the
 // backlog. Said once, with what would fix it; and while the job is still starting, the job
 // ends with that message instead of waiting for SHMOE_INIT_TIMEOUT.
@@ -372,7 +368,7 @@ void ConfigStoreServer::Impl::on_accept_failure(int err) {
     accept_trouble_logged = true;
     log::error("{}", store_trouble);
   }
-  if (now - *accept_failing_since >= kAcceptGiveUp && still_starting()) {
+  if (now - *accept_failing_since >= kAcceptGiveUp && job.still_starting()) {
     publish_abort(store_trouble);
   }
 }
@@ -386,7 +382,8 @@ std::string ConfigStoreServer::Impl::descriptor_shortage(int err) const {
       per_pe = std::max(per_pe, ++per_rank[c.hello.rank]);
     }
   }
-  const std::string arrivals = fmt::format("{} of {} PEs connected", arrived.size(),
+  const std::int32_t job_size = job.size();
+  const std::string arrivals = fmt::format("{} of {} PEs connected", job.arrived_count(),
                                            job_size > 0 ? std::to_string(job_size) : "?");
   if (err == ENFILE) {
     return fmt::format(
@@ -471,7 +468,8 @@ void ConfigStoreServer::Impl::process_frames(Conn& c) {
 }
 
 void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_view payload) {
-  if (code < static_cast<std::uint8_t>(Op::kHello) || code > static_cast<std::uint8_t>(Op::kBye)) {
+  if (code < static_cast<std::uint8_t>(Op::kHello) ||
+      code > static_cast<std::uint8_t>(Op::kWatch)) {
     throw wire::WireError(fmt::format("unknown opcode {}", code));
   }
   Op op = static_cast<Op>(code);
@@ -584,12 +582,13 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
     }
     case Op::kStatus: {
       r.expect_end();
+      const JobStatus s = job.status(store_trouble);
       wire::Writer w(static_cast<std::uint8_t>(Status::kOk));
-      w.i32(job_size).u32(static_cast<std::uint32_t>(arrived.size()));
-      for (auto rank : arrived) w.i32(rank);
-      w.u32(static_cast<std::uint32_t>(departed.size()));
-      for (auto rank : departed) w.i32(rank);
-      w.str(store_trouble);
+      w.i32(s.size).u32(static_cast<std::uint32_t>(s.arrived.size()));
+      for (auto rank : s.arrived) w.i32(rank);
+      w.u32(static_cast<std::uint32_t>(s.departed.size()));
+      for (auto rank : s.departed) w.i32(rank);
+      w.str(s.store_trouble);
       reply(c, w);
       return;
     }
@@ -597,13 +596,30 @@ void ConfigStoreServer::Impl::handle(Conn& c, std::uint8_t code, std::string_vie
       r.expect_end();
       if (c.hello.role == PeerRole::kPe && !c.said_bye) {
         c.said_bye = true;
-        departed.insert(c.hello.rank);
-        if (job_size > 0 && departed.size() == static_cast<std::size_t>(job_size) &&
-            !kv.contains(std::string(kFinalizedKey))) {
+        if (job.depart(c.hello.rank) && !kv.contains(std::string(kFinalizedKey))) {
           publish(std::string(kFinalizedKey), "1");
         }
       }
       reply_status(c, Status::kOk);
+      return;
+    }
+    case Op::kWatch: {
+      std::string key(r.str());
+      r.expect_end();
+      if (!within_limits(c, "WATCH", key, 0)) return;
+      if (c.pending_watches >= kMaxWatchesPerConnection) {
+        refuse_and_drop(c, fmt::format("WATCH of a key beyond the {} pending watches a "
+                                       "connection may hold",
+                                       kMaxWatchesPerConnection));
+        return;
+      }
+      reply_status(c, Status::kOk);
+      if (auto it = kv.find(key); it != kv.end()) {
+        push_event(c, key, it->second);
+      } else {
+        watchers[key].push_back(c.id);
+        ++c.pending_watches;
+      }
       return;
     }
   }
@@ -674,40 +690,13 @@ void ConfigStoreServer::Impl::on_hello(Conn& c, wire::Reader& r, std::string_vie
 // A PE of the job says which rank it is. Contradictions between processes that know the job key
 // are the job's own misconfiguration: the job cannot run, and every PE hears why.
 void ConfigStoreServer::Impl::admit_pe(Conn& c, const Hello& h, const std::string& proof) {
-  std::string who = describe(h);
-  auto refuse_and_abort = [&](const std::string& message) {
+  if (std::string why = job.admit(h, c.id); !why.empty()) {
     // The refused PE hears first; publishing then lets the PEs that already wait learn why
     // the job cannot start.
-    refuse(c, message);
-    publish_abort(message);
-  };
-  if (h.size <= 0) {
-    refuse_and_abort(fmt::format("{} says the job has {} PEs", who, h.size));
+    refuse(c, why);
+    publish_abort(why);
     return;
   }
-  if (job_size > 0 && h.size != job_size) {
-    refuse_and_abort(fmt::format("job size mismatch: {} says the job has {} PEs, but {} says {}",
-                                 who, h.size, job_size_source, job_size));
-    return;
-  }
-  if (h.rank < 0 || h.rank >= h.size) {
-    refuse_and_abort(fmt::format("{} has a rank outside the job of {} PEs (valid: 0..{})", who,
-                                 h.size, h.size - 1));
-    return;
-  }
-  if (auto it = live_pe.find(h.rank); it != live_pe.end()) {
-    const Conn& other = conns.at(it->second);
-    refuse_and_abort(fmt::format(
-        "two processes claim PE rank {}: pid {} on {} (connected first) and pid {} on {}", h.rank,
-        other.hello.pid, other.hello.host, h.pid, h.host));
-    return;
-  }
-  if (job_size == 0) {
-    job_size = h.size;
-    job_size_source = fmt::format("the first PE to connect ({})", who);
-  }
-  arrived.insert(h.rank);
-  live_pe[h.rank] = c.id;
   c.greeted = true;
   c.hello = h;
   wire::Writer w(static_cast<std::uint8_t>(Status::kOk));
@@ -854,7 +843,25 @@ void ConfigStoreServer::Impl::publish_abort(const std::string& message) {
   publish(std::string(kAbortKey), message);
 }
 
+void ConfigStoreServer::Impl::push_event(Conn& c, const std::string& key,
+                                         const std::string& value) {
+  wire::Writer w(static_cast<std::uint8_t>(Status::kEvent));
+  w.str(key).str(value);
+  reply(c, w);
+}
+
 void ConfigStoreServer::Impl::wake(const std::string& key) {
+  if (auto wit = watchers.find(key); wit != watchers.end()) {
+    std::vector<std::uint64_t> ids = std::move(wit->second);
+    watchers.erase(wit);
+    const std::string& value = kv.at(key);
+    for (std::uint64_t id : ids) {
+      if (auto it = conns.find(id); it != conns.end()) {
+        --it->second.pending_watches;
+        push_event(it->second, key, value);
+      }
+    }
+  }
   auto wit = waiters.find(key);
   if (wit == waiters.end()) return;
   std::vector<std::uint64_t> ids = std::move(wit->second);
@@ -936,6 +943,10 @@ void ConfigStoreServer::Impl::close_conn(std::uint64_t id) {
   Conn c = std::move(it->second);
   conns.erase(it);
   unpark(c);
+  for (auto wit = watchers.begin(); wit != watchers.end();) {
+    std::erase(wit->second, id);
+    wit = wit->second.empty() ? watchers.erase(wit) : std::next(wit);
+  }
   if (!c.kill_reason.empty()) {
     // Ending our side first, and draining what the peer sent, lets the peer read our last
     // reply instead of a reset.
@@ -946,14 +957,8 @@ void ConfigStoreServer::Impl::close_conn(std::uint64_t id) {
   }
   ::close(c.fd);
   if (c.greeted && c.hello.role == PeerRole::kPe) {
-    if (auto lit = live_pe.find(c.hello.rank); lit != live_pe.end() && lit->second == id) {
-      live_pe.erase(lit);
-    }
-    if (!c.said_bye) {
-      publish_abort(c.kill_reason.empty()
-                        ? fmt::format("{} disconnected without finalizing: it exited or was killed",
-                                      describe(c.hello))
-                        : fmt::format("{} {}", describe(c.hello), c.kill_reason));
+    if (auto abort = job.closed(c.hello, id, c.said_bye, c.kill_reason)) {
+      publish_abort(*abort);
       if (opt.on_pe_lost) opt.on_pe_lost(c.hello);
     }
   }
@@ -986,10 +991,6 @@ ConfigStoreServer::ConfigStoreServer(Options options)
   if (impl_->opt.job_size < 0) {
     throw make_error("config store: job size {} is negative", impl_->opt.job_size);
   }
-  if (impl_->opt.job_size > 0) {
-    impl_->job_size = impl_->opt.job_size;
-    impl_->job_size_source = "the launcher";
-  }
   impl_->open_listener();
 }
 
@@ -1015,6 +1016,7 @@ void ConfigStoreServer::start() {
   if (impl_->started) return;
   impl_->started = true;
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+  ::pthread_setname_np(impl_->thread.native_handle(), "shmoe-store");
 }
 
 void ConfigStoreServer::stop() {

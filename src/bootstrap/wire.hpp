@@ -14,7 +14,8 @@ namespace shmoe::bootstrap::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4F4D4853;  // "SHMO"
 // 2: the server speaks first (kChallenge) and the hello proves the job key (store_auth.hpp).
-inline constexpr std::uint16_t kProtocolVersion = 2;
+// 3: kWatch, and kEvent frames the server pushes unasked between replies.
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kHeaderSize = 9;
 
 enum class Op : std::uint8_t {
@@ -27,6 +28,8 @@ enum class Op : std::uint8_t {
   kRemove,
   kStatus,
   kBye,
+  // Asks for one kEvent frame (key, value) once the key has a value: at once if it has one.
+  kWatch,
 };
 enum class Status : std::uint8_t {
   kOk = 0,
@@ -36,6 +39,7 @@ enum class Status : std::uint8_t {
   kRefused,
   kBadRequest,
   kChallenge,  // the server's first frame on every connection
+  kEvent,      // pushed for a kWatch, at any frame boundary; never the reply to a request
 };
 
 class WireError : public std::runtime_error {

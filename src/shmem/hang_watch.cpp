@@ -1,13 +1,13 @@
 #include "shmem/hang_watch.hpp"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/hang_report.hpp"
 #include "common/log.hpp"
@@ -44,20 +44,16 @@ void on_hang(const WaitState& timed_out, double) {
 
 }  // namespace
 
-void keep_sigusr1_from_this_thread() {
+void HangWatch::accept_sigusr1_here() {
   sigset_t usr1;
   sigemptyset(&usr1);
   sigaddset(&usr1, SIGUSR1);
-  ::pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
+  ::pthread_sigmask(SIG_UNBLOCK, &usr1, nullptr);
 }
 
-HangWatch::HangWatch(const bootstrap::StoreAddress& store, bootstrap::Hello hello, int size,
-                     std::chrono::milliseconds connect_timeout)
-    : rank_(hello.rank), size_(size) {
+HangWatch::HangWatch(bootstrap::ConfigStoreClient& client, int rank, int size)
+    : client_(client), rank_(rank), size_(size) {
   check_hang_report_destination(rank_, size_);  // now, not during a hang
-  hello.role = bootstrap::PeerRole::kMonitor;
-  watch_client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, connect_timeout);
-  post_client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, connect_timeout);
   if (::pipe2(signal_pipe_, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   g_signal_fd.store(signal_pipe_[1]);
   // A program that handles SIGUSR1 itself keeps it; by default SIGUSR1 would end the process.
@@ -72,7 +68,7 @@ HangWatch::HangWatch(const bootstrap::StoreAddress& store, bootstrap::Hello hell
   }
   if (own_sigusr1_) {
     // Blocked in this thread, and so in every thread it starts from now on, the signal goes to
-    // the reporting thread (which unblocks it): it does not cut short a sleep of the program,
+    // the service thread (which unblocks it): it does not cut short a sleep of the program,
     // and it does not wait for a thread asleep in a futex (ThreadSanitizer runs handlers only
     // when the receiving thread next enters the C library).
     sigset_t usr1;
@@ -83,35 +79,32 @@ HangWatch::HangWatch(const bootstrap::StoreAddress& store, bootstrap::Hello hell
   }
   g_watch.store(this);
   set_hang_handler(on_hang);
-  store_thread_ = std::thread([this] { watch_store(); });
-  signal_thread_ = std::thread([this] { watch_signal(); });
 }
 
 HangWatch::~HangWatch() {
-  stopping_ = true;
   set_hang_handler(nullptr);
   g_watch.store(nullptr);
   if (masked_ && ::pthread_equal(::pthread_self(), masked_thread_)) {
     ::pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
   }
   g_signal_fd.store(-1);
-  char c = kStopByte;
-  ssize_t ignored = ::write(signal_pipe_[1], &c, 1);
-  (void)ignored;
-  watch_client_->shutdown();
-  store_thread_.join();
-  signal_thread_.join();
   if (own_sigusr1_) ::signal(SIGUSR1, SIG_DFL);
   ::close(signal_pipe_[0]);
   ::close(signal_pipe_[1]);
+}
+
+void HangWatch::stop() {
+  g_signal_fd.store(-1);
+  char c = kStopByte;
+  ssize_t ignored = ::write(signal_pipe_[1], &c, 1);
+  (void)ignored;
 }
 
 void HangWatch::report(std::string_view reason, const WaitState* timed_out) {
   const nlohmann::json r = build_hang_report(reason, timed_out);
   write_hang_report(r);
   try {
-    std::lock_guard lock(post_mutex_);
-    post_client_->set(fmt::format("{}{}", kReportKeyPrefix, rank_), r.dump());
+    client_.set(fmt::format("{}{}", kReportKeyPrefix, rank_), r.dump());
   } catch (const std::exception& e) {
     log::warn("cannot publish the hang report in the config store: {}", e.what());
   }
@@ -121,8 +114,7 @@ void HangWatch::report(std::string_view reason, const WaitState* timed_out) {
 void HangWatch::acknowledge() {
   if (acknowledged_.exchange(true)) return;
   try {
-    std::lock_guard lock(post_mutex_);
-    post_client_->add(kHangAcksKey, 1);
+    client_.add(kHangAcksKey, 1);
   } catch (const std::exception&) {
     // The store is gone: nobody is left to wait for this PE's report.
   }
@@ -134,54 +126,36 @@ void HangWatch::on_timeout(const WaitState& timed_out) {
   acknowledge();
   const auto deadline = std::chrono::steady_clock::now() + kPeerReportWait;
   try {
-    std::unique_lock lock(post_mutex_);
-    post_client_->compare_and_swap(
+    client_.compare_and_swap(
         kHangKey, std::nullopt,
         fmt::format("PE {} timed out in {}: {}", rank_, timed_out.op, timed_out.detail));
     // Bounded: a PE that cannot answer (dead, or stuck with signals blocked) costs 3 s, no more.
-    while (post_client_->add(kHangAcksKey, 0) < size_ &&
-           std::chrono::steady_clock::now() < deadline) {
-      lock.unlock();
+    while (client_.add(kHangAcksKey, 0) < size_ && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      lock.lock();
     }
   } catch (const std::exception& e) {
     log::warn("cannot tell the other PEs about the hang: {}", e.what());
   }
 }
 
-void HangWatch::watch_store() {
-  try {
-    auto hang = watch_client_->get(kHangKey, std::chrono::milliseconds(-1));
-    if (!hang || stopping_) return;
-    // A PE whose own wait timed out has written the more precise report already.
-    if (!timed_out_) {
-      log::write("info",
-                 fmt::format("another PE hung ({}); reporting what this PE waits for", *hang));
-      report("peer_hang");
-    }
-    acknowledge();
-  } catch (const std::exception&) {
-    // shutdown() at finalize, or the store went away (the abort monitor reports that).
+void HangWatch::on_peer_hang(std::string_view what) {
+  // A PE whose own wait timed out has written the more precise report already.
+  if (!timed_out_) {
+    log::write("info", fmt::format("another PE hung ({}); reporting what this PE waits for", what));
+    report("peer_hang");
   }
+  acknowledge();
 }
 
-void HangWatch::watch_signal() {
-  sigset_t usr1;
-  sigemptyset(&usr1);
-  sigaddset(&usr1, SIGUSR1);
-  ::pthread_sigmask(SIG_UNBLOCK, &usr1, nullptr);
-  for (;;) {
-    // poll() before read(): ThreadSanitizer runs a handler at once only in a thread that waits
-    // in a call it knows to block, such as poll(); inside read() it would wait for read() to end.
-    pollfd ready{signal_pipe_[0], POLLIN, 0};
-    if (::poll(&ready, 1, -1) < 0) continue;  // EINTR: the handler ran here
-    char c = 0;
-    ssize_t n = ::read(signal_pipe_[0], &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || c == kStopByte) return;
-    report("signal");
-  }
+bool HangWatch::on_wake() {
+  char c = 0;
+  ssize_t n;
+  do {
+    n = ::read(signal_pipe_[0], &c, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0 || c == kStopByte) return false;
+  report("signal");
+  return true;
 }
 
 }  // namespace shmoe

@@ -165,21 +165,18 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
   const bootstrap::StoreAddress& store = launch_.store;
   bootstrap::Hello hello{bootstrap::PeerRole::kPe, rank_, size_, static_cast<int>(::getpid()),
                          config_.host, launch_.job_key};
+  // The PE's only connection to the store: requests, and the events it pushes (abort, hang).
   client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
-  hello.role = bootstrap::PeerRole::kMonitor;
-  monitor_client_ =
-      std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
-  start_monitor();
   try {
-    hang_watch_ = std::make_unique<HangWatch>(store, hello, size_, config_.init_timeout);
+    hang_watch_ = std::make_unique<HangWatch>(*client_, rank_, size_);
+    start_service();
     connect_transport();
   } catch (const std::exception& e) {
     // Every PE should learn why start-up failed, not only that this PE went away.
     publish_abort(fmt::format("PE {}: shmem_init failed: {}", rank_, e.what()));
-    // A constructor that throws runs no destructor: the monitor must be stopped here.
+    // A constructor that throws runs no destructor: the service must be stopped here.
     leaving_ = true;
-    hang_watch_.reset();
-    stop_monitor();
+    stop_service();
     linger_if_hosting_store();
     throw;
   }
@@ -319,8 +316,7 @@ void Runtime::connect_transport() {
 
 Runtime::~Runtime() {
   leaving_ = true;
-  hang_watch_.reset();
-  stop_monitor();
+  stop_service();
   // UCX lets go of the segment before the shared-memory transport unmaps it.
   teams_.reset();
   world_barrier_.reset();
@@ -329,32 +325,28 @@ Runtime::~Runtime() {
   if (server_) server_->stop();
 }
 
-void Runtime::start_monitor() {
-  monitor_ = std::thread([this] {
-    // A signal handler runs late under ThreadSanitizer in a thread that sits in recv().
-    keep_sigusr1_from_this_thread();
-    try {
-      auto reason = monitor_client_->get(bootstrap::kAbortKey, std::chrono::milliseconds(-1));
-      if (leaving_ || !reason) return;
-      std::string message = *reason;
-      int status = abort_status(message);
-      std::fflush(nullptr);
-      linger_if_hosting_store();
-      log::fatal(fmt::format("job aborted: {}", message), status);
-    } catch (const std::exception& e) {
-      if (leaving_) return;
-      log::fatal(
-          fmt::format("lost the config store at {} ({}): the launcher or the PE that "
-                      "hosts the store has died",
-                      launch_.store.str(), e.what()));
-    }
-  });
+void Runtime::start_service() {
+  PeService::Handlers handlers;
+  handlers.on_abort = [this](std::string message) {
+    if (leaving_) return;
+    int status = abort_status(message);
+    std::fflush(nullptr);
+    linger_if_hosting_store();
+    log::fatal(fmt::format("job aborted: {}", message), status);
+  };
+  handlers.on_store_lost = [this](const std::exception& e) {
+    if (leaving_) return;
+    log::fatal(
+        fmt::format("lost the config store at {} ({}): the launcher or the PE that hosts the "
+                    "store has died",
+                    launch_.store.str(), e.what()));
+  };
+  service_ = std::make_unique<PeService>(*client_, *hang_watch_, std::move(handlers));
 }
 
-void Runtime::stop_monitor() {
-  if (!monitor_.joinable()) return;
-  if (monitor_client_) monitor_client_->shutdown();
-  monitor_.join();
+void Runtime::stop_service() {
+  service_.reset();
+  hang_watch_.reset();
 }
 
 void Runtime::sync_all() {
@@ -370,7 +362,7 @@ void Runtime::barrier_all() {
 void Runtime::finalize() {
   barrier_all();
   leaving_ = true;
-  hang_watch_.reset();
+  stop_service();
   client_->bye();
   if (server_) {
     // The store must outlive every peer's goodbye.
@@ -379,7 +371,6 @@ void Runtime::finalize() {
                 config_.init_timeout.count());
     }
   }
-  stop_monitor();
   if (server_) server_->stop();
 }
 

@@ -20,6 +20,7 @@
 #include "shmem.h"
 #include "shmem/barrier.hpp"
 #include "shmem/hang_watch.hpp"
+#include "shmem/pe_service.hpp"
 #include "transport/routed_transport.hpp"
 #include "transport/shm_transport.hpp"
 #include "transport/ucx_transport.hpp"
@@ -115,8 +116,8 @@ class Runtime {
   void connect_transport();
   void publish_abort(const std::string& message);
   void linger_if_hosting_store();
-  void start_monitor();
-  void stop_monitor();
+  void start_service();
+  void stop_service();
 
   int rank_;
   int size_;
@@ -125,10 +126,9 @@ class Runtime {
   bootstrap::LaunchInfo launch_;
   std::unique_ptr<bootstrap::ConfigStoreServer> server_;
   std::unique_ptr<bootstrap::ConfigStoreClient> client_;
-  std::unique_ptr<bootstrap::ConfigStoreClient> monitor_client_;
   std::unique_ptr<bootstrap::StoreCollectives> collectives_;
-  std::thread monitor_;
   std::unique_ptr<HangWatch> hang_watch_;
+  std::unique_ptr<PeService> service_;  // the PE's one thread; uses client_ and hang_watch_
   std::atomic<bool> leaving_{false};
   std::unique_ptr<transport::ShmTransport> shm_;
   std::unique_ptr<transport::UcxTransport> ucx_;

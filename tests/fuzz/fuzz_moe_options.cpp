@@ -1,16 +1,15 @@
-// Fuzzes shmoe-moe's command line parsers (dispatch/combine, and `mega` when the first argument
-// is "mega") on argv built from the input split at NUL bytes. shmoe-moe's main() catches nothing
-// around them, so any exception escaping one is a finding (libFuzzer reports it as an abort). Accepted options are checked against what the
-// parser promises the runner: values in their documented ranges and no case with more top-k
-// slots than experts.
+// Fuzzes shmoe-moe's command line parser (dispatch/combine, and the `mega` subcommand) on argv
+// built from the input split at NUL bytes. shmoe-moe's main() catches nothing around them, so any
+// exception escaping one is a finding (libFuzzer reports it as an abort). Accepted options are
+// checked against what the parser promises the runner: values in their documented ranges and no
+// case with more top-k slots than experts.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "mega_options.hpp"
-#include "options.hpp"
+#include "command_line.hpp"
 #include "split_args.hpp"
 
 namespace {
@@ -26,7 +25,7 @@ void check_accepted(const shmoe::tools::MoeRunOptions& o) {
   }
 }
 
-// What the MegaMoE runner relies on: the refusals of parse_mega_options happened.
+// What the MegaMoE runner relies on: the refusals of finish_mega_options happened.
 void check_accepted(const shmoe::tools::MegaOptions& o) {
   if (o.pes < 1 || o.pes > 64 || o.tokens < 0 || o.ffn_dim % 2 != 0) std::abort();
   if (o.topk < 1 || o.topk > o.pes * o.experts_per_pe) std::abort();
@@ -43,12 +42,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto args = shmoe::fuzz::split_at_nul("shmoe-moe", data, size);
   auto argv = shmoe::fuzz::argv_of(args);
   const int argc = static_cast<int>(args.size());
-  if (argc > 1 && args[1] == "mega") {
-    shmoe::tools::MegaOptions options;
-    if (shmoe::tools::parse_mega_options(argc, argv.data(), options) < 0) check_accepted(options);
-    return 0;
+  shmoe::tools::MoeCommandLine parsed;
+  if (shmoe::tools::parse_command_line(argc, argv.data(), parsed) >= 0) return 0;
+  if (parsed.mega) {
+    check_accepted(parsed.mega_options);
+  } else {
+    check_accepted(parsed.moe);
   }
-  shmoe::tools::MoeRunOptions options;
-  if (shmoe::tools::parse_moe_options(argc, argv.data(), options) < 0) check_accepted(options);
   return 0;
 }

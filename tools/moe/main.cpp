@@ -10,11 +10,10 @@
 #include <string>
 
 #include "admission.hpp"
+#include "command_line.hpp"
 #include "common/env.hpp"
 #include "launcher.hpp"
-#include "mega_options.hpp"
 #include "mega_run.hpp"
-#include "options.hpp"
 #include "run.hpp"
 
 namespace {
@@ -46,15 +45,13 @@ int run_as_pe(Run&& run) {
 }
 
 int run(int argc, char** argv) {
-  const bool mega = argc > 1 && std::string(argv[1]) == "mega";
-  shmoe::tools::MoeRunOptions options;
-  shmoe::tools::MegaOptions mega_options;
-  if (mega) {
-    if (int stop = shmoe::tools::parse_mega_options(argc, argv, mega_options); stop >= 0)
-      return stop;
-  } else if (int stop = shmoe::tools::parse_moe_options(argc, argv, options); stop >= 0) {
+  shmoe::tools::MoeCommandLine command_line;
+  if (int stop = shmoe::tools::parse_command_line(argc, argv, command_line); stop >= 0) {
     return stop;
   }
+  const bool mega = command_line.mega;
+  const shmoe::tools::MoeRunOptions& options = command_line.moe;
+  const shmoe::tools::MegaOptions& mega_options = command_line.mega_options;
 
   if (std::getenv("SHMOE_MOE_PE") != nullptr) {
     return mega ? run_as_pe([&] { return shmoe::tools::run_mega_pe(mega_options); })

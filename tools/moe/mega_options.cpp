@@ -1,17 +1,13 @@
 #include "mega_options.hpp"
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 
 namespace shmoe::tools {
 
-int parse_mega_options(int argc, char** argv, MegaOptions& o) {
-  CLI::App app{
-      "shmoe-moe mega: run the fused MegaMoE layer (dispatch, FP8 quantization, GEMM1, SwiGLU, "
-      "GEMM2, combine) on N PEs of this machine, verify it and time it"};
-  app.set_help_flag("--help", "print this help");
+void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last one wins
-  std::string mode = "e4m3", routing = "uniform";
+  std::string& mode = text.mode;
+  std::string& routing = text.routing;
   app.add_option("--pes,-n", o.pes, "number of PEs")
       ->envname("RANK_SIZE")
       ->check(CLI::Range(1, 64));
@@ -35,12 +31,12 @@ int parse_mega_options(int argc, char** argv, MegaOptions& o) {
       ->check(CLI::Range(std::size_t{0}, kMaxReceivedRows));
   app.add_option("--warmup", o.warmup)->envname("WARMUP")->check(CLI::Range(0, 1000000));
   app.add_option("--loops", o.loops)->envname("LOOP")->check(CLI::Range(1, 1000000));
-  auto* aic = app.add_option("--matrix-workers", o.matrix_workers, "matrix workers (AIC)")
-                  ->envname("AIC_NUM")
-                  ->check(CLI::Range(1, 64));
-  auto* aiv = app.add_option("--vector-workers", o.vector_workers, "vector workers (AIV)")
-                  ->envname("AIV_NUM")
-                  ->check(CLI::Range(1, 128));
+  text.matrix_workers = app.add_option("--matrix-workers", o.matrix_workers, "matrix workers (AIC)")
+                            ->envname("AIC_NUM")
+                            ->check(CLI::Range(1, 64));
+  text.vector_workers = app.add_option("--vector-workers", o.vector_workers, "vector workers (AIV)")
+                            ->envname("AIV_NUM")
+                            ->check(CLI::Range(1, 128));
   app.add_option("--wave-rows", o.wave_rows, "rows per GEMM tile")->check(CLI::Range(1, 4096));
   app.add_option("--schedule", o.schedule,
                  "who runs SwiGLU and the write-back: overlapped (the vector workers, overlapping "
@@ -65,13 +61,13 @@ int parse_mega_options(int argc, char** argv, MegaOptions& o) {
       ->check(CLI::Range(0, 64));
   app.add_option("--timeout", o.routing.timeout_s, "stop the whole run after this many seconds")
       ->check(CLI::Range(1.0, 1e6));
-  try {
-    std::vector<std::string> args;
-    for (int i = argc - 1; i >= 2; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+}
+
+int finish_mega_options(const MegaOptionText& text, MegaOptions& o) {
+  const std::string& mode = text.mode;
+  const std::string& routing = text.routing;
+  const CLI::Option* aic = text.matrix_workers;
+  const CLI::Option* aiv = text.vector_workers;
   o.mode = mode == "e5m2" ? numeric::Fp8Format::kE5M2 : numeric::Fp8Format::kE4M3;
   o.routing.routing = routing == "zipf"  ? Routing::kZipf
                       : routing == "hot" ? Routing::kHot

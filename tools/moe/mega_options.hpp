@@ -2,6 +2,7 @@
 // system's environment name (RANK_SIZE, TOKEN_COUNT, ...); a command-line value wins.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
@@ -29,7 +30,17 @@ struct MegaOptions {
   MoeRunOptions routing;  // seed, routing, zipf_s, drop, empty_pes, timeout_s
 };
 
-// Parses `shmoe-moe mega ...` (argv[1] is "mega"). Returns an exit code to stop with, or -1.
-int parse_mega_options(int argc, char** argv, MegaOptions& out);
+// What the command line gives as text, before finish_mega_options checks it.
+struct MegaOptionText {
+  std::string mode = "e4m3", routing = "uniform";
+  CLI::Option* matrix_workers = nullptr;  // given together with vector_workers, or neither
+  CLI::Option* vector_workers = nullptr;
+};
+
+// The options of the `mega` subcommand (command_line.hpp).
+void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o);
+// After parsing: the refusals CLI11 cannot express. Returns an exit code to stop with (an
+// error, said on stderr), or -1 to go on.
+int finish_mega_options(const MegaOptionText& text, MegaOptions& o);
 
 }  // namespace shmoe::tools

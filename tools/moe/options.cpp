@@ -1,7 +1,7 @@
 #include "options.hpp"
 
-#include <CLI/CLI.hpp>
 #include <map>
+#include <tuple>
 
 namespace shmoe::tools {
 namespace {
@@ -46,21 +46,23 @@ bool op_uses_double_plane(const MoeRunOptions& o) {
          (o.op == MoeOp::kPipeline && o.double_plane);
 }
 
-int parse_moe_options(int argc, char** argv, MoeRunOptions& o) {
+std::vector<std::string> reversed_args(int argc, char** argv) {
   std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = argc - 1; i >= 1; --i) {
     auto it = kReferenceSpellings.find(argv[i]);
     args.push_back(it != kReferenceSpellings.end() ? it->second : argv[i]);
   }
-  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+  return args;
+}
 
-  CLI::App app{
-      "shmoe-moe: run MoE dispatch/combine on N PEs of this machine, with generated "
-      "inputs, golden outputs, verification and perf CSVs"};
-  app.set_help_flag("--help", "print this help");
-  std::string op = "pipeline", routing = "uniform";
-  std::vector<int> bs{8}, hidden{16}, topk{2}, epp{2};
-  std::vector<std::string> dtypes{"int32"};
+void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
+  std::string& op = text.op;
+  std::string& routing = text.routing;
+  std::vector<int>& bs = text.bs;
+  std::vector<int>& hidden = text.hidden;
+  std::vector<int>& topk = text.topk;
+  std::vector<int>& epp = text.experts_per_pe;
+  std::vector<std::string>& dtypes = text.dtypes;
   app.add_option("op", op,
                  "dispatch | combine | dispatch-doubleplane | combine-doubleplane | "
                  "pipeline (dispatch, expert step, combine)")
@@ -105,11 +107,11 @@ int parse_moe_options(int argc, char** argv, MoeRunOptions& o) {
                  "double plane: smallest segment for the copy engine, bytes");
   app.add_option("--timeout", o.timeout_s, "stop the whole run after this many seconds")
       ->check(CLI::Range(1.0, 1e6));
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+}
+
+int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
+  const std::string& op = text.op;
+  const std::string& routing = text.routing;
   static const std::map<std::string, MoeOp> ops = {
       {"dispatch", MoeOp::kDispatch},
       {"combine", MoeOp::kCombine},
@@ -125,6 +127,8 @@ int parse_moe_options(int argc, char** argv, MoeRunOptions& o) {
     return 2;
   }
   // The lists sweep their product: refuse a sweep too large to be meant.
+  const auto& [bs, hidden, topk, epp, dtypes] =
+      std::tie(text.bs, text.hidden, text.topk, text.experts_per_pe, text.dtypes);
   const std::size_t sweep = bs.size() * hidden.size() * topk.size() * epp.size() * dtypes.size();
   constexpr std::size_t kMaxCases = 4096;
   if (sweep > kMaxCases) {

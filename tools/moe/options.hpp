@@ -2,6 +2,7 @@
 // verification and perf settings.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -47,8 +48,20 @@ std::string op_name(MoeOp op);
 bool op_is_combine(MoeOp op);
 bool op_uses_double_plane(const MoeRunOptions& o);
 
-// Parses argv (also the reference system's spellings: -pes -bs -h -topk -expertPerPe -type).
-// Returns an exit code to stop with (help, error), or -1 to go on.
-int parse_moe_options(int argc, char** argv, MoeRunOptions& out);
+// What the command line gives as text or lists, before finish_moe_options turns it into cases.
+struct MoeOptionText {
+  std::string op = "pipeline", routing = "uniform";
+  std::vector<int> bs{8}, hidden{16}, topk{2}, experts_per_pe{2};
+  std::vector<std::string> dtypes{"int32"};
+};
+
+// argv[1..] reversed, as CLI11 takes it, with the reference system's spellings (-pes -bs -h
+// -topk -expertPerPe -type -warmup -loops -perf) made ours.
+std::vector<std::string> reversed_args(int argc, char** argv);
+// The dispatch/combine options, on shmoe-moe's main command (command_line.hpp).
+void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o);
+// After parsing: the cases the lists sweep, and the refusals CLI11 cannot express. Returns an
+// exit code to stop with (an error, said on stderr), or -1 to go on.
+int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o);
 
 }  // namespace shmoe::tools

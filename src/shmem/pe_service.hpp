@@ -1,0 +1,44 @@
+// The PE's one service thread ("shmoe-service"). It sleeps until the config store pushes an event
+// on the PE's one connection (the job's abort, another PE's hang) or SIGUSR1 comes, and acts on
+// it; the program's threads use the same connection meanwhile.
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "bootstrap/config_store.hpp"
+#include "shmem/hang_watch.hpp"
+
+namespace shmoe {
+
+inline constexpr const char* kServiceThreadName = "shmoe-service";
+
+class PeService {
+ public:
+  struct Handlers {
+    // kAbortKey's value: the job is over (it does not return unless the PE is leaving anyway).
+    std::function<void(std::string)> on_abort;
+    // The connection to the store failed.
+    std::function<void(const std::exception&)> on_store_lost;
+  };
+
+  // Asks the store to push kAbortKey and kHangKey, then starts the thread.
+  PeService(bootstrap::ConfigStoreClient& client, HangWatch& hang_watch, Handlers handlers);
+  ~PeService();  // stops and joins the thread
+  PeService(const PeService&) = delete;
+  PeService& operator=(const PeService&) = delete;
+
+ private:
+  void serve();
+
+  bootstrap::ConfigStoreClient& client_;
+  HangWatch& hang_watch_;
+  Handlers handlers_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace shmoe

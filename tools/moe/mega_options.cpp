@@ -3,7 +3,26 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "moe/config_check.hpp"
+
 namespace shmoe::tools {
+
+moe::MegaMoeConfig mega_config(const MegaOptions& o) {
+  moe::MegaMoeConfig c;
+  c.tokens = o.tokens;
+  c.model_dim = o.model_dim;
+  c.ffn_dim = o.ffn_dim;
+  c.topk = o.topk;
+  c.experts_per_pe = o.experts_per_pe;
+  c.format = o.mode;
+  c.max_received_tokens = o.max_received_tokens;
+  c.workers = {o.matrix_workers, o.vector_workers};
+  c.wave_rows = o.wave_rows;
+  c.schedule = o.schedule == "overlapped" ? moe::MegaSchedule::kOverlapped
+               : o.schedule == "inline"   ? moe::MegaSchedule::kInline
+                                          : moe::MegaSchedule::kAuto;
+  return c;
+}
 
 int parse_mega_options(int argc, char** argv, MegaOptions& o) {
   CLI::App app{
@@ -15,17 +34,13 @@ int parse_mega_options(int argc, char** argv, MegaOptions& o) {
   app.add_option("--pes,-n", o.pes, "number of PEs")
       ->envname("RANK_SIZE")
       ->check(CLI::Range(1, 64));
-  app.add_option("--tokens", o.tokens, "tokens per PE")
-      ->envname("TOKEN_COUNT")
-      ->check(CLI::Range(0, 1 << 20));
-  app.add_option("--model-dim", o.model_dim)->envname("MODEL_DIM")->check(CLI::Range(1, 1 << 16));
+  // The layer's shape and workers are checked after parsing, by the operator's own rules.
+  app.add_option("--tokens", o.tokens, "tokens per PE")->envname("TOKEN_COUNT");
+  app.add_option("--model-dim", o.model_dim)->envname("MODEL_DIM");
   app.add_option("--ffn-dim", o.ffn_dim, "even: SwiGLU splits it in two halves")
-      ->envname("FFN_DIM")
-      ->check(CLI::Range(2, 1 << 17));
-  app.add_option("--topk", o.topk)->envname("EXPERTS_PER_TOKEN")->check(CLI::Range(1, 4096));
-  app.add_option("--experts-per-pe", o.experts_per_pe)
-      ->envname("LOCAL_EXPERT_COUNT")
-      ->check(CLI::Range(1, 1024));
+      ->envname("FFN_DIM");
+  app.add_option("--topk", o.topk)->envname("EXPERTS_PER_TOKEN");
+  app.add_option("--experts-per-pe", o.experts_per_pe)->envname("LOCAL_EXPERT_COUNT");
   app.add_option("--mode", mode, "e4m3 | e5m2")
       ->envname("MODE")
       ->check(CLI::IsMember({"e4m3", "e5m2"}));
@@ -36,12 +51,10 @@ int parse_mega_options(int argc, char** argv, MegaOptions& o) {
   app.add_option("--warmup", o.warmup)->envname("WARMUP")->check(CLI::Range(0, 1000000));
   app.add_option("--loops", o.loops)->envname("LOOP")->check(CLI::Range(1, 1000000));
   auto* aic = app.add_option("--matrix-workers", o.matrix_workers, "matrix workers (AIC)")
-                  ->envname("AIC_NUM")
-                  ->check(CLI::Range(1, 64));
+                  ->envname("AIC_NUM");
   auto* aiv = app.add_option("--vector-workers", o.vector_workers, "vector workers (AIV)")
-                  ->envname("AIV_NUM")
-                  ->check(CLI::Range(1, 128));
-  app.add_option("--wave-rows", o.wave_rows, "rows per GEMM tile")->check(CLI::Range(1, 4096));
+                  ->envname("AIV_NUM");
+  app.add_option("--wave-rows", o.wave_rows, "rows per GEMM tile");
   app.add_option("--schedule", o.schedule,
                  "who runs SwiGLU and the write-back: overlapped (the vector workers, overlapping "
                  "the GEMMs), inline (the matrix worker), auto (overlapped if the PE's share of "
@@ -81,26 +94,23 @@ int parse_mega_options(int argc, char** argv, MegaOptions& o) {
     std::fprintf(stderr, "shmoe-moe mega: %s\n", why.c_str());
     return 2;
   };
-  if (o.ffn_dim % 2 != 0) {
-    return refuse("FFN_DIM (--ffn-dim) = " + std::to_string(o.ffn_dim) +
-                  " is odd; it must be even (SwiGLU splits it in two halves)");
-  }
-  if (o.topk > o.pes * o.experts_per_pe) {
-    return refuse("EXPERTS_PER_TOKEN (--topk) = " + std::to_string(o.topk) +
-                  " is above the expert count " + std::to_string(o.pes * o.experts_per_pe) +
-                  " (RANK_SIZE " + std::to_string(o.pes) + " x LOCAL_EXPERT_COUNT " +
-                  std::to_string(o.experts_per_pe) + ")");
-  }
   if (aic->count() != aiv->count()) {
     return refuse(
         "AIC_NUM/--matrix-workers and AIV_NUM/--vector-workers must be given together "
         "(or neither: 1 and 2)");
   }
-  if (aic->count() > 0 && o.vector_workers != 2 * o.matrix_workers) {
-    return refuse(
-        "AIV_NUM (--vector-workers) = " + std::to_string(o.vector_workers) +
-        " must be twice AIC_NUM (--matrix-workers) = " + std::to_string(o.matrix_workers));
-  }
+  // The operator's own rules, in the names of this command line.
+  moe::MegaConfigNames names;
+  names.tokens = "TOKEN_COUNT (--tokens)";
+  names.model_dim = "MODEL_DIM (--model-dim)";
+  names.ffn_dim = "FFN_DIM (--ffn-dim)";
+  names.topk = "EXPERTS_PER_TOKEN (--topk)";
+  names.experts_per_pe = "LOCAL_EXPERT_COUNT (--experts-per-pe)";
+  names.matrix_workers = "AIC_NUM (--matrix-workers)";
+  names.vector_workers = "AIV_NUM (--vector-workers)";
+  names.wave_rows = "--wave-rows";
+  if (const std::string e = moe::config_error(mega_config(o), o.pes, names); !e.empty())
+    return refuse(e);
   if (o.routing.empty_pes > o.pes) {
     return refuse("--empty-pes=" + std::to_string(o.routing.empty_pes) + " is out of range (0.." +
                   std::to_string(o.pes) + ")");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "moe/mega_moe.hpp"
 #include "numeric/fp8.hpp"
 #include "options.hpp"
 
@@ -28,6 +29,9 @@ struct MegaOptions {
   std::string csv;        // append the perf line to this CSV
   MoeRunOptions routing;  // seed, routing, zipf_s, drop, empty_pes, timeout_s
 };
+
+// The operator's configuration the options ask for.
+moe::MegaMoeConfig mega_config(const MegaOptions& options);
 
 // Parses `shmoe-moe mega ...` (argv[1] is "mega"). Returns an exit code to stop with, or -1.
 int parse_mega_options(int argc, char** argv, MegaOptions& out);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "moe/dtype.hpp"
+#include "moe/moe.hpp"
 
 namespace shmoe::tools {
 
@@ -50,5 +51,8 @@ bool op_uses_double_plane(const MoeRunOptions& o);
 // Parses argv (also the reference system's spellings: -pes -bs -h -topk -expertPerPe -type).
 // Returns an exit code to stop with (help, error), or -1 to go on.
 int parse_moe_options(int argc, char** argv, MoeRunOptions& out);
+
+// The operators' configuration for one case.
+moe::MoeConfig moe_config(const MoeRunOptions& options, const MoeCase& c);
 
 }  // namespace shmoe::tools

@@ -141,10 +141,17 @@ TEST(MoeErrors, TopkAboveTheExpertCountIsRefused) {
   }
 }
 
-std::string combine_error(MoeContext& ctx, Buffers& r, int bs) {
+std::string combine_error(MoeContext& ctx, Buffers& r, int bs, bool double_plane = false,
+                          bool null_scales = false) {
   try {
-    combine_classic(ctx, {r.expert_out.data(), r.assist.data(), r.recv.data(), r.ids.data(),
-                          r.scales.data(), bs, r.out.data()});
+    const CombineArgs args{r.expert_out.data(),
+                           r.assist.data(),
+                           r.recv.data(),
+                           r.ids.data(),
+                           null_scales ? nullptr : r.scales.data(),
+                           bs,
+                           r.out.data()};
+    double_plane ? combine_doubleplane(ctx, args) : combine_classic(ctx, args);
   } catch (const MoeError& e) {
     return e.what();
   }
@@ -168,7 +175,7 @@ void expect_combined(const Buffers& r, const std::string& when) {
 // (20 s for these tests), and a good call right after is exact. Each round makes a different
 // PE refuse (a bad bs, a row naming a token beyond max_bs, a null tensor) and another PE come
 // late, so the refusing PEs run ahead into the next call while the late one still reads its
-// verdicts.
+// verdicts. Classic and double-plane combine alternate.
 TEST(MoeErrors, CombineRefusedOnOnePeIsRefusedOnEveryPeAndTheNextCallCombines) {
   MoeContext ctx(small_config());
   const int n = ctx.n_pes(), me = ctx.my_pe();
@@ -179,6 +186,7 @@ TEST(MoeErrors, CombineRefusedOnOnePeIsRefusedOnEveryPeAndTheNextCallCombines) {
   for (int round = 0; round < 9; ++round) {
     const int bad = round % n, late = (round + 1) % n;
     const int how = round % 3;
+    const bool double_plane = round % 2 == 1;  // with how, every pairing within 6 rounds
     Buffers call = r;
     call.out.assign(r.x.size(), -1.0f);
     std::string want_mine;
@@ -196,17 +204,8 @@ TEST(MoeErrors, CombineRefusedOnOnePeIsRefusedOnEveryPeAndTheNextCallCombines) {
     }
     if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto start = std::chrono::steady_clock::now();
-    std::string got;
-    if (me == bad && how == 2) {
-      try {
-        combine_classic(ctx, {call.expert_out.data(), call.assist.data(), call.recv.data(),
-                              call.ids.data(), nullptr, 8, call.out.data()});
-      } catch (const MoeError& e) {
-        got = e.what();
-      }
-    } else {
-      got = combine_error(ctx, call, me == bad && how == 0 ? 9 : 8);
-    }
+    const std::string got = combine_error(ctx, call, me == bad && how == 0 ? 9 : 8, double_plane,
+                                          me == bad && how == 2);
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (me == bad) {
@@ -223,7 +222,8 @@ TEST(MoeErrors, CombineRefusedOnOnePeIsRefusedOnEveryPeAndTheNextCallCombines) {
     call = r;
     call.out.assign(r.x.size(), -1.0f);
     if (me == bad) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_EQ(combine_error(ctx, call, 8), "") << "round " << round << ": the good call after";
+    EXPECT_EQ(combine_error(ctx, call, 8, double_plane), "")
+        << "round " << round << ": the good call after";
     expect_combined(call, fmt::format("round {}", round));
   }
 }

@@ -3,16 +3,18 @@
 // rows of each token (see combine_reduce.hpp).
 //
 // Protocol of call g (vector workers; worker 0 runs the control steps):
-//  1. entry: each PE raises combine-ready g at every PE (its combine window is free again) and
-//     waits for everyone's; only then may rows be written into a peer's window.
+//  0. each PE checks its own inputs before anything moves.
+//  1. entry: each PE tells every PE its verdict (Agreement), which also says that its combine
+//     window is free again, and waits for everyone's; only then may rows be written into a
+//     peer's window. If any PE refused, every PE stops here and throws.
 //  2. payload: workers put rows (big segments via the copy engine with the double plane), fence,
 //     barrier; worker 0 quiets the engine and raises combine-done g at every PE.
 //  3. reduce: wait for combine-done g from every PE, then each worker reduces its tokens.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <shmem.h>
 
 #include <chrono>
-#include <mutex>
 #include <vector>
 
 #include "moe/combine_reduce.hpp"
@@ -23,45 +25,77 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void check_args(const MoeContext::State& s, const CombineArgs& in) {
-  if (in.bs < 0 || in.bs > s.cfg.max_bs) {
-    throw MoeError(
-        fmt::format("combine: PE {}: bs={} is out of range (0..{}, the context's max_bs)", s.me,
-                    in.bs, s.cfg.max_bs));
+// What is wrong with this PE's inputs, or "" (then every row can be sent as it stands).
+std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
+  const auto& c = s.cfg;
+  const int P = s.n_pes, L = c.experts_per_pe;
+  if (in.bs < 0 || in.bs > c.max_bs) {
+    return fmt::format("combine: PE {}: bs={} is out of range (0..{}, the context's max_bs)", s.me,
+                       in.bs, c.max_bs);
   }
-  if (in.assist_info == nullptr || in.ep_recv_count == nullptr ||
-      (in.bs > 0 &&
-       (in.expert_ids == nullptr || in.expert_scales == nullptr || in.x_out == nullptr))) {
-    throw MoeError(fmt::format("combine: PE {}: a required tensor is null", s.me));
+  const char* null = in.assist_info == nullptr     ? "assist_info"
+                     : in.ep_recv_count == nullptr ? "ep_recv_count"
+                     : in.bs == 0                  ? nullptr
+                     : in.expert_ids == nullptr    ? "expert_ids"
+                     : in.expert_scales == nullptr ? "expert_scales"
+                     : in.x_out == nullptr         ? "x_out"
+                                                   : nullptr;
+  if (null != nullptr)
+    return fmt::format("combine: PE {}: required tensor '{}' is null", s.me, null);
+  std::int32_t prev = 0;
+  for (int b = 0; b < L * P; ++b) {
+    const std::int32_t end = in.ep_recv_count[b];
+    if (end < prev || static_cast<std::size_t>(end) > s.recv_cap) {
+      return fmt::format(
+          "combine: PE {}: ep_recv_count[{}]={} is out of range ({}..{}: the counts are "
+          "cumulative, up to the rows the window holds)",
+          s.me, b, end, prev, s.recv_cap);
+    }
+    prev = end;
   }
+  if (prev > 0 && in.expand_x == nullptr) {
+    return fmt::format("combine: PE {}: required tensor 'expand_x' is null ({} rows to send)", s.me,
+                       prev);
+  }
+  for (std::int32_t r = 0; r < prev; ++r) {
+    const std::int32_t* a = in.assist_info + 3 * static_cast<std::size_t>(r);
+    if (a[0] < 0 || a[0] >= P || a[1] < 0 || a[1] >= c.max_bs || a[2] < 0 || a[2] >= c.topk) {
+      return fmt::format(
+          "combine: PE {}: assist_info[{}] = ({}, {}, {}) is out of range (source 0..{}, token "
+          "0..{}, slot 0..{})",
+          s.me, r, a[0], a[1], a[2], P - 1, c.max_bs - 1, c.topk - 1);
+    }
+  }
+  return "";
+}
+
+std::string refused_elsewhere(const std::vector<int>& refusing) {
+  return fmt::format(
+      "combine: refused on every PE because {} {} {} inputs (its own error says why)",
+      refusing.size() == 1 ? "PE" : "PEs", fmt::join(refusing, ", "),
+      refusing.size() == 1 ? "refused its" : "refused their");
 }
 
 void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   auto& s = ctx.state();
   const auto& c = s.cfg;
   const int P = s.n_pes, L = c.experts_per_pe;
-  // Refused before any flag moves. The peers, which did join the call, then wait for this PE
-  // and, after SHMOE_HANG_TIMEOUT, report by name what they wait for.
-  check_args(s, in);
+  // A refusal is not thrown here: the peers, which did join the call, learn it at the entry
+  // step, so that every PE refuses the call at once.
+  const std::string mine = refusal(s, in);
   const std::uint64_t g = ++s.combine_generation;
-  const std::size_t rows = static_cast<std::size_t>(in.ep_recv_count[L * P - 1]);
-  if (rows > s.recv_cap) {
-    throw MoeError(fmt::format("combine: PE {}: ep_recv_count[{}]={} exceeds the window's {} rows",
-                               s.me, L * P - 1, rows, s.recv_cap));
-  }
+  const std::size_t rows = mine.empty() ? static_cast<std::size_t>(in.ep_recv_count[L * P - 1]) : 0;
   s.timing = OpTiming{};
   std::vector<bool> by_engine;  // per (expert, source) block of expand_x
   double comm_us = 0;
-  std::string bad_row;
-  std::mutex bad_row_mutex;
+  std::vector<int> refusing;
 
   auto kernel = [&](kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
     auto t0 = Clock::now();
     if (id == 0) {
-      for (int pe = 0; pe < P; ++pe) s.combine_ready.raise(pe, s.me, g);
-      for (int src = 0; src < P; ++src) s.combine_ready.wait(src, g, "combine entry");
-      if (double_plane) {
+      refusing = s.combine_entry.agree(g, s.me, !mine.empty(), "combine entry");
+      if (double_plane && refusing.empty()) {
         std::vector<std::size_t> seg(static_cast<std::size_t>(L) * P);
         std::int32_t prev = 0;
         for (std::size_t b = 0; b < seg.size(); ++b) {
@@ -72,6 +106,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
       }
     }
     w.barrier();
+    if (!refusing.empty()) return;
     const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
     std::vector<kernel::RemoteCopy> engine_copies;
     std::size_t block = 0;
@@ -79,16 +114,6 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
       while (static_cast<std::size_t>(in.ep_recv_count[block]) <= r) ++block;
       const std::int32_t src = in.assist_info[3 * r], t = in.assist_info[3 * r + 1],
                          k = in.assist_info[3 * r + 2];
-      if (src < 0 || src >= P || t < 0 || t >= c.max_bs || k < 0 || k >= c.topk) {
-        std::lock_guard lock(bad_row_mutex);
-        if (bad_row.empty()) {
-          bad_row = fmt::format(
-              "combine: PE {}: assist_info[{}] = ({}, {}, {}) is out of range "
-              "(source 0..{}, token 0..{}, slot 0..{})",
-              s.me, r, src, t, k, P - 1, c.max_bs - 1, c.topk - 1);
-        }
-        continue;
-      }
       void* to = s.combine_rows + (static_cast<std::size_t>(t) * c.topk + k) * s.row_bytes;
       const void* row = static_cast<const std::byte*>(in.expand_x) + r * s.row_bytes;
       if (!by_engine.empty() && by_engine[block]) {
@@ -103,8 +128,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     if (id == 0) {
       s.engine->quiet();
       shmem_fence();
-      for (int pe = 0; pe < P; ++pe) s.combine_done.raise(pe, s.me, g);
-      for (int src = 0; src < P; ++src) s.combine_done.wait(src, g, "combine payload");
+      s.combine_done.all_reach(s.me, g, "combine payload");
       comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     }
     w.barrier();
@@ -116,7 +140,8 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
                          first, last);
   };
   s.pool->launch({0, c.workers.vector}, kernel);
-  if (!bad_row.empty()) throw MoeError(bad_row);
+  if (!mine.empty()) throw MoeError(mine);
+  if (!refusing.empty()) throw MoeError(refused_elsewhere(refusing));
   for (int i = 0; i < c.workers.vector; ++i)
     s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
   s.timing.comm_us = comm_us;

@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "moe/config_check.hpp"
 #include "moe/context_state.hpp"
 
 namespace shmoe::moe {
@@ -11,7 +12,7 @@ namespace {
 // Where each part of the symmetric window lies: flags, the header exchange, received rows and
 // their side-band, combine rows.
 struct Window {
-  std::size_t dispatch_done, combine_ready, combine_done, headers, recv_rows, recv_meta,
+  std::size_t dispatch_done, combine_entry, combine_done, headers, recv_rows, recv_meta,
       combine_rows, total;
 };
 
@@ -28,7 +29,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   const std::size_t cap = recv_capacity_of(c, n_pes);
   Window w;
   w.dispatch_done = l.take(flags);
-  w.combine_ready = l.take(flags);
+  w.combine_entry = l.take(Agreement::bytes(n_pes));
   w.combine_done = l.take(flags);
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe));
   w.recv_rows = l.take(cap * row);
@@ -36,26 +37,6 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_rows = l.take(static_cast<std::size_t>(c.max_bs) * c.topk * row);
   w.total = l.total();
   return w;
-}
-
-void validate(const MoeConfig& c, int n_pes) {
-  auto bad = [](const std::string& m) { throw MoeError("MoeContext: " + m); };
-  if (c.experts_per_pe < 1 || c.experts_per_pe > 4096) {
-    bad(fmt::format("experts_per_pe={} is out of range (1..4096)", c.experts_per_pe));
-  }
-  if (c.max_bs < 0 || c.max_bs > (1 << 24))
-    bad(fmt::format("max_bs={} is out of range (0..{})", c.max_bs, 1 << 24));
-  if (c.hidden < 1 || c.hidden > (1 << 20))
-    bad(fmt::format("hidden={} is out of range (1..{})", c.hidden, 1 << 20));
-  const int experts = n_pes * c.experts_per_pe;
-  if (c.topk < 1 || c.topk > experts) {
-    bad(fmt::format("topk={} is out of range (1..{}, the expert count {} PEs x {} experts)", c.topk,
-                    experts, n_pes, c.experts_per_pe));
-  }
-  if (c.workers.matrix < 0 || c.workers.vector < 0 || c.workers.total() > 256) {
-    bad(fmt::format("workers matrix={} vector={} are out of range (0..256 in all)",
-                    c.workers.matrix, c.workers.vector));
-  }
 }
 
 }  // namespace
@@ -79,7 +60,8 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   State& s = *state_;
   s.n_pes = shmem_n_pes();
   s.me = shmem_my_pe();
-  validate(config, s.n_pes);
+  if (const std::string e = config_error(config, s.n_pes); !e.empty())
+    throw MoeError("MoeContext: " + e);
   s.cfg = config;
   if (s.cfg.workers.total() == 0) s.cfg.workers = kernel::default_worker_counts(s.n_pes);
   if (s.cfg.workers.vector == 0) s.cfg.workers.vector = 1;
@@ -98,7 +80,7 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
         off, s.recv_cap, s.row_bytes, static_cast<std::size_t>(c.max_bs) * c.topk, s.row_bytes));
   }
   s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
-  s.combine_ready = FlagArray(s.window + wl.combine_ready, s.n_pes);
+  s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_done = FlagArray(s.window + wl.combine_done, s.n_pes);
   s.headers = HeaderExchange(s.window + wl.headers, s.n_pes, c.experts_per_pe);
   s.recv_rows = s.window + wl.recv_rows;

@@ -28,7 +28,7 @@ struct MoeContext::State {
   RowMeta* recv_meta = nullptr;       // [recv_cap]
   std::byte* combine_rows = nullptr;  // [max_bs * topk][row_bytes]
   FlagArray dispatch_done;
-  FlagArray combine_ready;
+  Agreement combine_entry;  // each PE's verdict on its inputs; its window is free again
   FlagArray combine_done;
 
   std::uint64_t dispatch_generation = 0;

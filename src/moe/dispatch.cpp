@@ -43,14 +43,17 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
   const bool inputs_missing = in.bs > 0 && (in.x == nullptr || in.expert_ids == nullptr);
   fill_route_header(h, counts, inputs_missing ? nullptr : in.expert_ids, inputs_missing ? 0 : in.bs,
                     c.max_bs, c.topk, s.experts());
-  if (h.error != kNoError) return h;
+  if (h.error != InputError::kNone) return h;
   if (inputs_missing) {
-    h.error = kBadPointer;
-    h.error_index[0] = in.x == nullptr ? 0 : 1;
-  } else if (out.expand_x == nullptr || out.assist_info == nullptr ||
-             out.ep_recv_count == nullptr || out.expert_token_nums == nullptr) {
-    h.error = kBadPointer;
-    h.error_index[0] = 2;
+    refuse_null(h, in.x == nullptr ? Tensor::kX : Tensor::kExpertIds);
+  } else if (out.expand_x == nullptr) {
+    refuse_null(h, Tensor::kExpandX);
+  } else if (out.assist_info == nullptr) {
+    refuse_null(h, Tensor::kAssistInfo);
+  } else if (out.ep_recv_count == nullptr) {
+    refuse_null(h, Tensor::kEpRecvCount);
+  } else if (out.expert_token_nums == nullptr) {
+    refuse_null(h, Tensor::kExpertTokenNums);
   }
   return h;
 }
@@ -123,8 +126,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     if (id == 0) {
       s.engine->quiet();
       shmem_fence();
-      for (int pe = 0; pe < P; ++pe) s.dispatch_done.raise(pe, s.me, g);
-      for (int src = 0; src < P; ++src) s.dispatch_done.wait(src, g, "dispatch payload");
+      s.dispatch_done.all_reach(s.me, g, "dispatch payload");
       comm_us = us_since(t0);
       // Outputs that come from the counts alone.
       std::int32_t running = 0;

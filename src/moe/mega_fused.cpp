@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "common/backoff.hpp"
 #include "moe/combine_reduce.hpp"
@@ -139,7 +140,7 @@ class FusedCall {
     if (in_.tokens < 0 || in_.tokens > cfg().tokens || (in_.tokens > 0 && in_.x == nullptr)) return;
     auto scope = s_.trace.scope(w.worker_id(), "quantize");
     const auto [t0, t1] = my_tokens(w);
-    const std::size_t stride = s_.shape.token_row().bytes();
+    const std::size_t stride = s_.row_slot;
     quantize_tokens(s_.shape, in_.x + t0 * cfg().model_dim, t1 - t0,
                     s_.my_rows.data() + t0 * stride, stride);
   }
@@ -149,7 +150,7 @@ class FusedCall {
   void push_rows(const kernel::KernelContext& w) {
     auto scope = s_.trace.scope(w.worker_id(), "dispatch");
     const int L = cfg().experts_per_pe, k = cfg().topk, W = cfg().wave_rows;
-    const std::size_t stride = s_.shape.token_row().bytes();
+    const std::size_t stride = s_.row_slot, row_bytes = s_.shape.token_row().bytes();
     const auto [t0, t1] = my_tokens(w);
     struct Arrival {
       int dst;
@@ -172,10 +173,13 @@ class FusedCall {
         const std::int64_t pos = s_.plan.positions[i];
         if (pos < 0) continue;
         const int e = in_.expert_ids[i], dst = e / L;
-        shmem_putmem(s_.recv_rows + static_cast<std::size_t>(pos) * stride,
-                     s_.my_rows.data() + t * stride, stride, dst);
+        // The row's side-band rides behind it in the same put (this worker alone writes token
+        // t's slot, and a blocking put has read its source when it returns).
+        std::byte* mine = s_.my_rows.data() + t * stride;
         const RowMeta meta{s_.me, static_cast<std::int32_t>(t), slot, 1.0f};
-        shmem_putmem(&s_.recv_meta[pos], &meta, sizeof meta, dst);
+        std::memcpy(mine + row_bytes, &meta, sizeof meta);
+        shmem_putmem(s_.recv_rows + static_cast<std::size_t>(pos) * stride, mine,
+                     row_bytes + sizeof meta, dst);
         const std::int64_t wave = block_wave_[e] + (pos - block_start_[e]) / W;
         if (!pending.empty() && pending.back().dst == dst && pending.back().wave == wave) {
           ++pending.back().rows;
@@ -203,7 +207,7 @@ class FusedCall {
   void write_back(const Wave& wave, const std::uint16_t* out, int r0, int r1) {
     const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
     for (int r = r0; r < r1; ++r) {
-      const RowMeta& meta = s_.recv_meta[wave.row0 + r];
+      const RowMeta meta = s_.received_meta(wave.row0 + r);
       const std::size_t at = static_cast<std::size_t>(meta.token) * cfg().topk + meta.slot;
       shmem_putmem(s_.combine_rows + at * row_bytes,
                    out + static_cast<std::size_t>(r) * cfg().model_dim, row_bytes, meta.src_pe);
@@ -228,7 +232,7 @@ class FusedCall {
   // MegaSchedule::kInline: each wave from its rows to its write-back on this worker, in one tile.
   void matrix_inline(const kernel::KernelContext& w) {
     TileSlots& t = *s_.slots[w.kind_id()];
-    const std::size_t stride = s_.shape.token_row().bytes();
+    const std::size_t stride = s_.row_slot;
     FfnScratch scratch;
     for (const std::size_t v : waves_of_matrix(w.kind_id())) {
       const Wave& wave = s_.waves[v];
@@ -261,7 +265,7 @@ class FusedCall {
     if (cfg().schedule == MegaSchedule::kInline) return matrix_inline(w);
     TileSlots& t = *s_.slots[w.kind_id()];
     const auto mine = waves_of_matrix(w.kind_id());
-    const std::size_t stride = s_.shape.token_row().bytes();
+    const std::size_t stride = s_.row_slot;
     FfnScratch scratch;
     auto gemm2 = [&](std::size_t j) {
       const Wave& wave = s_.waves[mine[j]];
@@ -334,9 +338,9 @@ class FusedCall {
     auto scope = s_.trace.scope(w.worker_id(), "combine wait");
     if (w.kind_id() == 0) {
       shmem_fence();
-      for (int pe = 0; pe < s_.n_pes; ++pe) s_.combine_done.raise(pe, s_.me, g_);
+      s_.combine_done.raise_at_every_pe(s_.me, g_);
     }
-    for (int src = 0; src < s_.n_pes; ++src) s_.combine_done.wait(src, g_, "MegaMoE combine");
+    s_.combine_done.wait_for_every_pe(g_, "MegaMoE combine");
   }
 
   void reduce(const kernel::KernelContext& w) {

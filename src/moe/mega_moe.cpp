@@ -6,44 +6,14 @@
 #include <algorithm>
 
 #include "common/backoff.hpp"
-#include "moe/mega_state.hpp"
+#include "moe/config_check.hpp"
+#include "moe/mega_unfused.hpp"
 
 namespace shmoe::moe {
 namespace {
 
 [[noreturn]] void refuse(const std::string& what) {
   throw MoeError("MegaMoe: " + what);
-}
-
-void validate(const MegaMoeConfig& c, int n_pes) {
-  if (c.tokens < 0 || c.tokens > (1 << 20))
-    refuse(fmt::format("tokens={} is out of range (0..{})", c.tokens, 1 << 20));
-  if (c.model_dim < 1 || c.model_dim > (1 << 16))
-    refuse(fmt::format("model_dim={} is out of range (1..{})", c.model_dim, 1 << 16));
-  if (c.ffn_dim < 2 || c.ffn_dim > (1 << 17) || c.ffn_dim % 2 != 0) {
-    refuse(fmt::format("ffn_dim={} must be even and in 2..{} (SwiGLU splits it in two halves)",
-                       c.ffn_dim, 1 << 17));
-  }
-  if (c.experts_per_pe < 1 || c.experts_per_pe > 1024)
-    refuse(fmt::format("experts_per_pe={} is out of range (1..1024)", c.experts_per_pe));
-  const int experts = n_pes * c.experts_per_pe;
-  if (c.topk < 1 || c.topk > experts) {
-    refuse(fmt::format("topk={} is out of range (1..{}, the expert count {} PEs x {} experts)",
-                       c.topk, experts, n_pes, c.experts_per_pe));
-  }
-  const auto& w = c.workers;
-  if (w.total() != 0 && (w.matrix < 1 || w.vector != 2 * w.matrix || w.matrix > 64)) {
-    refuse(fmt::format(
-        "workers matrix={} vector={}: give both or neither, with vector = 2 x matrix and matrix "
-        "in 1..64 (AIC_NUM/AIV_NUM)",
-        w.matrix, w.vector));
-  }
-  if (c.wave_rows < 1 || c.wave_rows > 4096)
-    refuse(fmt::format("wave_rows={} is out of range (1..4096)", c.wave_rows));
-  if (static_cast<int>(c.schedule) > static_cast<int>(MegaSchedule::kInline)) {
-    refuse(fmt::format("schedule={} is not a MegaSchedule (0 auto, 1 overlapped, 2 inline)",
-                       static_cast<int>(c.schedule)));
-  }
 }
 
 // Whether this PE's share of its host's cores can run all its workers at once.
@@ -63,7 +33,7 @@ std::size_t max_waves(const MegaMoeConfig& c, std::size_t recv_cap) {
 }
 
 struct Window {
-  std::size_t headers, combine_done, arrivals, recv_rows, recv_meta, combine_rows, total;
+  std::size_t headers, combine_done, arrivals, recv_rows, combine_rows, total;
 };
 
 Window window_layout(const MegaMoeConfig& c, int n_pes) {
@@ -74,8 +44,7 @@ Window window_layout(const MegaMoeConfig& c, int n_pes) {
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe));
   w.combine_done = l.take(FlagArray::bytes(n_pes));
   w.arrivals = l.take(max_waves(c, cap) * 64);
-  w.recv_rows = l.take(cap * shape.token_row().bytes());
-  w.recv_meta = l.take(cap * sizeof(RowMeta));
+  w.recv_rows = l.take(cap * row_slot_bytes(shape));
   w.combine_rows = l.take(static_cast<std::size_t>(c.tokens) * c.topk * c.model_dim * 2);
   w.total = l.total();
   return w;
@@ -103,22 +72,20 @@ CallHeader mega_header(const MegaMoe::State& s, const MegaMoeArgs& in, std::int3
   h.ffn = c.ffn_dim;
   h.topk = c.topk;
   h.experts_per_pe = c.experts_per_pe;
-  h.dtype = 100 + static_cast<std::int32_t>(c.format);  // distinct from dispatch's DType codes
+  h.dtype = static_cast<std::int32_t>(c.format);
   h.bs = in.tokens;
   const bool inputs_missing = in.tokens > 0 && (in.x == nullptr || in.expert_ids == nullptr ||
                                                 in.routing_weights == nullptr || in.y == nullptr);
   fill_route_header(h, counts, inputs_missing ? nullptr : in.expert_ids,
                     inputs_missing ? 0 : in.tokens, c.tokens, c.topk, s.experts());
-  if (h.error != kNoError) return h;
+  if (h.error != InputError::kNone) return h;
   if (inputs_missing) {
-    h.error = kBadPointer;
-    h.error_index[0] = in.x == nullptr                 ? 0
-                       : in.expert_ids == nullptr      ? 1
-                       : in.routing_weights == nullptr ? 3
-                                                       : 4;
+    refuse_null(h, in.x == nullptr                 ? Tensor::kX
+                   : in.expert_ids == nullptr      ? Tensor::kExpertIds
+                   : in.routing_weights == nullptr ? Tensor::kRoutingWeights
+                                                   : Tensor::kY);
   } else if (in.expert_token_counts == nullptr) {
-    h.error = kBadPointer;
-    h.error_index[0] = 2;
+    refuse_null(h, Tensor::kExpertTokenCounts);
   }
   return h;
 }
@@ -128,7 +95,7 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
   State& s = *state_;
   s.n_pes = shmem_n_pes();
   s.me = shmem_my_pe();
-  validate(config, s.n_pes);
+  if (const std::string e = config_error(config, s.n_pes); !e.empty()) refuse(e);
   s.cfg = config;
   if (s.cfg.workers.total() == 0) s.cfg.workers = {1, 2};
   if (s.cfg.schedule == MegaSchedule::kAuto) {
@@ -156,14 +123,13 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
         "the symmetric window needs {} bytes per PE ({} received rows of {} bytes, {} combine "
         "rows of {} bytes), more than is free in the symmetric heap: raise SHMEM_SYMMETRIC_SIZE "
         "or lower tokens, model_dim or max_received_tokens (MAX_RECEIVED_TOKENS)",
-        wl.total, s.recv_cap, s.shape.token_row().bytes(),
-        static_cast<std::size_t>(c.tokens) * c.topk, c.model_dim * 2));
+        wl.total, s.recv_cap, row_slot_bytes(s.shape), static_cast<std::size_t>(c.tokens) * c.topk,
+        c.model_dim * 2));
   }
   s.headers = HeaderExchange(s.window + wl.headers, s.n_pes, c.experts_per_pe);
   s.combine_done = FlagArray(s.window + wl.combine_done, s.n_pes);
   s.wave_arrivals = reinterpret_cast<std::uint64_t*>(s.window + wl.arrivals);
   s.recv_rows = s.window + wl.recv_rows;
-  s.recv_meta = reinterpret_cast<RowMeta*>(s.window + wl.recv_meta);
   s.combine_rows = s.window + wl.combine_rows;
   s.arrivals_seen.assign(s.max_waves, 0);
 
@@ -175,7 +141,8 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
     for (int e = w.kind_id(); e < c.experts_per_pe; e += w.kind_count())
       s.weights[e] = pack_expert(s.gemm, s.shape, weights.w1[e], weights.w2[e]);
   });
-  s.my_rows.resize(static_cast<std::size_t>(c.tokens) * s.shape.token_row().bytes());
+  s.row_slot = row_slot_bytes(s.shape);
+  s.my_rows.resize(static_cast<std::size_t>(c.tokens) * s.row_slot);
   for (int m = 0; m < c.workers.matrix; ++m) {
     auto t = std::make_unique<TileSlots>();
     for (int p = 0; p < 2; ++p) {
@@ -188,8 +155,7 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
 }
 
 MegaMoe::~MegaMoe() {
-  state_->dispatch_ctx.reset();
-  state_->combine_ctx.reset();
+  unfused_.reset();
   state_->pool.reset();
   shmem_free(state_->window);
 }

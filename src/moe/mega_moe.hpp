@@ -59,6 +59,8 @@ struct MegaMoeWeights {
   std::vector<const std::uint8_t*> w1, w2;
 };
 
+class UnfusedChain;
+
 struct MegaMoeArgs {
   const std::uint16_t* x = nullptr;          // [tokens, model_dim] BF16
   const std::int32_t* expert_ids = nullptr;  // [tokens, topk]; -1 = no expert
@@ -98,6 +100,7 @@ class MegaMoe {
 
  private:
   std::unique_ptr<State> state_;
+  std::unique_ptr<UnfusedChain> unfused_;  // made by the first run_unfused
 };
 
 }  // namespace shmoe::moe

@@ -2,6 +2,7 @@
 // the hand-over slots between matrix and vector workers.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ struct MegaMoe::State {
   ExpertFfnShape shape;
   int n_pes = 0, me = 0;
   std::size_t recv_cap = 0, max_waves = 0;
+  // Bytes per received row: its token row, then its RowMeta, so that one put carries both.
+  std::size_t row_slot = 0;
   GemmEngine gemm;
   std::vector<ExpertWeights> weights;  // [L], packed by the matrix workers
 
@@ -55,30 +58,20 @@ struct MegaMoe::State {
   HeaderExchange headers;
   FlagArray combine_done;
   std::uint64_t* wave_arrivals = nullptr;  // [max_waves], 64 bytes apart: rows arrived, cumulative
-  std::byte* recv_rows = nullptr;          // [recv_cap][token_row bytes]
-  RowMeta* recv_meta = nullptr;            // [recv_cap]
+  std::byte* recv_rows = nullptr;          // [recv_cap][row_slot]
   std::byte* combine_rows = nullptr;       // [tokens * topk][model_dim] BF16
   std::uint64_t generation = 0;
   // What wave_arrivals[w] held when wave w was last complete (this PE alone reads its counters).
   std::vector<std::uint64_t> arrivals_seen;
 
   std::unique_ptr<kernel::WorkerPool> pool;
-  std::vector<std::byte> my_rows;  // this PE's tokens, quantized: [tokens][token_row bytes]
+  // This PE's tokens, quantized: [tokens][row_slot] (the unfused chain packs them densely).
+  std::vector<std::byte> my_rows;
   std::vector<std::unique_ptr<TileSlots>> slots;  // per matrix worker
   std::uint32_t plan_published =
       0;  // WakeWord: 2 once vector 0 has planned the call; zeroed per call
   kernel::StageTrace trace;
   double kernel_us = 0;
-
-  // The unfused chain's operators, made on its first call, and its intermediate tensors (kept
-  // from call to call: only their first call allocates).
-  std::unique_ptr<MoeContext> dispatch_ctx, combine_ctx;
-  struct Unfused {
-    std::vector<std::byte> rows, act;
-    std::vector<std::int32_t> assist, recv_count, expert_nums;
-    std::vector<float> h;
-    std::vector<std::uint16_t> out;
-  } unfused;
 
   // Per call, filled by vector worker 0 before a worker barrier.
   RoutePlan plan;
@@ -89,7 +82,19 @@ struct MegaMoe::State {
     return wave_arrivals + wave * (64 / sizeof(std::uint64_t));
   }
   int experts() const { return n_pes * cfg.experts_per_pe; }
+  RowMeta received_meta(std::int64_t row) const {
+    RowMeta m;
+    std::memcpy(&m,
+                recv_rows + static_cast<std::size_t>(row) * row_slot + shape.token_row().bytes(),
+                sizeof m);
+    return m;
+  }
 };
+
+// A received row's slot: the token row and its RowMeta, 16-byte aligned.
+inline std::size_t row_slot_bytes(const ExpertFfnShape& shape) {
+  return (shape.token_row().bytes() + sizeof(RowMeta) + 15) / 16 * 16;
+}
 
 // The call header of a MegaMoE call: parameters, routing counts and input errors.
 CallHeader mega_header(const MegaMoe::State& s, const MegaMoeArgs& in, std::int32_t* counts);

@@ -2,11 +2,11 @@
 // (quantize, dispatch_classic, GEMM1, SwiGLU, GEMM2, combine_classic). It is the fused
 // operator's reference: the steps call the same expert_ffn functions on the same waves, and
 // combine_classic sums like the fused combine, so the outputs must match bit for bit.
+#include "moe/mega_unfused.hpp"
+
 #include <shmem.h>
 
 #include <chrono>
-
-#include "moe/mega_state.hpp"
 
 namespace shmoe::moe {
 namespace {
@@ -40,15 +40,22 @@ void on_workers(kernel::WorkerPool& pool, const kernel::WorkerCounts& counts,
 
 }  // namespace
 
+UnfusedChain::UnfusedChain(const MegaMoe::State& s)
+    : dispatch_(make_context(s.cfg, s.recv_cap, static_cast<int>(s.shape.token_row().bytes() / 4),
+                             DType::kInt32)),
+      combine_(make_context(s.cfg, s.recv_cap, s.cfg.model_dim, DType::kBFloat16)) {}
+
+UnfusedChain::~UnfusedChain() = default;
+
 void MegaMoe::run_unfused(const MegaMoeArgs& in) {
-  State& s = *state_;
+  if (!unfused_) unfused_ = std::make_unique<UnfusedChain>(*state_);
+  unfused_->run(*state_, in);
+}
+
+void UnfusedChain::run(MegaMoe::State& s, const MegaMoeArgs& in) {
   const auto& c = s.cfg;
   const ExpertFfnShape& shape = s.shape;
   const std::size_t token_bytes = shape.token_row().bytes(), act_bytes = shape.act_row().bytes();
-  if (!s.dispatch_ctx) {
-    s.dispatch_ctx = make_context(c, s.recv_cap, static_cast<int>(token_bytes / 4), DType::kInt32);
-    s.combine_ctx = make_context(c, s.recv_cap, c.model_dim, DType::kBFloat16);
-  }
   double kernel_us = 0;
   auto timed = [&](auto&& step) {
     const auto t0 = Clock::now();
@@ -71,19 +78,18 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
 
   // 2. dispatch
   const std::size_t cap = s.recv_cap;
-  auto& u = s.unfused;
-  u.rows.resize(cap * token_bytes);
-  u.assist.resize(3 * cap);
-  u.recv_count.resize(static_cast<std::size_t>(c.experts_per_pe) * s.n_pes);
-  u.expert_nums.resize(c.experts_per_pe);
-  auto& rows = u.rows;
-  auto& assist = u.assist;
-  auto& recv_count = u.recv_count;
-  auto& expert_nums = u.expert_nums;
+  rows_.resize(cap * token_bytes);
+  assist_.resize(3 * cap);
+  recv_count_.resize(static_cast<std::size_t>(c.experts_per_pe) * s.n_pes);
+  expert_nums_.resize(c.experts_per_pe);
+  auto& rows = rows_;
+  auto& assist = assist_;
+  auto& recv_count = recv_count_;
+  auto& expert_nums = expert_nums_;
   int received = 0;
   timed([&] {
     received = dispatch_classic(
-        *s.dispatch_ctx, {s.my_rows.data(), in.expert_ids, nullptr, in.tokens},
+        *dispatch_, {s.my_rows.data(), in.expert_ids, nullptr, in.tokens},
         {rows.data(), assist.data(), recv_count.data(), expert_nums.data(), nullptr});
   });
   if (in.expert_token_counts != nullptr)
@@ -104,7 +110,7 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
   };
 
   // 3. GEMM1, wave by wave
-  auto& h = u.h;
+  auto& h = h_;
   h.resize(R * c.ffn_dim);
   on_waves([&](const Wave& w, FfnScratch& scratch) {
     gemm1_tile(shape, s.gemm, s.weights[w.expert], rows.data() + w.row0 * token_bytes, token_bytes,
@@ -112,7 +118,7 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
   });
 
   // 4. SwiGLU and re-quantization, row by row
-  auto& act = u.act;
+  auto& act = act_;
   act.resize(R * act_bytes);
   timed([&] {
     on_workers(
@@ -122,7 +128,7 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
   });
 
   // 5. GEMM2, wave by wave
-  auto& out = u.out;
+  auto& out = out_;
   out.resize(R * c.model_dim);
   on_waves([&](const Wave& w, FfnScratch& scratch) {
     gemm2_tile(shape, s.gemm, s.weights[w.expert], act.data() + w.row0 * act_bytes, w.rows,
@@ -131,8 +137,8 @@ void MegaMoe::run_unfused(const MegaMoeArgs& in) {
 
   // 6. combine
   timed([&] {
-    combine_classic(*s.combine_ctx, {out.data(), assist.data(), recv_count.data(), in.expert_ids,
-                                     in.routing_weights, in.tokens, in.y});
+    combine_classic(*combine_, {out.data(), assist.data(), recv_count.data(), in.expert_ids,
+                                in.routing_weights, in.tokens, in.y});
   });
   s.kernel_us = kernel_us;
 }

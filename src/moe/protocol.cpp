@@ -30,6 +30,73 @@ void FlagArray::wait(int src, std::uint64_t generation, const std::string& what)
                     });
 }
 
+void FlagArray::raise_at_every_pe(int me, std::uint64_t generation) const {
+  for (int pe = 0; pe < n_; ++pe) raise(pe, me, generation);
+}
+
+void FlagArray::wait_for_every_pe(std::uint64_t generation, const std::string& what) const {
+  for (int src = 0; src < n_; ++src) wait(src, generation, what);
+}
+
+Agreement::Agreement(std::byte* base, int n_pes) : n_(n_pes) {
+  for (int p = 0; p < 2; ++p) flags_[p] = FlagArray(base + p * FlagArray::bytes(n_pes), n_pes);
+}
+
+std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse,
+                                  const std::string& what) const {
+  const FlagArray& flags = flags_[g % 2];
+  const std::uint64_t raised = 2 * g;
+  for (int pe = 0; pe < n_; ++pe) flags.raise(pe, me, raised + (refuse ? 1 : 0));
+  std::vector<int> refusing;
+  for (int src = 0; src < n_; ++src) {
+    std::atomic_ref<std::uint64_t> flag(*flags.slot(src));
+    std::uint64_t seen = 0;
+    shmoe::wait_until([&] { return (seen = flag.load(std::memory_order_acquire)) >= raised; },
+                      [&] {
+                        const std::uint64_t now = flag.load();
+                        return shmoe::
+                            WaitState{what,
+                                      fmt::format("{} #{}: waiting for PE {} (its flag is at call "
+                                                  "{})", what, g, src, now / 2),
+                                      src,
+                                      g,
+                                      now / 2,
+                                      g};
+                      });
+    if (seen == raised + 1) refusing.push_back(src);
+  }
+  return refusing;
+}
+
+const char* tensor_name(Tensor t) {
+  switch (t) {
+    case Tensor::kX:
+      return "x";
+    case Tensor::kExpertIds:
+      return "expert_ids";
+    case Tensor::kRoutingWeights:
+      return "routing_weights";
+    case Tensor::kY:
+      return "y";
+    case Tensor::kExpandX:
+      return "expand_x";
+    case Tensor::kAssistInfo:
+      return "assist_info";
+    case Tensor::kEpRecvCount:
+      return "ep_recv_count";
+    case Tensor::kExpertTokenNums:
+      return "expert_token_nums";
+    case Tensor::kExpertTokenCounts:
+      return "expert_token_counts";
+  }
+  return "a tensor";
+}
+
+void refuse_null(CallHeader& h, Tensor which) {
+  h.error = InputError::kNullTensor;
+  h.error_index[0] = static_cast<std::int32_t>(which);
+}
+
 namespace {
 constexpr std::size_t round64(std::size_t v) {
   return (v + 63) / 64 * 64;
@@ -63,12 +130,9 @@ std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
     if (pe != me) shmem_putmem(my_row, my_row, stride_, pe);
   }
   shmem_fence();
-  for (int pe = 0; pe < n_; ++pe) flags_[p].raise(pe, me, g);
+  flags_[p].all_reach(me, g, what);
   std::vector<const CallHeader*> headers(n_);
-  for (int src = 0; src < n_; ++src) {
-    flags_[p].wait(src, g, what);
-    headers[src] = header(p, src);
-  }
+  for (int src = 0; src < n_; ++src) headers[src] = header(p, src);
   return headers;
 }
 
@@ -99,25 +163,23 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
     const CallHeader& h = *headers[pe];
     const auto* i = h.error_index;
     switch (h.error) {
-      case kNoError:
+      case InputError::kNone:
         break;
-      case kExpertOutOfRange:
+      case InputError::kExpertOutOfRange:
         return fmt::format(
             "{}: PE {}: expert_ids[{}][{}]={} is out of range (0..{}, or -1 for "
             "no expert)",
             op, pe, i[0], i[1], i[2], n_experts - 1);
-      case kBsTooLarge:
+      case InputError::kBsOutOfRange:
         return fmt::format("{}: PE {}: {}={} is out of range (0..{}, {})", op, pe, bs_name, i[0],
                            max_bs, limit_name);
-      case kBadPointer:
+      case InputError::kNullTensor:
         return fmt::format("{}: PE {}: required tensor '{}' is null", op, pe,
-                           i[0] == 0   ? "x"
-                           : i[0] == 1 ? "expert_ids"
-                           : i[0] == 3 ? "routing_weights"
-                           : i[0] == 4 ? "y"
-                                       : "outputs");
-      default:
-        return fmt::format("{}: PE {} reported error code {}", op, pe, h.error);
+                           tensor_name(static_cast<Tensor>(i[0])));
+    }
+    if (h.error != InputError::kNone) {
+      return fmt::format("{}: PE {} reported error code {}", op, pe,
+                         static_cast<std::int32_t>(h.error));
     }
   }
   return {};

@@ -45,9 +45,42 @@ class FlagArray {
   // Waits until flag `src` here reaches `generation`; a hang names the PE and the call.
   void wait(int src, std::uint64_t generation, const std::string& what) const;
 
+  // The step that starts and ends the operators' phases, in two halves for callers that raise on
+  // one thread and wait on several: my flag (`me`) to `generation` at every PE ...
+  void raise_at_every_pe(int me, std::uint64_t generation) const;
+  // ... and every PE's flag here at `generation`.
+  void wait_for_every_pe(std::uint64_t generation, const std::string& what) const;
+  // Both halves: returns once every PE has reached this step of call `generation`.
+  void all_reach(int me, std::uint64_t generation, const std::string& what) const {
+    raise_at_every_pe(me, generation);
+    wait_for_every_pe(generation, what);
+  }
+
  private:
   static constexpr std::size_t kStride = 64;
   std::byte* base_ = nullptr;
+  int n_ = 0;
+};
+
+// A step in which every PE tells every PE whether it refuses call g, and learns the same list of
+// refusing PEs as every other PE. Its flags hold 2g + (refused), in two parities (call g uses
+// parity g % 2): a PE that refuses call g returns at once and may start call g + 1, but its
+// flag of g + 1 lands in the other parity, and it cannot reach call g + 2 (same parity) before
+// every PE has raised g + 1, i.e. read its flags of g. So a flag read for call g is always g's.
+class Agreement {
+ public:
+  Agreement() = default;
+  // `base` points at bytes(n_pes) bytes of the symmetric window.
+  Agreement(std::byte* base, int n_pes);
+  static std::size_t bytes(int n_pes) { return 2 * FlagArray::bytes(n_pes); }
+
+  // Raises my verdict on call g at every PE and waits for everyone's; returns the PEs that
+  // refuse, ascending (the same list on every PE). Past it, no PE still reads my buffers of
+  // call g - 1 (as after FlagArray::all_reach).
+  std::vector<int> agree(std::uint64_t g, int me, bool refuse, const std::string& what) const;
+
+ private:
+  FlagArray flags_[2];
   int n_ = 0;
 };
 
@@ -59,11 +92,35 @@ struct RowMeta {
   float scale;
 };
 
-// The header every PE sends every PE at the start of dispatch: what it will send where, the
-// parameters it was called with, and any error it found in its inputs.
+// What a PE found wrong with its own inputs, told to every PE in its call header.
+enum class InputError : std::int32_t {
+  kNone = 0,
+  kExpertOutOfRange = 1,  // error_index = (token, slot, value)
+  kBsOutOfRange = 2,      // error_index = (bs, max_bs)
+  kNullTensor = 3,        // error_index[0] = a Tensor
+};
+
+// The tensors an operator's call header can name as null.
+enum class Tensor : std::int32_t {
+  kX,
+  kExpertIds,
+  kRoutingWeights,
+  kY,
+  kExpandX,
+  kAssistInfo,
+  kEpRecvCount,
+  kExpertTokenNums,
+  kExpertTokenCounts,
+};
+const char* tensor_name(Tensor t);
+
+// The header every PE sends every PE at the start of dispatch and MegaMoE: what it will send
+// where, the parameters it was called with, and any error it found in its inputs.
 struct CallHeader {
-  std::int32_t error = 0;  // an InputError code, 0 = none
+  InputError error = InputError::kNone;
   std::int32_t error_index[3] = {0, 0, 0};
+  // dtype: the operator's element type code (DType for dispatch, numeric::Fp8Format for
+  // MegaMoE); it is only compared between PEs of one operator.
   std::int32_t hidden = 0, topk = 0, experts_per_pe = 0, dtype = 0;
   std::int32_t bs = 0;
   std::int32_t ffn = 0;  // MegaMoE's ffn_dim; 0 for dispatch
@@ -72,12 +129,8 @@ struct CallHeader {
 };
 static_assert(sizeof(CallHeader) == 64);
 
-enum InputError : std::int32_t {
-  kNoError = 0,
-  kExpertOutOfRange = 1,  // index = (token, slot, value)
-  kBsTooLarge = 2,        // index = (bs, max_bs)
-  kBadPointer = 3,        // index = (which)
-};
+// Marks the header as refusing the call because tensor `which` is null.
+void refuse_null(CallHeader& h, Tensor which);
 
 // The header exchange that starts a call: two parities of header rows (call g uses parity g % 2,
 // so a PE that starts call g+1 never overwrites a header a slower PE still reads for call g) and

@@ -10,7 +10,7 @@ void fill_route_header(CallHeader& h, std::int32_t* counts, const std::int32_t* 
                        int max_bs, int topk, int n_experts) {
   std::fill(counts, counts + n_experts, 0);
   if (bs < 0 || bs > max_bs) {
-    h.error = kBsTooLarge;
+    h.error = InputError::kBsOutOfRange;
     h.error_index[0] = bs;
     h.error_index[1] = max_bs;
     return;
@@ -20,7 +20,7 @@ void fill_route_header(CallHeader& h, std::int32_t* counts, const std::int32_t* 
       const std::int32_t e = expert_ids[static_cast<std::size_t>(t) * topk + k];
       if (e == -1) continue;
       if (e < -1 || e >= n_experts) {
-        h.error = kExpertOutOfRange;
+        h.error = InputError::kExpertOutOfRange;
         h.error_index[0] = t;
         h.error_index[1] = k;
         h.error_index[2] = e;

@@ -10,6 +10,7 @@
 #include "common/env.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "transport/narrow_atomic.hpp"
 
 namespace shmoe::transport {
 namespace {
@@ -331,45 +332,14 @@ std::uint64_t UcxTransport::native_atomic(int pe, std::size_t offset, ucp_atomic
 
 std::uint64_t UcxTransport::narrow_atomic(int pe, std::size_t offset, const AmoRequest& r) {
   const std::size_t word = offset & ~std::size_t{3};
-  const unsigned shift = static_cast<unsigned>(offset - word) * 8;  // little-endian
-  const std::uint32_t lane = (r.width == 1 ? 0xffu : 0xffffu);
-  const std::uint32_t mask = lane << shift;
-  auto part = [&](std::uint32_t w) { return (w >> shift) & lane; };
-  const std::uint32_t operand = static_cast<std::uint32_t>(r.operand) & lane;
-  std::uint32_t old =
+  const auto old =
       static_cast<std::uint32_t>(native_atomic(pe, word, UCP_ATOMIC_OP_ADD, 4, 0, 0));
-  for (;;) {
-    std::uint32_t next = 0;
-    switch (r.op) {
-      case AmoOp::kLoad:
-        return part(old);
-      case AmoOp::kCompareSwap:
-        if (part(old) != (static_cast<std::uint32_t>(r.compare) & lane)) return part(old);
-        next = operand;
-        break;
-      case AmoOp::kStore:
-      case AmoOp::kSwap:
-        next = operand;
-        break;
-      case AmoOp::kAdd:
-        next = (part(old) + operand) & lane;
-        break;
-      case AmoOp::kAnd:
-        next = part(old) & operand;
-        break;
-      case AmoOp::kOr:
-        next = part(old) | operand;
-        break;
-      case AmoOp::kXor:
-        next = part(old) ^ operand;
-        break;
-    }
-    const std::uint32_t desired = (old & ~mask) | (next << shift);
-    const auto seen =
-        static_cast<std::uint32_t>(native_atomic(pe, word, UCP_ATOMIC_OP_CSWAP, 4, desired, old));
-    if (seen == old) return part(old);
-    old = seen;  // another PE changed the word (perhaps a neighbouring byte): try again
-  }
+  return transport::narrow_atomic(
+      static_cast<unsigned>(offset - word), r, old,
+      [&](std::uint32_t desired, std::uint32_t expected) {
+        return static_cast<std::uint32_t>(
+            native_atomic(pe, word, UCP_ATOMIC_OP_CSWAP, 4, desired, expected));
+      });
 }
 
 std::uint64_t UcxTransport::atomic(int pe, std::size_t offset, const AmoRequest& r) {

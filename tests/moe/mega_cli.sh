@@ -31,14 +31,14 @@ expect_refusal() {
   fi
 }
 
-expect_refusal "odd FFN_DIM" "FFN_DIM (--ffn-dim) = 63 is odd" \
+expect_refusal "odd FFN_DIM" "FFN_DIM (--ffn-dim)=63 must be even" \
   "$moe" mega --pes 2 "${small[@]}" --ffn-dim 63
 expect_refusal "topk above the expert count" \
-  "EXPERTS_PER_TOKEN (--topk) = 5 is above the expert count 4 (RANK_SIZE 2 x LOCAL_EXPERT_COUNT 2)" \
+  "EXPERTS_PER_TOKEN (--topk)=5 is out of range (1..4, the expert count 2 PEs x 2 experts)" \
   "$moe" mega --pes 2 "${small[@]}" --topk 5
 expect_refusal "AIC_NUM alone" "must be given together" \
   env AIC_NUM=2 "$moe" mega --pes 2 "${small[@]}"
-expect_refusal "AIV not twice AIC" "AIV_NUM (--vector-workers) = 3 must be twice AIC_NUM (--matrix-workers) = 2" \
+expect_refusal "AIV not twice AIC" "AIC_NUM (--matrix-workers)=2 and AIV_NUM (--vector-workers)=3: give both or neither, with AIV_NUM (--vector-workers) = 2 x AIC_NUM (--matrix-workers)" \
   "$moe" mega --pes 2 "${small[@]}" --matrix-workers 2 --vector-workers 3
 expect_refusal "symmetric heap too small" "raise SHMEM_SYMMETRIC_SIZE" \
   env SHMEM_SYMMETRIC_SIZE=64K "$moe" mega --pes 2 "${small[@]}" --tokens 64 --model-dim 256

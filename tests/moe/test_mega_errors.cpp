@@ -151,7 +151,9 @@ TEST(MegaErrors, WorkersNotInOneToTwoRatioAreRefused) {
     MegaMoe op(c, w.view);
     ADD_FAILURE() << "accepted 2 matrix and 3 vector workers";
   } catch (const MoeError& e) {
-    EXPECT_NE(std::string(e.what()).find("matrix=2 vector=3"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()),
+              "MegaMoe: workers.matrix=2 and workers.vector=3: give both or neither, with "
+              "workers.vector = 2 x workers.matrix and workers.matrix in 1..64");
   }
 }
 

@@ -141,6 +141,93 @@ TEST(MoeErrors, TopkAboveTheExpertCountIsRefused) {
   }
 }
 
+std::string combine_error(MoeContext& ctx, Buffers& r, int bs, bool double_plane = false,
+                          bool null_scales = false) {
+  try {
+    const CombineArgs args{r.expert_out.data(),
+                           r.assist.data(),
+                           r.recv.data(),
+                           r.ids.data(),
+                           null_scales ? nullptr : r.scales.data(),
+                           bs,
+                           r.out.data()};
+    double_plane ? combine_doubleplane(ctx, args) : combine_classic(ctx, args);
+  } catch (const MoeError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Token t's combined row is its own x row times the two 0.5 scales of its slots (every slot's
+// expert exists, and expert_out is the dispatched rows unchanged); x holds small integers, so
+// the sums are exact.
+void expect_combined(const Buffers& r, const std::string& when) {
+  for (int t = 0; t < 8; ++t) {
+    for (int h = 0; h < 4; ++h) {
+      const float x = r.x[t * 4 + h];
+      EXPECT_EQ(r.out[t * 4 + h], x * 0.5f + x * 0.5f)
+          << when << ": token " << t << " element " << h;
+    }
+  }
+}
+
+// One PE's bad combine inputs end the call on every PE at once, not after SHMOE_HANG_TIMEOUT
+// (20 s for these tests), and a good call right after is exact. Each round makes a different
+// PE refuse (a bad bs, a row naming a token beyond max_bs, a null tensor) and another PE come
+// late, so the refusing PEs run ahead into the next call while the late one still reads its
+// verdicts. Classic and double-plane combine alternate.
+TEST(MoeErrors, CombineRefusedOnOnePeIsRefusedOnEveryPeAndTheNextCallCombines) {
+  MoeContext ctx(small_config());
+  const int n = ctx.n_pes(), me = ctx.my_pe();
+  Buffers r = make_buffers(ctx, 8, test::shared_seed());
+  // Token t goes to experts t and t + 1 (mod the expert count): every PE receives rows.
+  ASSERT_GT(dispatch(ctx, r, 8), 0);
+  r.expert_out = r.expand;
+  for (int round = 0; round < 9; ++round) {
+    const int bad = round % n, late = (round + 1) % n;
+    const int how = round % 3;
+    const bool double_plane = round % 2 == 1;  // with how, every pairing within 6 rounds
+    Buffers call = r;
+    call.out.assign(r.x.size(), -1.0f);
+    std::string want_mine;
+    if (me == bad && how == 0) {
+      want_mine =
+          fmt::format("combine: PE {}: bs=9 is out of range (0..8, the context's max_bs)", me);
+    } else if (me == bad && how == 1) {
+      call.assist[1] = 99;
+      want_mine = fmt::format(
+          "combine: PE {}: assist_info[0] = ({}, 99, {}) is out of range "
+          "(source 0..{}, token 0..7, slot 0..1)",
+          me, call.assist[0], call.assist[2], n - 1);
+    } else if (me == bad) {
+      want_mine = fmt::format("combine: PE {}: required tensor 'expert_scales' is null", me);
+    }
+    if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto start = std::chrono::steady_clock::now();
+    const std::string got = combine_error(ctx, call, me == bad && how == 0 ? 9 : 8, double_plane,
+                                          me == bad && how == 2);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (me == bad) {
+      EXPECT_EQ(got, want_mine) << "round " << round;
+    } else {
+      EXPECT_EQ(got, fmt::format("combine: refused on every PE because PE {} refused its inputs "
+                                 "(its own error says why)",
+                                 bad))
+          << "round " << round;
+    }
+    EXPECT_LT(took, 5.0) << "round " << round << ": the refusal must not wait for a hang timeout";
+    for (float v : call.out) EXPECT_EQ(v, -1.0f) << "a refused call wrote its output";
+
+    call = r;
+    call.out.assign(r.x.size(), -1.0f);
+    if (me == bad) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(combine_error(ctx, call, 8, double_plane), "")
+        << "round " << round << ": the good call after";
+    expect_combined(call, fmt::format("round {}", round));
+  }
+}
+
 // Buffers under SHMOE_TEST_SKIP_COMBINE_PE=p: that PE never calls combine, and the others must
 // report, by name, that they wait for it.
 TEST(MoeHang, PeThatSkipsCombine) {

@@ -1,7 +1,8 @@
 // The pure pieces of the MoE protocol and the transports, which multi-PE runs exercise only as a
-// whole: route planning, the call-error verdict, the copy-engine split, the weighted reduction
-// and the AMO on a word. Checked here against independent references: a brute-force placement
-// of every row, fp64 sums, and plain integer arithmetic.
+// whole: route planning, the call-error verdict, the copy-engine split, the weighted reduction,
+// MegaMoE's waves, the AMO on a word and the narrow AMO by compare-and-swap. Checked here against
+// independent references: a brute-force placement of every row, fp64 sums, a row-by-row walk,
+// and plain integer arithmetic.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,8 +14,10 @@
 
 #include "moe/combine_reduce.hpp"
 #include "moe/context_state.hpp"
+#include "moe/mega_state.hpp"
 #include "moe/protocol.hpp"
 #include "moe/route_plan.hpp"
+#include "transport/narrow_atomic.hpp"
 #include "transport/shm_transport.hpp"
 
 namespace shmoe::moe {
@@ -126,10 +129,10 @@ TEST(CallError, TheFirstErrorInPeOrderAndParameterMismatchesFirst) {
     return v;
   };
   EXPECT_EQ(first_call_error("dispatch", headers(), 0, 6, 8), "");
-  h[2].error = kBsTooLarge;
+  h[2].error = InputError::kBsOutOfRange;
   h[2].error_index[0] = 9;
   h[2].error_index[1] = 8;
-  h[1].error = kExpertOutOfRange;
+  h[1].error = InputError::kExpertOutOfRange;
   h[1].error_index[0] = 3;
   h[1].error_index[1] = 1;
   h[1].error_index[2] = 42;
@@ -138,7 +141,7 @@ TEST(CallError, TheFirstErrorInPeOrderAndParameterMismatchesFirst) {
     EXPECT_EQ(first_call_error("dispatch", headers(), me, 6, 8),
               "dispatch: PE 1: expert_ids[3][1]=42 is out of range (0..5, or -1 for no expert)");
   }
-  h[1].error = kNoError;
+  h[1].error = InputError::kNone;
   EXPECT_EQ(first_call_error("mega", headers(), 0, 6, 8, "tokens", "the configured tokens"),
             "mega: PE 2: tokens=9 is out of range (0..8, the configured tokens)");
   // A parameter mismatch is reported before any input error.
@@ -194,6 +197,46 @@ TEST(WeightedReduction, Fp32InIncreasingSlotOrderSkippingMissingExperts) {
       EXPECT_NEAR(got, fp64, 1e-5 * (1.0 + std::abs(fp64)));
     }
   }
+}
+
+// The waves by walking every received row in order: row i of expert e belongs to wave
+// (e, i / wave_rows), and a wave is a run of rows with the same key.
+std::vector<Wave> waves_row_by_row(const std::vector<std::int64_t>& rows_per_expert, int W) {
+  std::vector<Wave> waves;
+  std::int64_t row = 0;
+  long last_key = -1;
+  for (std::size_t e = 0; e < rows_per_expert.size(); ++e) {
+    for (std::int64_t i = 0; i < rows_per_expert[e]; ++i, ++row) {
+      const long key = static_cast<long>(e) * 1000000 + static_cast<long>(i / W);
+      if (key != last_key) waves.push_back({static_cast<int>(e), row, 0});
+      ++waves.back().rows;
+      last_key = key;
+    }
+  }
+  return waves;
+}
+
+TEST(CutWaves, EveryRowOnceInWavesOfAtMostWaveRowsPerExpert) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 200; ++trial) {
+    const int L = 1 + static_cast<int>(rng() % 6), W = 1 + static_cast<int>(rng() % 9);
+    std::vector<std::int64_t> rows(L);
+    for (auto& n : rows) n = rng() % 3 == 0 ? 0 : static_cast<std::int64_t>(rng() % 40);
+    const std::vector<Wave> got = cut_waves(rows, W);
+    const std::vector<Wave> want = waves_row_by_row(rows, W);
+    ASSERT_EQ(got.size(), want.size()) << "trial " << trial << " W " << W;
+    for (std::size_t v = 0; v < want.size(); ++v) {
+      EXPECT_EQ(got[v].expert, want[v].expert) << "wave " << v;
+      EXPECT_EQ(got[v].row0, want[v].row0) << "wave " << v;
+      EXPECT_EQ(got[v].rows, want[v].rows) << "wave " << v;
+    }
+  }
+  EXPECT_TRUE(cut_waves({0, 0, 0}, 4).empty());
+  const std::vector<Wave> one = cut_waves({0, 5, 0, 4}, 4);
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_EQ(one[2].expert, 3);
+  EXPECT_EQ(one[2].row0, 5);
+  EXPECT_EQ(one[2].rows, 4);
 }
 
 }  // namespace
@@ -252,6 +295,86 @@ TEST(AtomicOnWord, EveryOperationAtEveryWidth) {
   }
   std::uint32_t word = 0;
   EXPECT_THROW(atomic_on_word(&word, {AmoOp::kAdd, 3, 1, 0}), std::exception);
+}
+
+// One narrow AMO on a lane of a 32-bit word in plain memory, where another PE changes every
+// byte outside the lane just before the first compare-and-swap: the swap must fail, be retried,
+// and leave the neighbour's change in place.
+template <typename T>
+void check_narrow(AmoOp op, unsigned at, std::uint32_t start, T operand, T compare) {
+  std::uint32_t mem = start;
+  const std::uint32_t neighbours = ~(((1u << (8 * sizeof(T))) - 1) << (8 * at));
+  int swaps = 0;
+  auto cas = [&](std::uint32_t desired, std::uint32_t expected) {
+    if (swaps++ == 0) mem ^= neighbours;  // the other PE's store to the neighbouring bytes
+    const std::uint32_t held = mem;
+    if (held == expected) mem = desired;
+    return held;
+  };
+  T before;
+  std::memcpy(&before, reinterpret_cast<const std::byte*>(&start) + at, sizeof(T));
+  T after = before;
+  bool writes = true;
+  switch (op) {
+    case AmoOp::kLoad:
+      writes = false;
+      break;
+    case AmoOp::kCompareSwap:
+      writes = before == compare;
+      if (writes) after = operand;
+      break;
+    case AmoOp::kStore:
+    case AmoOp::kSwap:
+      after = operand;
+      break;
+    case AmoOp::kAdd:
+      after = static_cast<T>(before + operand);
+      break;
+    case AmoOp::kAnd:
+      after = static_cast<T>(before & operand);
+      break;
+    case AmoOp::kOr:
+      after = static_cast<T>(before | operand);
+      break;
+    case AmoOp::kXor:
+      after = static_cast<T>(before ^ operand);
+      break;
+  }
+  const std::uint64_t got =
+      narrow_atomic(at, {op, static_cast<std::uint8_t>(sizeof(T)), operand, compare}, start, cas);
+  const auto what = [&] {
+    return ::testing::Message() << "op " << static_cast<int>(op) << " width " << sizeof(T) << " at "
+                                << at << " word " << std::hex << start;
+  };
+  EXPECT_EQ(got, before) << what();
+  std::uint32_t want = writes ? start ^ neighbours : start;
+  std::memcpy(reinterpret_cast<std::byte*>(&want) + at, &after, sizeof(T));
+  EXPECT_EQ(mem, want) << what();
+  EXPECT_EQ(swaps, writes ? 2 : 0) << what();
+}
+
+TEST(NarrowAtomic, EveryOperationOnEveryLaneKeepsTheNeighboursOfTheWord) {
+  std::mt19937_64 rng(std::random_device{}());
+  const AmoOp ops[] = {AmoOp::kLoad, AmoOp::kStore, AmoOp::kSwap, AmoOp::kCompareSwap,
+                       AmoOp::kAdd,  AmoOp::kAnd,   AmoOp::kOr,   AmoOp::kXor};
+  for (int trial = 0; trial < 50; ++trial) {
+    const auto start = static_cast<std::uint32_t>(rng());
+    const std::uint64_t operand = rng();
+    for (const AmoOp op : ops) {
+      for (unsigned at = 0; at < 4; ++at) {
+        std::uint8_t lane8;
+        std::memcpy(&lane8, reinterpret_cast<const std::byte*>(&start) + at, 1);
+        // The compare matches the lane every other trial, so a swap both happens and fails.
+        check_narrow<std::uint8_t>(op, at, start, static_cast<std::uint8_t>(operand),
+                                   trial % 2 ? lane8 : static_cast<std::uint8_t>(lane8 + 1));
+        if (at % 2 != 0) continue;
+        std::uint16_t lane16;
+        std::memcpy(&lane16, reinterpret_cast<const std::byte*>(&start) + at, 2);
+        check_narrow<std::uint16_t>(op, at, start, static_cast<std::uint16_t>(operand),
+                                    trial % 2 ? lane16 : static_cast<std::uint16_t>(lane16 + 1));
+      }
+    }
+  }
 }
 
 }  // namespace

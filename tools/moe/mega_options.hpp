@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "moe/mega_moe.hpp"
 #include "numeric/fp8.hpp"
 #include "options.hpp"
 
@@ -42,5 +43,8 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o);
 // After parsing: the refusals CLI11 cannot express. Returns an exit code to stop with (an
 // error, said on stderr), or -1 to go on.
 int finish_mega_options(const MegaOptionText& text, MegaOptions& o);
+
+// The operator's configuration the options ask for.
+moe::MegaMoeConfig mega_config(const MegaOptions& options);
 
 }  // namespace shmoe::tools

@@ -15,23 +15,6 @@
 
 namespace shmoe::tools {
 
-moe::MegaMoeConfig mega_config(const MegaOptions& o) {
-  moe::MegaMoeConfig c;
-  c.tokens = o.tokens;
-  c.model_dim = o.model_dim;
-  c.ffn_dim = o.ffn_dim;
-  c.topk = o.topk;
-  c.experts_per_pe = o.experts_per_pe;
-  c.format = o.mode;
-  c.max_received_tokens = o.max_received_tokens;
-  c.workers = {o.matrix_workers, o.vector_workers};
-  c.wave_rows = o.wave_rows;
-  c.schedule = o.schedule == "overlapped" ? moe::MegaSchedule::kOverlapped
-               : o.schedule == "inline"   ? moe::MegaSchedule::kInline
-                                          : moe::MegaSchedule::kAuto;
-  return c;
-}
-
 namespace {
 
 // The relative tolerance per format.

@@ -11,9 +11,6 @@ namespace shmoe::tools {
 
 int run_mega_pe(const MegaOptions& options);
 
-// The operator's configuration for these options.
-moe::MegaMoeConfig mega_config(const MegaOptions& options);
-
 // Symmetric heap bytes a PE needs (what shmoe-moe mega sets by default).
 std::size_t mega_symmetric_bytes(const MegaOptions& options);
 

@@ -3,6 +3,8 @@
 #include <map>
 #include <tuple>
 
+#include "moe/config_check.hpp"
+
 namespace shmoe::tools {
 namespace {
 
@@ -19,7 +21,31 @@ const std::map<std::string, std::string> kReferenceSpellings = {
     {"-perf", "--perf"},
 };
 
+// What the operators' own rules say of one case of the sweep, in this command line's names.
+std::string case_error(const MoeRunOptions& o, const MoeCase& c) {
+  moe::MoeConfigNames names;
+  names.experts_per_pe = "--experts-per-pe";
+  names.max_bs = "--bs";
+  names.hidden = "--hidden";
+  names.topk = "--topk";
+  names.workers = "--matrix-workers/--vector-workers:";
+  return moe::config_error(moe_config(o, c), o.pes, names);
+}
+
 }  // namespace
+
+moe::MoeConfig moe_config(const MoeRunOptions& o, const MoeCase& c) {
+  moe::MoeConfig cfg;
+  cfg.experts_per_pe = c.experts_per_pe;
+  cfg.max_bs = c.bs;
+  cfg.hidden = c.hidden;
+  cfg.topk = c.topk;
+  cfg.dtype = c.dtype;
+  cfg.max_recv_rows = o.max_recv_rows;
+  cfg.workers = {o.matrix_workers, o.vector_workers};
+  cfg.doubleplane_threshold = o.threshold;
+  return cfg;
+}
 
 std::string op_name(MoeOp op) {
   switch (op) {
@@ -73,15 +99,10 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
   app.add_option("--bs", bs, "tokens per PE; a list sweeps (-bs)")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
-  app.add_option("--hidden", hidden, "hidden size (-h)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--topk", topk, "experts per token (-topk)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--experts-per-pe", epp, "experts per PE (-expertPerPe)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 4096));
+  // The operators' own rules check hidden, topk, experts per PE and the workers (case_error).
+  app.add_option("--hidden", hidden, "hidden size (-h)")->delimiter(',');
+  app.add_option("--topk", topk, "experts per token (-topk)")->delimiter(',');
+  app.add_option("--experts-per-pe", epp, "experts per PE (-expertPerPe)")->delimiter(',');
   app.add_option("--dtype", dtypes, "int32 | float16 | bfloat16 | float32 (-type int32_t ...)")
       ->delimiter(',');
   app.add_option("--seed", o.seed, "input seed (default: fresh, printed)");
@@ -99,8 +120,8 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
   app.add_option("--warmup", o.warmup)->check(CLI::Range(0, 1000000));
   app.add_option("--loops", o.loops)->check(CLI::Range(1, 1000000));
   app.add_option("--output-dir", o.output_dir, "where --perf writes its CSVs");
-  app.add_option("--matrix-workers", o.matrix_workers)->check(CLI::Range(0, 256));
-  app.add_option("--vector-workers", o.vector_workers)->check(CLI::Range(0, 256));
+  app.add_option("--matrix-workers", o.matrix_workers);
+  app.add_option("--vector-workers", o.vector_workers);
   app.add_option("--max-recv-rows", o.max_recv_rows, "window rows per PE (0: never overflows)")
       ->check(CLI::Range(std::size_t{0}, kMaxReceivedRows));
   app.add_option("--threshold", o.threshold,
@@ -148,14 +169,12 @@ int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
                   d.c_str());
               return 2;
             }
-            if (k > o.pes * e) {
-              std::fprintf(stderr,
-                           "shmoe-moe: --topk=%d is above the expert count %d (%d PEs x %d experts "
-                           "per PE)\n",
-                           k, o.pes * e, o.pes, e);
+            const MoeCase c{b, h, k, e, *dt};
+            if (const std::string error = case_error(o, c); !error.empty()) {
+              std::fprintf(stderr, "shmoe-moe: %s\n", error.c_str());
               return 2;
             }
-            o.cases.push_back({b, h, k, e, *dt});
+            o.cases.push_back(c);
           }
   return -1;
 }

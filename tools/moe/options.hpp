@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "moe/dtype.hpp"
+#include "moe/moe.hpp"
 
 namespace shmoe::tools {
 
@@ -63,5 +64,8 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o);
 // After parsing: the cases the lists sweep, and the refusals CLI11 cannot express. Returns an
 // exit code to stop with (an error, said on stderr), or -1 to go on.
 int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o);
+
+// The operators' configuration for one case.
+moe::MoeConfig moe_config(const MoeRunOptions& options, const MoeCase& c);
 
 }  // namespace shmoe::tools

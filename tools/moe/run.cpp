@@ -295,19 +295,6 @@ std::uint64_t agree_on_seed(std::uint64_t requested) {
   return seed;
 }
 
-moe::MoeConfig moe_config(const MoeRunOptions& o, const MoeCase& c) {
-  moe::MoeConfig cfg;
-  cfg.experts_per_pe = c.experts_per_pe;
-  cfg.max_bs = c.bs;
-  cfg.hidden = c.hidden;
-  cfg.topk = c.topk;
-  cfg.dtype = c.dtype;
-  cfg.max_recv_rows = o.max_recv_rows;
-  cfg.workers = {o.matrix_workers, o.vector_workers};
-  cfg.doubleplane_threshold = o.threshold;
-  return cfg;
-}
-
 std::size_t symmetric_bytes_for(const MoeRunOptions& o, const MoeCase& c) {
   // Room beyond the operator's windows for the seed and the perf report's scratch.
   return moe::MoeContext::window_bytes(moe_config(o, c), o.pes) + (64u << 20);

@@ -15,9 +15,6 @@ std::uint64_t agree_on_seed(std::uint64_t requested);
 // Returns the PE's exit status: 0 when every output verified.
 int run_moe_pe(const MoeRunOptions& options);
 
-// The operators' configuration for one case.
-moe::MoeConfig moe_config(const MoeRunOptions& options, const MoeCase& c);
-
 // Symmetric heap bytes a PE needs for one case, and for the largest case (what shmoe-moe sets by
 // default).
 std::size_t symmetric_bytes_for(const MoeRunOptions& options, const MoeCase& c);

@@ -1,0 +1,38 @@
+// The rules an operator's configuration must follow, written once: MoeContext and MegaMoe refuse
+// a configuration that breaks one, and shmoe-moe checks its options against the same rules
+// before it starts any PE, naming each field as its user spells it.
+#pragma once
+
+#include <string>
+
+#include "moe/mega_moe.hpp"
+#include "moe/moe.hpp"
+
+namespace shmoe::moe {
+
+// How the caller spells each field in a message.
+struct MoeConfigNames {
+  const char* experts_per_pe = "experts_per_pe";
+  const char* max_bs = "max_bs";
+  const char* hidden = "hidden";
+  const char* topk = "topk";
+  const char* workers = "workers";
+};
+
+struct MegaConfigNames {
+  const char* tokens = "tokens";
+  const char* model_dim = "model_dim";
+  const char* ffn_dim = "ffn_dim";
+  const char* topk = "topk";
+  const char* experts_per_pe = "experts_per_pe";
+  const char* matrix_workers = "workers.matrix";
+  const char* vector_workers = "workers.vector";
+  const char* wave_rows = "wave_rows";
+  const char* schedule = "schedule";
+};
+
+// What is wrong with `c` on `n_pes` PEs, or "" when nothing is.
+std::string config_error(const MoeConfig& c, int n_pes, const MoeConfigNames& names = {});
+std::string config_error(const MegaMoeConfig& c, int n_pes, const MegaConfigNames& names = {});
+
+}  // namespace shmoe::moe

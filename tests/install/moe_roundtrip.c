@@ -1,11 +1,13 @@
 /* The MoE C API (shmoe/moe.h) from a program built outside shmoe: a dispatch, an "expert" that
  * scales each row by its expert's number plus one, and a combine, checked against a reference
  * each PE computes from the routing every PE uses (a pure function of the PE, token and slot).
- * Token t of PE s carries x[t][j] = 1000 s + 10 t + j; prints "PE r/N: ok" when all matched. */
+ * Token t of PE s carries x[t][j] = 1000 s + 10 t + j. Also checks refusals (bs above max_bs on
+ * every PE, a bad dtype, a NULL handle). Prints "PE r/N: ok" when all matched. */
 #include <shmem.h>
 #include <shmoe/moe.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { kExpertsPerPe = 2, kMaxBs = 5, kHidden = 8, kTopk = 2 };
 
@@ -116,6 +118,19 @@ int main(void) {
   const int refused = shmoe_dispatch(moe, SHMOE_PLANE_CLASSIC, x, ids, scales, kMaxBs + 1, expand_x,
                                      assist, recv_count, token_nums, NULL);
   check(refused == SHMOE_MOE_REFUSED, "bs > max_bs is refused", refused, SHMOE_MOE_REFUSED);
+
+  /* Bad arguments: refused with the call, the parameter and the value named. */
+  shmoe_moe_config_t bad = config;
+  bad.dtype = (shmoe_dtype_t)7;
+  shmoe_moe_t unused = NULL;
+  check(shmoe_moe_create(&bad, &unused) == SHMOE_MOE_REFUSED, "dtype 7 is refused", 7, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_create: dtype=7") != NULL,
+        "the refusal names the call, dtype and 7", 0, 0);
+  check(shmoe_dispatch(NULL, SHMOE_PLANE_CLASSIC, x, ids, scales, bs, expand_x, assist, recv_count,
+                       token_nums, NULL) == SHMOE_MOE_REFUSED,
+        "a NULL handle is refused", 0, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_dispatch: moe is NULL") != NULL,
+        "the refusal names the NULL handle", 0, 0);
 
   shmoe_moe_destroy(moe);
   free(expand_x);

@@ -55,7 +55,7 @@ shmoe_path_in_prefix(pc_libdir "\${prefix}" ${CMAKE_INSTALL_LIBDIR})
 shmoe_write_pc(installed ${PROJECT_BINARY_DIR}/cmake/installed ${pc_prefix} ${pc_includedir}
                ${pc_libdir})
 shmoe_write_pc(build_tree ${SHMOE_BUILD_PKGCONFIGDIR} ${PROJECT_BINARY_DIR}
-               ${PROJECT_SOURCE_DIR}/include $<TARGET_LINKER_FILE_DIR:shmoe>)
+               ${SHMOE_API_INCLUDE_DIR} $<TARGET_LINKER_FILE_DIR:shmoe>)
 install(FILES ${PROJECT_BINARY_DIR}/cmake/installed/shmoe.pc
         DESTINATION ${SHMOE_INSTALL_PKGCONFIGDIR})
 

@@ -1,10 +1,11 @@
-/* Every function of the OpenSHMEM C API, declared with the name prefix SHMOE_PREFIX: empty in
- * shmem.h (shmem_long_put), `p` in pshmem.h, the profiling interface (pshmem_long_put). The
+/* Every function of the OpenSHMEM C API, declared with the name prefix SHMOE_PREFIX: empty for
+ * shmem.h (shmem_long_put), `p` for pshmem.h, the profiling interface (pshmem_long_put). The
  * typed families are declared by applying one declaration macro to a type table of
  * shmoe/type_tables.h or shmoe/collective_types.h; the library defines them from the same tables.
  *
- * No include guard: shmem.h and pshmem.h each include it once, with their own SHMOE_PREFIX,
- * inside their extern "C" block. Do not include directly.
+ * Not a header of the install: the build preprocesses this file (cmake/ShmoeApiHeaders.cmake)
+ * and writes the flat prototypes it yields into the generated shmem.h and pshmem.h.
+ * SHMOE_C_ONLY, a marker the generator reads, puts a declaration out of C++'s sight.
  */
 
 /* SHMOE_F(shmem_x) is shmem_x in shmem.h and pshmem_x in pshmem.h. */
@@ -302,9 +303,7 @@ SHMOE_DEPRECATED_AMO_EXTENDED_TYPES(SHMOE_DECL_AMO_OLD_EXTENDED)
 /* The long-typed names of before C11; in C11 shmem_swap and shmem_wait_until are type-generic
  * (shmoe/generic.h), and in C++ overloaded, so these symbols are reached by a C99 program. */
 long SHMOE_F(shmem_swap)(long* dest, long value, int pe);
-#if !defined(__cplusplus)
-void SHMOE_F(shmem_wait_until)(long* ivar, int cmp, long cmp_value);
-#endif
+SHMOE_C_ONLY void SHMOE_F(shmem_wait_until)(long* ivar, int cmp, long cmp_value);
 
 #define SHMOE_DECL_WAIT_OLD(T, N) void SHMOE_F(shmem_##N##_wait)(T * ivar, T cmp_value);
 SHMOE_DEPRECATED_WAIT_TYPES(SHMOE_DECL_WAIT_OLD)

@@ -1,6 +1,19 @@
-/* shmoe MoE operators: plain C entry points (for C programs and language bindings).
- * Every call is collective over all PEs. Functions return 0 (or a row count) on success and -1
- * on a refused call; shmoe_moe_last_error() then says why (the same text on every PE).
+/* shmoe MoE operators: the C API (for C programs and language bindings; shmoe/moe.hpp wraps it
+ * for C++). Link with -lshmoe, after shmem_init().
+ *
+ * Two operators, each behind an opaque handle:
+ *   - shmoe_moe_t, expert-parallel dispatch and combine: dispatch sends each token to the PEs
+ *     that own its top-k experts, combine brings the experts' outputs back and sums them,
+ *     weighted, at the token's home PE. Expert e lives on PE e / experts_per_pe.
+ *   - shmoe_mega_moe_t, MegaMoE: a whole MoE layer (route, dispatch, MX FP8 quantization, GEMM1,
+ *     SwiGLU, GEMM2, combine) as one call.
+ *
+ * Every call except the queries (recv_capacity, last_error, the MX helpers) is collective: all
+ * PEs make it, in the same order, with the same configuration. A call returns SHMOE_MOE_OK (or a
+ * row count) on success and a negative shmoe_moe_status_t otherwise; shmoe_moe_last_error() then
+ * says why, naming the call, the parameter and the value. A refused call (bad input on any PE,
+ * PEs that disagree, a window too small) is refused on every PE with the same text, so no PE is
+ * left waiting.
  */
 #ifndef SHMOE_MOE_H
 #define SHMOE_MOE_H
@@ -8,9 +21,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shmoe/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef enum {
+  SHMOE_MOE_OK = 0,
+  /* Refused: bad input or configuration (on every PE for a collective call). Nothing moved. */
+  SHMOE_MOE_REFUSED = -1,
+  /* Failed for another reason on this PE (out of memory, the symmetric heap is full, ...). */
+  SHMOE_MOE_FAILED = -2
+} shmoe_moe_status_t;
+
+/* The text of this thread's last failed call ("" if none failed). */
+SHMOE_API const char* shmoe_moe_last_error(void);
+
+/* ---- Dispatch and combine ----------------------------------------------------------------- */
 
 typedef struct shmoe_moe* shmoe_moe_t;
 
@@ -21,33 +49,95 @@ typedef enum {
   SHMOE_DTYPE_FLOAT32 = 3
 } shmoe_dtype_t;
 
+/* Classic: the workers move every row. Double: segments of at least doubleplane_threshold bytes
+ * go by the copy engine while the workers carry on. Both give the same results. */
 typedef enum { SHMOE_PLANE_CLASSIC = 0, SHMOE_PLANE_DOUBLE = 1 } shmoe_plane_t;
 
 typedef struct {
   int experts_per_pe;
-  int max_bs;
-  int hidden;
+  int max_bs; /* the most tokens any call passes on any PE */
+  int hidden; /* elements per token row */
   int topk;
   shmoe_dtype_t dtype;
-  size_t max_recv_rows;         /* 0: n_pes * max_bs * topk */
-  int matrix_workers;           /* 0 and 0: the cores this PE can fairly use */
+  size_t max_recv_rows; /* 0: n_pes * max_bs * topk, which never overflows */
+  int matrix_workers;   /* 0 and 0: the cores this PE can fairly use */
   int vector_workers;
-  size_t doubleplane_threshold; /* 0: 2 MiB */
+  size_t doubleplane_threshold; /* bytes; 0: 2 MiB */
 } shmoe_moe_config_t;
 
-int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe);
-void shmoe_moe_destroy(shmoe_moe_t moe);
-size_t shmoe_moe_recv_capacity(shmoe_moe_t moe);
-const char* shmoe_moe_last_error(void);
+/* Collective. Allocates the operator's symmetric windows. */
+SHMOE_API int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe);
+/* Collective. */
+SHMOE_API void shmoe_moe_destroy(shmoe_moe_t moe);
+/* Rows expand_x, assist_info and expand_scales of a dispatch must hold. */
+SHMOE_API size_t shmoe_moe_recv_capacity(shmoe_moe_t moe);
 
-/* Returns the number of rows received, or -1. */
-int shmoe_dispatch(shmoe_moe_t moe, shmoe_plane_t plane, const void* x, const int32_t* expert_ids,
-                   const float* expert_scales, int bs, void* expand_x, int32_t* assist_info,
-                   int32_t* ep_recv_count, int32_t* expert_token_nums, float* expand_scales);
+/* x [bs, hidden] of dtype; expert_ids [bs, topk] (-1: no expert); expert_scales [bs, topk] or
+ * NULL. Outputs on the receiving PE: expand_x [rows, hidden] grouped by local expert, then source
+ * PE; assist_info [rows, 3] (source PE, source token, top-k slot); ep_recv_count
+ * [experts_per_pe * n_pes], an inclusive prefix over (expert, source PE); expert_token_nums
+ * [experts_per_pe]; expand_scales [rows] or NULL. Returns the rows received, or a status < 0. */
+SHMOE_API int shmoe_dispatch(shmoe_moe_t moe, shmoe_plane_t plane, const void* x,
+                             const int32_t* expert_ids, const float* expert_scales, int bs,
+                             void* expand_x, int32_t* assist_info, int32_t* ep_recv_count,
+                             int32_t* expert_token_nums, float* expand_scales);
 
-int shmoe_combine(shmoe_moe_t moe, shmoe_plane_t plane, const void* expand_x,
-                  const int32_t* assist_info, const int32_t* ep_recv_count,
-                  const int32_t* expert_ids, const float* expert_scales, int bs, void* x_out);
+/* expand_x: the experts' outputs in dispatch's expand_x layout, with dispatch's assist_info and
+ * ep_recv_count; expert_ids and expert_scales [bs, topk]: this PE's own routing. Writes
+ * x_out [bs, hidden] = sum over k of expert_scales[t, k] * (expert output of token t, slot k). */
+SHMOE_API int shmoe_combine(shmoe_moe_t moe, shmoe_plane_t plane, const void* expand_x,
+                            const int32_t* assist_info, const int32_t* ep_recv_count,
+                            const int32_t* expert_ids, const float* expert_scales, int bs,
+                            void* x_out);
+
+/* ---- MX FP8 rows (the weights of MegaMoE) ------------------------------------------------- */
+
+typedef enum { SHMOE_FP8_E4M3 = 0, SHMOE_FP8_E5M2 = 1 } shmoe_fp8_format_t;
+
+/* Bytes of one row of `elems` elements in MX FP8: the codes, one E8M0 scale per 32 elements,
+ * padding to a multiple of 16. 0 if elems < 1. */
+SHMOE_API size_t shmoe_mx_row_bytes(int elems);
+/* Quantizes `rows` rows of `cols` fp32 values (OCP MX v1.0) into rows of shmoe_mx_row_bytes(cols)
+ * bytes at dst. Local (not collective). */
+SHMOE_API int shmoe_mx_quantize_rows(const float* src, size_t rows, int cols,
+                                     shmoe_fp8_format_t format, uint8_t* dst);
+/* The inverse: rows of shmoe_mx_row_bytes(cols) bytes to `rows` x `cols` fp32 values. */
+SHMOE_API int shmoe_mx_dequantize_rows(const uint8_t* src, size_t rows, int cols,
+                                       shmoe_fp8_format_t format, float* dst);
+
+/* ---- MegaMoE -------------------------------------------------------------------------------- */
+
+typedef struct shmoe_mega_moe* shmoe_mega_moe_t;
+
+typedef struct {
+  int tokens; /* the most tokens any call passes on any PE */
+  int model_dim;
+  int ffn_dim; /* even: GEMM1's output is split in two halves for SwiGLU */
+  int topk;
+  int experts_per_pe;
+  shmoe_fp8_format_t format;
+  size_t max_received_tokens; /* 0: n_pes * tokens * topk, which never overflows */
+  int matrix_workers;         /* 0 and 0: 1 and 2; otherwise vector_workers = 2 * matrix */
+  int vector_workers;
+  int wave_rows; /* rows per GEMM tile; 0: 128 */
+} shmoe_mega_moe_config_t;
+
+/* Collective. w1 and w2 hold experts_per_pe pointers, one per local expert, to MX FP8 rows
+ * (shmoe_mx_quantize_rows) along the reduction dimension: w1[e] is ffn_dim rows of model_dim
+ * elements, w2[e] model_dim rows of ffn_dim / 2. The weights are packed at creation and may be
+ * freed after it. */
+SHMOE_API int shmoe_mega_moe_create(const shmoe_mega_moe_config_t* config, const uint8_t* const* w1,
+                                    const uint8_t* const* w2, shmoe_mega_moe_t* mega);
+/* Collective. */
+SHMOE_API void shmoe_mega_moe_destroy(shmoe_mega_moe_t mega);
+/* Collective. x [tokens, model_dim] BF16 bit patterns; expert_ids [tokens, topk] (-1: none);
+ * routing_weights [tokens, topk]. Writes y [tokens, model_dim] BF16 and, if not NULL,
+ * expert_token_counts [experts_per_pe] (rows each local expert received). */
+SHMOE_API int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x,
+                                 const int32_t* expert_ids, const float* routing_weights,
+                                 int tokens, uint16_t* y, int32_t* expert_token_counts);
+/* Symmetric heap bytes each of n_pes PEs needs for this config (SHMEM_SYMMETRIC_SIZE). */
+SHMOE_API size_t shmoe_mega_moe_symmetric_bytes(const shmoe_mega_moe_config_t* config, int n_pes);
 
 #ifdef __cplusplus
 }

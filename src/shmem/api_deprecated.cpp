@@ -3,7 +3,8 @@
 // shared memory.
 //
 // This file defines the C symbol shmem_wait_until(long*, int, long) of before C11, which the C++
-// overload of the same signature in shmoe/generic.h would clash with: the overloads stay out.
+// overload of the same signature in shmoe/generic.h would clash with: the overloads stay out, and
+// shmem.h and pshmem.h declare it here as they do for C.
 #define SHMOE_NO_CXX_OVERLOADS
 #include "shmem/p2p_sync.hpp"
 
@@ -18,9 +19,6 @@ void wait_cmp(const char* fn, T* ivar, int cmp, T value) {
 }  // namespace
 
 extern "C" {
-
-// shmem.h declares the long-typed shmem_wait_until for C only (C++ has the overloads).
-void pshmem_wait_until(long* ivar, int cmp, long cmp_value);
 
 void pstart_pes(int npes) {
   (void)npes;  // the job size comes from the launcher, as it always has

@@ -5,6 +5,9 @@
 # WORK_DIR/prefix, so every later case works from a prefix that is not where it was installed.
 # The other cases build ring_put.c / ring_put.cpp with oshcc, oshc++, pkg-config or CMake, and
 # run them with oshrun: each PE must report "PE r/N: ok" (the data its neighbour put matched).
+# `headers` checks the installed headers (flat prototypes) and the library's exported symbols;
+# `moe_api` builds and runs C and C++ programs of the installed MoE API (moe_roundtrip.c,
+# moe_layer.cpp), which check their results against references of their own.
 # FLAGS go to every compile and link: a sanitizer build's library needs its runtime in the program.
 set -euo pipefail
 case_name=$1
@@ -164,6 +167,47 @@ case $case_name in
     expect_job 2 "${run[@]}" -np 2 consumer/ring_put_shared
     expect_static consumer/ring_put_static
     expect_job 2 "${run[@]}" -np 2 consumer/ring_put_static
+    ;;
+
+  headers)
+    # The installed shmem.h and pshmem.h are flat prototypes (generated from shmoe/functions.h,
+    # which is not installed), and libshmoe.so exports those and the shmoe API only.
+    inc=$prefix/include
+    grep -qxF 'void shmem_long_put(long *dest, const long *source, size_t nelems, int pe);' \
+      "$inc/shmem.h" || fail "the installed shmem.h has no prototype of shmem_long_put"
+    grep -qxF 'uint64_t pshmem_uint64_atomic_fetch_add(uint64_t *dest, uint64_t value, int pe);' \
+      "$inc/pshmem.h" || fail "the installed pshmem.h has no prototype of pshmem_uint64_atomic_fetch_add"
+    for h in shmem.h pshmem.h; do
+      left=$(grep -nE 'SHMOE_(F|DECL_[A-Z_]*)\(|##|#include "shmoe/functions\.h"|@[A-Z_]+@' \
+        "$inc/$h" || true)
+      [ -z "$left" ] || fail "the installed $h has declaration macros left: $left"
+    done
+    [ ! -e "$inc/shmoe/functions.h" ] || fail "shmoe/functions.h (the generator's input) is installed"
+    n=$(grep -cE '^[a-z].*\bshmem_[a-z0-9_]+\(.*\);$' "$inc/shmem.h")
+    [ "$n" -gt 1500 ] || fail "the installed shmem.h has $n prototypes, not the whole API"
+    # Every header compiles alone, as C11 and C++ (pedantic, warnings as errors).
+    for h in shmem.h pshmem.h shmemx.h shmoe/moe.h shmoe/moe.hpp; do
+      if [ "$h" != shmoe/moe.hpp ]; then
+        echo "#include <$h>" | "$cc" -std=c11 -pedantic -Wall -Wextra -Werror -fsyntax-only \
+          -I"$inc" -x c - || fail "$h does not compile alone as C11"
+      fi
+      echo "#include <$h>" | "$osh/oshc++" -std=c++17 -pedantic -Wall -Wextra -Werror \
+        -fsyntax-only -c -x c++ - || fail "$h does not compile alone as C++17"
+    done
+    "$here/../api/exported_symbols.sh" "$prefix/$libdir/libshmoe.so" "$inc"
+    ;;
+
+  moe_api)
+    # The MoE operators' installed C and C++ API (shmoe/moe.h, shmoe/moe.hpp) from outside the
+    # tree, run by the prefix's shmoerun; each program checks its results against a reference.
+    "$osh/oshcc" "${flags[@]}" -std=c11 -O2 -Wall -Wextra -Werror "$here/moe_roundtrip.c" \
+      -o moe_roundtrip
+    "$osh/oshc++" "${flags[@]}" -std=c++20 -O2 -Wall -Wextra -Werror "$here/moe_layer.cpp" \
+      -o moe_layer
+    shmoerun=(timeout 120 "$osh/shmoerun" --timeout 60)
+    expect_job 2 "${shmoerun[@]}" -n 2 ./moe_roundtrip
+    expect_job 3 "${shmoerun[@]}" -n 3 ./moe_roundtrip
+    expect_job 2 env SHMEM_SYMMETRIC_SIZE=64M OMP_NUM_THREADS=1 "${shmoerun[@]}" -n 2 ./moe_layer
     ;;
 
   build_tree)

@@ -36,7 +36,7 @@ std::vector<ExpectedFile> installed_files(const fs::path& root) {
 }
 
 std::vector<ExpectedFile> build_tree_files() {
-  const fs::path inc = fs::path(SHMOE_SOURCE_DIR) / "include";
+  const fs::path inc = fs::path(SHMOE_API_INCLUDE_DIR);
   return {
       {"include/shmem.h", inc / "shmem.h"},
       {"include/shmoe/type_tables.h", inc / "shmoe" / "type_tables.h"},
@@ -61,7 +61,7 @@ Layout locate(const fs::path& exe) {
   if (!exe.empty() && is_inside(exe, build_dir)) {
     l.kind = LayoutKind::kBuildTree;
     l.root = canonical_or_self(SHMOE_BUILD_DIR);
-    l.include_dir = fs::path(SHMOE_SOURCE_DIR) / "include";
+    l.include_dir = fs::path(SHMOE_API_INCLUDE_DIR);
     l.lib_dir = SHMOE_BUILD_LIB_DIR;
     l.expected = build_tree_files();
   } else {

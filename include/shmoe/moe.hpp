@@ -1,0 +1,177 @@
+// shmoe MoE operators: the C++ API. Owning handles over the C API of shmoe/moe.h (whose comments
+// give each buffer's shape), with errors as exceptions: a refused or failed call throws
+// shmoe::MoeError carrying shmoe_moe_last_error()'s text and the status. Header-only, so the
+// library's binary interface stays the C one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shmoe/moe.h"
+
+namespace shmoe {
+
+class MoeError : public std::runtime_error {
+ public:
+  MoeError(shmoe_moe_status_t status, const std::string& what)
+      : std::runtime_error(what), status_(status) {}
+  shmoe_moe_status_t status() const noexcept { return status_; }
+
+ private:
+  shmoe_moe_status_t status_;
+};
+
+namespace detail {
+// A C call's result, or MoeError.
+inline int checked(int result) {
+  if (result < 0) throw MoeError(static_cast<shmoe_moe_status_t>(result), shmoe_moe_last_error());
+  return result;
+}
+
+// A movable, non-copyable owner of a C handle.
+template <typename Handle, void (*Destroy)(Handle)>
+class Owned {
+ public:
+  Owned() = default;
+  explicit Owned(Handle h) : h_(h) {}
+  ~Owned() {
+    if (h_ != nullptr) Destroy(h_);
+  }
+  Owned(Owned&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Owned& operator=(Owned&& o) noexcept {
+    std::swap(h_, o.h_);
+    return *this;
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  Handle get() const { return h_; }
+
+ private:
+  Handle h_ = nullptr;
+};
+}  // namespace detail
+
+struct DispatchInput {
+  const void* x = nullptr;
+  const std::int32_t* expert_ids = nullptr;
+  const float* expert_scales = nullptr;  // or null
+  int bs = 0;
+};
+
+struct DispatchOutput {
+  void* expand_x = nullptr;
+  std::int32_t* assist_info = nullptr;
+  std::int32_t* ep_recv_count = nullptr;
+  std::int32_t* expert_token_nums = nullptr;
+  float* expand_scales = nullptr;  // or null
+};
+
+struct CombineInput {
+  const void* expand_x = nullptr;
+  const std::int32_t* assist_info = nullptr;
+  const std::int32_t* ep_recv_count = nullptr;
+  const std::int32_t* expert_ids = nullptr;
+  const float* expert_scales = nullptr;
+  int bs = 0;
+  void* x_out = nullptr;
+};
+
+// Dispatch and combine on symmetric windows sized by the config. Collective to create and to
+// destroy; every call collective.
+class MoeBuffer {
+ public:
+  explicit MoeBuffer(const shmoe_moe_config_t& config) {
+    shmoe_moe_t h = nullptr;
+    detail::checked(shmoe_moe_create(&config, &h));
+    owned_ = Owned(h);
+  }
+
+  // Rows the outputs of a dispatch must hold.
+  std::size_t recv_capacity() const { return shmoe_moe_recv_capacity(owned_.get()); }
+
+  // Returns the rows this PE received.
+  int dispatch(const DispatchInput& in, const DispatchOutput& out,
+               shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
+    return detail::checked(shmoe_dispatch(
+        owned_.get(), plane, in.x, in.expert_ids, in.expert_scales, in.bs, out.expand_x,
+        out.assist_info, out.ep_recv_count, out.expert_token_nums, out.expand_scales));
+  }
+
+  void combine(const CombineInput& in, shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
+    detail::checked(shmoe_combine(owned_.get(), plane, in.expand_x, in.assist_info,
+                                  in.ep_recv_count, in.expert_ids, in.expert_scales, in.bs,
+                                  in.x_out));
+  }
+
+  shmoe_moe_t handle() const { return owned_.get(); }
+
+ private:
+  using Owned = detail::Owned<shmoe_moe_t, shmoe_moe_destroy>;
+  Owned owned_;
+};
+
+// Rows of MX FP8 (the weight layout of MegaMoeLayer).
+inline std::size_t mx_row_bytes(int elems) {
+  return shmoe_mx_row_bytes(elems);
+}
+inline std::vector<std::uint8_t> mx_quantize_rows(const float* src, std::size_t rows, int cols,
+                                                  shmoe_fp8_format_t format) {
+  std::vector<std::uint8_t> out(rows * mx_row_bytes(cols));
+  detail::checked(shmoe_mx_quantize_rows(src, rows, cols, format, out.data()));
+  return out;
+}
+inline std::vector<float> mx_dequantize_rows(const std::uint8_t* src, std::size_t rows, int cols,
+                                             shmoe_fp8_format_t format) {
+  std::vector<float> out(rows * static_cast<std::size_t>(cols > 0 ? cols : 0));
+  detail::checked(shmoe_mx_dequantize_rows(src, rows, cols, format, out.data()));
+  return out;
+}
+
+struct MegaMoeInput {
+  const std::uint16_t* x = nullptr;  // BF16 bit patterns
+  const std::int32_t* expert_ids = nullptr;
+  const float* routing_weights = nullptr;
+  int tokens = 0;
+  std::uint16_t* y = nullptr;                   // written, BF16
+  std::int32_t* expert_token_counts = nullptr;  // written, or null
+};
+
+// A whole MoE layer. w1 and w2: one pointer per local expert to its MX FP8 rows (shmoe/moe.h).
+class MegaMoeLayer {
+ public:
+  MegaMoeLayer(const shmoe_mega_moe_config_t& config, const std::vector<const std::uint8_t*>& w1,
+               const std::vector<const std::uint8_t*>& w2) {
+    const auto expected =
+        static_cast<std::size_t>(config.experts_per_pe > 0 ? config.experts_per_pe : 0);
+    if (w1.size() != expected || w2.size() != expected) {
+      throw MoeError(SHMOE_MOE_REFUSED, "shmoe::MegaMoeLayer: w1 and w2 need experts_per_pe=" +
+                                            std::to_string(config.experts_per_pe) +
+                                            " pointers, not " + std::to_string(w1.size()) +
+                                            " and " + std::to_string(w2.size()));
+    }
+    shmoe_mega_moe_t h = nullptr;
+    detail::checked(shmoe_mega_moe_create(&config, w1.data(), w2.data(), &h));
+    owned_ = Owned(h);
+  }
+
+  void run(const MegaMoeInput& in) {
+    detail::checked(shmoe_mega_moe_run(owned_.get(), in.x, in.expert_ids, in.routing_weights,
+                                       in.tokens, in.y, in.expert_token_counts));
+  }
+
+  static std::size_t symmetric_bytes(const shmoe_mega_moe_config_t& config, int n_pes) {
+    return shmoe_mega_moe_symmetric_bytes(&config, n_pes);
+  }
+
+  shmoe_mega_moe_t handle() const { return owned_.get(); }
+
+ private:
+  using Owned = detail::Owned<shmoe_mega_moe_t, shmoe_mega_moe_destroy>;
+  Owned owned_;
+};
+
+}  // namespace shmoe

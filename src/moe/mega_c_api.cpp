@@ -1,0 +1,139 @@
+// The MegaMoE and MX FP8 entry points of include/shmoe/moe.h over the C++ operator and quantizer.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moe/c_api_guard.hpp"
+#include "moe/expert_ffn.hpp"
+#include "moe/mega_moe.hpp"
+#include "numeric/mx.hpp"
+#include "shmoe/moe.h"
+
+struct shmoe_mega_moe {
+  shmoe::moe::MegaMoe layer;
+};
+
+namespace {
+
+using shmoe::moe::MoeError;
+using shmoe::moe::c_api::guarded;
+using shmoe::moe::c_api::require;
+using shmoe::moe::c_api::require_nonnull;
+
+shmoe::numeric::Fp8Format format_of(shmoe_fp8_format_t f, const char* fn) {
+  switch (f) {
+    case SHMOE_FP8_E4M3:
+      return shmoe::numeric::Fp8Format::kE4M3;
+    case SHMOE_FP8_E5M2:
+      return shmoe::numeric::Fp8Format::kE5M2;
+  }
+  throw MoeError(std::string(fn) + ": format=" + std::to_string(static_cast<int>(f)) +
+                 " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
+}
+
+shmoe::moe::MegaMoeConfig config_of(const shmoe_mega_moe_config_t& in, const char* fn) {
+  shmoe::moe::MegaMoeConfig c;
+  c.tokens = in.tokens;
+  c.model_dim = in.model_dim;
+  c.ffn_dim = in.ffn_dim;
+  c.topk = in.topk;
+  c.experts_per_pe = in.experts_per_pe;
+  c.format = format_of(in.format, fn);
+  c.max_received_tokens = in.max_received_tokens;
+  c.workers = {in.matrix_workers, in.vector_workers};
+  if (in.wave_rows != 0) c.wave_rows = in.wave_rows;
+  return c;
+}
+
+// The row shape of the MX helpers: cols >= 1 and the buffers present.
+void check_rows(const void* src, const void* dst, int cols, const char* fn) {
+  require_nonnull(src, fn, "src");
+  require_nonnull(dst, fn, "dst");
+  if (cols < 1) throw MoeError(std::string(fn) + ": cols=" + std::to_string(cols) + " is not >= 1");
+}
+
+}  // namespace
+
+extern "C" {
+
+size_t shmoe_mx_row_bytes(int elems) {
+  return elems < 1 ? 0 : shmoe::moe::MxRow{elems}.bytes();
+}
+
+int shmoe_mx_quantize_rows(const float* src, size_t rows, int cols, shmoe_fp8_format_t format,
+                           uint8_t* dst) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_mx_quantize_rows";
+    check_rows(src, dst, cols, fn);
+    const auto f = format_of(format, fn);
+    const shmoe::moe::MxRow layout{cols};
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::uint8_t* row = dst + r * layout.bytes();
+      shmoe::numeric::quantize_mx(src + r * static_cast<std::size_t>(cols), cols, f, row,
+                                  row + layout.scales_offset());
+    }
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_mx_dequantize_rows(const uint8_t* src, size_t rows, int cols, shmoe_fp8_format_t format,
+                             float* dst) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_mx_dequantize_rows";
+    check_rows(src, dst, cols, fn);
+    const auto f = format_of(format, fn);
+    const shmoe::moe::MxRow layout{cols};
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::uint8_t* row = src + r * layout.bytes();
+      shmoe::numeric::dequantize_mx(row, row + layout.scales_offset(), cols, f,
+                                    dst + r * static_cast<std::size_t>(cols));
+    }
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_mega_moe_create(const shmoe_mega_moe_config_t* config, const uint8_t* const* w1,
+                          const uint8_t* const* w2, shmoe_mega_moe_t* mega) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_mega_moe_create";
+    const auto c = config_of(require(config, fn, "config"), fn);
+    auto& handle = require(mega, fn, "mega");
+    require_nonnull(w1, fn, "w1");
+    require_nonnull(w2, fn, "w2");
+    shmoe::moe::MegaMoeWeights weights;
+    if (c.experts_per_pe > 0) {
+      weights.w1.assign(w1, w1 + c.experts_per_pe);
+      weights.w2.assign(w2, w2 + c.experts_per_pe);
+    }
+    handle = new shmoe_mega_moe{shmoe::moe::MegaMoe(c, weights)};
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+void shmoe_mega_moe_destroy(shmoe_mega_moe_t mega) {
+  delete mega;
+}
+
+int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* expert_ids,
+                       const float* routing_weights, int tokens, uint16_t* y,
+                       int32_t* expert_token_counts) {
+  return guarded([&] {
+    auto& m = require(mega, "shmoe_mega_moe_run", "mega");
+    m.layer.run({x, expert_ids, routing_weights, tokens, y, expert_token_counts});
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+size_t shmoe_mega_moe_symmetric_bytes(const shmoe_mega_moe_config_t* config, int n_pes) {
+  std::size_t bytes = 0;
+  const int status = guarded([&] {
+    constexpr const char* fn = "shmoe_mega_moe_symmetric_bytes";
+    bytes = shmoe::moe::MegaMoe::symmetric_bytes(config_of(require(config, fn, "config"), fn),
+                                                 n_pes, false);
+    return int{SHMOE_MOE_OK};
+  });
+  return status == SHMOE_MOE_OK ? bytes : 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,141 @@
+/* The MoE C API (shmoe/moe.h) from a program built outside shmoe: a dispatch, an "expert" that
+ * scales each row by its expert's number plus one, and a combine, checked against a reference
+ * each PE computes from the routing every PE uses (a pure function of the PE, token and slot).
+ * Token t of PE s carries x[t][j] = 1000 s + 10 t + j. Also checks refusals (bs above max_bs on
+ * every PE, a bad dtype, a NULL handle). Prints "PE r/N: ok" when all matched. */
+#include <shmem.h>
+#include <shmoe/moe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { kExpertsPerPe = 2, kMaxBs = 5, kHidden = 8, kTopk = 2 };
+
+static int tokens_of(int pe) {
+  return 3 + pe % 3;
+}
+/* Token 1's second slot goes nowhere, to cover -1. */
+static int expert_of(int pe, int t, int k, int experts) {
+  return (t == 1 && k == 1) ? -1 : (pe * 7 + t * 3 + k) % experts;
+}
+static float scale_of(int k) {
+  return 0.5f + 0.25f * (float)k;
+}
+static float x_of(int pe, int t, int j) {
+  return (float)(1000 * pe + 10 * t + j);
+}
+
+static int failures = 0;
+static void check(int ok, const char* what, int a, int b) {
+  if (!ok && failures++ < 10) fprintf(stderr, "PE %d: %s (%d, %d)\n", shmem_my_pe(), what, a, b);
+}
+
+int main(void) {
+  shmem_init();
+  const int me = shmem_my_pe(), n = shmem_n_pes(), experts = n * kExpertsPerPe;
+  shmoe_moe_config_t config = {0};
+  config.experts_per_pe = kExpertsPerPe;
+  config.max_bs = kMaxBs;
+  config.hidden = kHidden;
+  config.topk = kTopk;
+  config.dtype = SHMOE_DTYPE_FLOAT32;
+  shmoe_moe_t moe = NULL;
+  if (shmoe_moe_create(&config, &moe) != SHMOE_MOE_OK) {
+    fprintf(stderr, "PE %d: shmoe_moe_create: %s\n", me, shmoe_moe_last_error());
+    shmem_global_exit(1);
+  }
+
+  const int bs = tokens_of(me);
+  float x[kMaxBs * kHidden], scales[kMaxBs * kTopk], out[kMaxBs * kHidden];
+  int32_t ids[kMaxBs * kTopk];
+  for (int t = 0; t < bs; ++t) {
+    for (int j = 0; j < kHidden; ++j) x[t * kHidden + j] = x_of(me, t, j);
+    for (int k = 0; k < kTopk; ++k) {
+      ids[t * kTopk + k] = expert_of(me, t, k, experts);
+      scales[t * kTopk + k] = scale_of(k);
+    }
+  }
+
+  const size_t cap = shmoe_moe_recv_capacity(moe);
+  float* expand_x = malloc(cap * kHidden * sizeof(float));
+  int32_t* assist = malloc(cap * 3 * sizeof(int32_t));
+  int32_t recv_count[kExpertsPerPe * 64], token_nums[kExpertsPerPe];
+  if (n > 64 || expand_x == NULL || assist == NULL) shmem_global_exit(2);
+  const int rows = shmoe_dispatch(moe, SHMOE_PLANE_CLASSIC, x, ids, scales, bs, expand_x, assist,
+                                  recv_count, token_nums, NULL);
+  if (rows < 0) {
+    fprintf(stderr, "PE %d: shmoe_dispatch: %s\n", me, shmoe_moe_last_error());
+    shmem_global_exit(1);
+  }
+
+  /* Every (expert l of this PE, source s) range of rows holds exactly the rows s routed there. */
+  int expected_rows = 0, begin = 0;
+  for (int l = 0; l < kExpertsPerPe; ++l) {
+    const int expert = me * kExpertsPerPe + l;
+    int expert_rows = 0;
+    for (int s = 0; s < n; ++s) {
+      int expected = 0;
+      for (int t = 0; t < tokens_of(s); ++t)
+        for (int k = 0; k < kTopk; ++k) expected += expert_of(s, t, k, experts) == expert;
+      const int end = recv_count[l * n + s];
+      check(end - begin == expected, "rows from a source to an expert", end - begin, expected);
+      for (int r = begin; r < end && r < rows; ++r) {
+        const int src = assist[r * 3], t = assist[r * 3 + 1], k = assist[r * 3 + 2];
+        check(src == s, "row's source PE", src, s);
+        check(t >= 0 && t < tokens_of(s) && k >= 0 && k < kTopk, "row's token and slot", t, k);
+        if (t < 0 || t >= tokens_of(s) || k < 0 || k >= kTopk) continue;
+        check(expert_of(s, t, k, experts) == expert, "row routed to this expert", t, k);
+        for (int j = 0; j < kHidden; ++j)
+          check(expand_x[r * kHidden + j] == x_of(s, t, j), "row data", r, j);
+        /* The expert: its number plus one, times the row. */
+        for (int j = 0; j < kHidden; ++j) expand_x[r * kHidden + j] *= (float)(expert + 1);
+      }
+      begin = end > begin ? end : begin;
+      expert_rows += expected;
+    }
+    check(token_nums[l] == expert_rows, "expert_token_nums", token_nums[l], expert_rows);
+    expected_rows += expert_rows;
+  }
+  check(rows == expected_rows, "rows received", rows, expected_rows);
+
+  if (shmoe_combine(moe, SHMOE_PLANE_CLASSIC, expand_x, assist, recv_count, ids, scales, bs, out) !=
+      SHMOE_MOE_OK) {
+    fprintf(stderr, "PE %d: shmoe_combine: %s\n", me, shmoe_moe_last_error());
+    shmem_global_exit(1);
+  }
+  for (int t = 0; t < bs; ++t) {
+    for (int j = 0; j < kHidden; ++j) {
+      float want = 0;
+      for (int k = 0; k < kTopk; ++k) {
+        const int e = expert_of(me, t, k, experts);
+        if (e >= 0) want += scale_of(k) * (float)(e + 1) * x_of(me, t, j);
+      }
+      check(out[t * kHidden + j] == want, "combined row", t, j);
+    }
+  }
+
+  /* A refused call: refused on every PE, with the parameter named, and the buffer still usable. */
+  const int refused = shmoe_dispatch(moe, SHMOE_PLANE_CLASSIC, x, ids, scales, kMaxBs + 1, expand_x,
+                                     assist, recv_count, token_nums, NULL);
+  check(refused == SHMOE_MOE_REFUSED, "bs > max_bs is refused", refused, SHMOE_MOE_REFUSED);
+
+  /* Bad arguments: refused with the call, the parameter and the value named. */
+  shmoe_moe_config_t bad = config;
+  bad.dtype = (shmoe_dtype_t)7;
+  shmoe_moe_t unused = NULL;
+  check(shmoe_moe_create(&bad, &unused) == SHMOE_MOE_REFUSED, "dtype 7 is refused", 7, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_create: dtype=7") != NULL,
+        "the refusal names the call, dtype and 7", 0, 0);
+  check(shmoe_dispatch(NULL, SHMOE_PLANE_CLASSIC, x, ids, scales, bs, expand_x, assist, recv_count,
+                       token_nums, NULL) == SHMOE_MOE_REFUSED,
+        "a NULL handle is refused", 0, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_dispatch: moe is NULL") != NULL,
+        "the refusal names the NULL handle", 0, 0);
+
+  shmoe_moe_destroy(moe);
+  free(expand_x);
+  free(assist);
+  if (failures == 0) printf("PE %d/%d: ok\n", me, n);
+  shmem_finalize();
+  return failures != 0;
+}

@@ -204,6 +204,8 @@ SymmetricSize symmetric_size() {
     if (!in_force.text.empty()) s.source = in_force.variable;
   } catch (const Error& e) {
     s.error = e.what();
+    s.source =
+        settings::text_of("SHMEM_SYMMETRIC_SIZE") ? "SHMEM_SYMMETRIC_SIZE" : "SMA_SYMMETRIC_SIZE";
   }
   return s;
 }

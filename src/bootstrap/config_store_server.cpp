@@ -21,7 +21,7 @@
 #include "bootstrap/job_liveness.hpp"
 #include "bootstrap/store_auth.hpp"
 #include "bootstrap/wire.hpp"
-#include "common/env.hpp"
+#include "common/settings.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 
@@ -966,8 +966,8 @@ void ConfigStoreServer::Impl::close_conn(std::uint64_t id) {
 
 StoreLimits StoreLimits::from_environment() {
   StoreLimits limits;
-  limits.max_value = env::size_or("SHMOE_STORE_MAX_VALUE", limits.max_value);
-  limits.max_total = env::size_or("SHMOE_STORE_MAX_TOTAL", limits.max_total);
+  limits.max_value = settings::store_max_value();
+  limits.max_total = settings::store_max_total();
   constexpr std::size_t kMinValue = 4u << 10;
   constexpr std::size_t kMaxValue = std::size_t{1} << 31;  // what a client accepts in a reply
   if (limits.max_value < kMinValue || limits.max_value > kMaxValue) {

@@ -1,7 +1,7 @@
 #include "bootstrap/job_key.hpp"
 
 #include "bootstrap/store_auth.hpp"
-#include "common/env.hpp"
+#include "common/settings.hpp"
 #include "common/error.hpp"
 
 namespace shmoe::bootstrap {
@@ -42,7 +42,7 @@ JobKey JobKey::parse(std::string_view text, std::string_view what) {
 }
 
 std::optional<JobKey> JobKey::from_environment() {
-  auto text = env::get(kJobKeyVariable);
+  auto text = settings::job_key();
   if (!text) return std::nullopt;
   return parse(*text, kJobKeyVariable);
 }

@@ -8,6 +8,7 @@
 #include "common/env.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/settings.hpp"
 
 namespace shmoe::bootstrap {
 namespace {
@@ -25,6 +26,11 @@ constexpr RankVars kOtherLaunchers[] = {
     {"PMI_RANK", "PMI_SIZE", "PMI"},
     {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
 };
+
+// shmoerun's variables are shmoe settings; the other launchers' are their own.
+std::optional<std::string> rank_variable(const char* name) {
+  return std::string_view(name).starts_with("SHMOE_") ? settings::text_of(name) : env::get(name);
+}
 
 constexpr const char* kLoopback = "127.0.0.1";
 constexpr const char* kEveryInterface = "0.0.0.0";
@@ -63,12 +69,13 @@ LaunchInfo from_variables(const RankVars& vars, const std::optional<std::string>
                           const std::string& pmix_failure) {
   LaunchInfo info;
   info.launcher = vars.launcher;
-  auto size_text = env::get(vars.size);
+  auto size_text = rank_variable(vars.size);
   if (!size_text) {
     throw make_error("{} is set but {} is not: cannot tell the job size", vars.rank, vars.size);
   }
   info.size = static_cast<int>(env::parse_int(*size_text, vars.size, 1, INT_MAX));
-  info.rank = static_cast<int>(env::parse_int(*env::get(vars.rank), vars.rank, 0, info.size - 1));
+  info.rank =
+      static_cast<int>(env::parse_int(*rank_variable(vars.rank), vars.rank, 0, info.size - 1));
   if (!store) {
     if (info.size == 1) {
       info.hosts_store = true;
@@ -117,9 +124,9 @@ LaunchInfo from_pmix(std::shared_ptr<PmixClient> pmix, const std::optional<std::
 }  // namespace
 
 LaunchInfo detect_launch() {
-  const auto store = env::get("SHMOE_STORE");
+  const auto store = settings::store();
   // shmoerun's own variables override whatever launched shmoerun, a PMIx server included.
-  if (env::get(kShmoerun.rank)) return from_variables(kShmoerun, store, "");
+  if (settings::rank()) return from_variables(kShmoerun, store, "");
   std::string pmix_failure;
   if (PmixClient::started_by_server()) {
     try {
@@ -129,7 +136,7 @@ LaunchInfo detect_launch() {
     }
   }
   for (const auto& vars : kOtherLaunchers) {
-    if (env::get(vars.rank)) {
+    if (rank_variable(vars.rank)) {
       if (!pmix_failure.empty()) {
         log::warn("a PMIx server started this process, but {}: reading {} and SHMOE_STORE instead",
                   pmix_failure, vars.rank);

@@ -64,35 +64,20 @@ std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_
   return value;
 }
 
-std::size_t size_or(const char* name, std::size_t fallback) {
-  auto v = get(name);
-  return v ? parse_size(*v, name) : fallback;
-}
-
-std::int64_t int_or(const char* name, std::int64_t fallback, std::int64_t min, std::int64_t max) {
-  auto v = get(name);
-  return v ? parse_int(*v, name, min, max) : fallback;
-}
-
-bool flag(const char* name) {
-  auto v = get(name);
-  if (!v) return false;
-  std::string s = *v;
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s == "1" || s == "true" || s == "yes" || s == "on";
-}
-
-std::chrono::milliseconds seconds_or(const char* name, double fallback_seconds) {
-  double seconds = fallback_seconds;
-  if (auto v = get(name)) {
-    char* end = nullptr;
-    seconds = std::strtod(v->c_str(), &end);
-    if (end == v->c_str() || *end != '\0' || !(seconds >= 0) || seconds > 1e9) {
-      throw make_error("{}='{}' is not a duration in seconds (allowed 0..1e9, 0 = never)", name,
-                       *v);
-    }
+std::chrono::milliseconds parse_seconds(std::string_view text, std::string_view what) {
+  const std::string s(text);
+  char* end = nullptr;
+  const double seconds = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0' || !(seconds >= 0) || seconds > 1e9) {
+    throw make_error("{}='{}' is not a duration in seconds (allowed 0..1e9, 0 = never)", what, s);
   }
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+bool parse_flag(std::string_view text) {
+  std::string s(text);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s == "1" || s == "true" || s == "yes" || s == "on";
 }
 
 }  // namespace shmoe::env

@@ -1,4 +1,5 @@
-// Reading configuration from the environment, with errors that name the variable and the value.
+// Reading the environment, with errors that name the variable and the value. shmoe's own
+// variables are read through the table in settings.def; this reads the others (PATH, launchers').
 #pragma once
 
 #include <chrono>
@@ -19,11 +20,11 @@ std::size_t parse_size(std::string_view text, std::string_view what);
 std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_t min,
                        std::int64_t max);
 
-std::size_t size_or(const char* name, std::size_t fallback);
-std::int64_t int_or(const char* name, std::int64_t fallback, std::int64_t min, std::int64_t max);
-bool flag(const char* name);  // "1", "true", "yes", "on" (any case)
+// A duration given in (possibly fractional) seconds, 0..1e9; 0 means "never" and is returned
+// as-is. Throws naming `what` and the value.
+std::chrono::milliseconds parse_seconds(std::string_view text, std::string_view what);
 
-// A duration given in (possibly fractional) seconds; 0 means "never" and is returned as-is.
-std::chrono::milliseconds seconds_or(const char* name, double fallback_seconds);
+// "1", "true", "yes", "on" (any case) are true, anything else false.
+bool parse_flag(std::string_view text);
 
 }  // namespace shmoe::env

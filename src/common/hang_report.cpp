@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/env.hpp"
+#include "common/settings.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/output_path.hpp"
@@ -60,7 +60,7 @@ std::string hang_report_line(const nlohmann::json& report) {
 }
 
 std::string hang_report_path(int pe, int n_pes) {
-  auto pattern = env::get("SHMOE_HANG_REPORT");
+  auto pattern = settings::hang_report();
   if (!pattern || pattern->empty()) return {};
   if (n_pes > 1 && pattern->find("%p") == std::string::npos) {
     throw make_error(

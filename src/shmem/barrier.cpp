@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/backoff.hpp"
-#include "common/env.hpp"
+#include "common/settings.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 
@@ -23,7 +23,7 @@ std::uint32_t release_value(std::uint64_t epoch) {
 }  // namespace
 
 Barrier::Algorithm Barrier::choose(bool oversubscribed) {
-  auto forced = env::get("SHMOE_BARRIER");
+  auto forced = settings::barrier();
   return forced ? parse(*forced) : oversubscribed ? Algorithm::kCentral : Algorithm::kDissemination;
 }
 

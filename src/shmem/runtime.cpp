@@ -8,15 +8,13 @@
 #include <sstream>
 
 #include "common/backoff.hpp"
-#include "common/env.hpp"
 #include "common/error.hpp"
+#include "common/settings.hpp"
+#include "shmem/segment_size.hpp"
 #include "shmem/team.hpp"
 
 namespace shmoe {
 namespace {
-
-constexpr std::size_t kDefaultHeapSize = 512u << 20;
-constexpr std::size_t kPageSize = 4096;
 
 std::unique_ptr<Runtime>& runtime_slot() {
   static std::unique_ptr<Runtime> rt;
@@ -30,7 +28,7 @@ std::string system_host_name() {
 }
 
 std::string local_host_id() {
-  if (auto id = env::get("SHMOE_HOST_ID")) {
+  if (auto id = settings::host_id()) {
     if (id->empty() || id->find_first_of(" \t\n") != std::string::npos) {
       throw make_error("SHMOE_HOST_ID='{}' must be a non-empty name without white space", *id);
     }
@@ -98,22 +96,16 @@ void tune_waits_for_cores(int pes_on_host) {
     w.min_spin_iterations = 8;
     w.max_spin_iterations = 1024;
   }
-  if (auto spin = env::get("SHMOE_WAIT_SPIN")) {
-    w.spin_iterations =
-        static_cast<std::uint32_t>(env::parse_int(*spin, "SHMOE_WAIT_SPIN", 0, 1 << 30));
+  if (auto spin = settings::wait_spin()) {
+    w.spin_iterations = static_cast<std::uint32_t>(*spin);
     w.min_spin_iterations = w.max_spin_iterations = w.spin_iterations;
   }
 }
 
 // SHMEM_SYMMETRIC_SIZE, else the variable OpenSHMEM 1.0-1.3 programs set, else the default.
 heap::HeapRequest read_heap_request() {
-  heap::HeapRequest r{"SHMEM_SYMMETRIC_SIZE", "", kDefaultHeapSize};
-  for (const char* variable : {"SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"}) {
-    if (auto text = env::get(variable)) {
-      r = {variable, *text, env::parse_size(*text, variable)};
-      break;
-    }
-  }
+  const settings::SymmetricSize s = settings::symmetric_size_in_force();
+  heap::HeapRequest r{s.variable, s.text, s.bytes};
   heap::check_heap_size(r);
   return r;
 }
@@ -124,18 +116,16 @@ RuntimeConfig read_runtime_config() {
   RuntimeConfig c;
   c.heap_request = read_heap_request();
   // Room for the runtime's own symmetric state comes on top of what the user asked for.
-  c.heap_size = (c.heap_request.requested + DisseminationBarrier::kFlagBytes +
-                 TeamRegistry::kReservedBytes + kPageSize - 1) /
-                kPageSize * kPageSize;
-  c.init_timeout = env::seconds_or("SHMOE_INIT_TIMEOUT", 60);
+  c.heap_size = heap_segment_bytes(c.heap_request.requested);
+  c.init_timeout = settings::init_timeout();
   if (c.init_timeout.count() == 0) c.init_timeout = std::chrono::milliseconds(INT_MAX);
-  c.debug_allocations = env::flag("SHMOE_DEBUG");
+  c.debug_allocations = settings::debug();
   c.host = local_host_id();
   c.system_host = system_host_name();
-  c.transport = parse_transport_mode(env::get("SHMOE_TRANSPORT").value_or("auto"));
+  c.transport = parse_transport_mode(settings::transport());
   c.ucx = transport::read_ucx_options();
   WaitPolicy& w = wait_policy();
-  w.hang_timeout = env::seconds_or("SHMOE_HANG_TIMEOUT", 60);
+  w.hang_timeout = settings::hang_timeout();
   return c;
 }
 
@@ -301,7 +291,7 @@ void Runtime::connect_transport() {
       config_.init_timeout);
   Barrier::Algorithm algorithm = Barrier::parse(choices[0]);
   if (use_ucx && algorithm == Barrier::Algorithm::kCentral) {
-    if (env::get("SHMOE_BARRIER")) {
+    if (settings::barrier()) {
       log::warn(
           "SHMOE_BARRIER=central needs every PE to map PE 0's heap; with UCX peers the "
           "dissemination barrier runs instead");

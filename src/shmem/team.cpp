@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "common/backoff.hpp"
-#include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/settings.hpp"
 #include "shmem/collectives.hpp"
 #include "shmem/runtime.hpp"
 
@@ -93,10 +93,8 @@ PeSet shared_memory_set(const std::vector<int>& pes, int me) {
 }  // namespace
 
 TeamRegistry::TeamRegistry(Runtime& rt, std::size_t offset)
-    : rt_(rt),
-      offset_(offset),
-      slots_(static_cast<int>(
-          env::int_or("SHMOE_ACTIVE_SET_SLOTS", kActiveSetSlots, 1, kActiveSetSlots))) {
+    : rt_(rt), offset_(offset), slots_(static_cast<int>(settings::active_set_slots())) {
+  static_assert(kActiveSetSlots == 16, "settings.def gives SHMOE_ACTIVE_SET_SLOTS 1..16");
   PeSet all{0, 1, rt.size()};
   shmem_team_config_t config{0};
   shmoe_team_world.team = create(all, 0, config, &shmoe_team_world);

@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "common/backoff.hpp"
-#include "common/env.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/settings.hpp"
 #include "transport/narrow_atomic.hpp"
 
 namespace shmoe::transport {
@@ -77,9 +77,7 @@ void sleep_on_worker(void* transport, std::chrono::microseconds at_most) {
 
 UcxOptions read_ucx_options() {
   UcxOptions o;
-  if (auto v = env::get("SHMOE_UCX_PROGRESS_THREAD")) {
-    o.progress_thread = env::parse_int(*v, "SHMOE_UCX_PROGRESS_THREAD", 0, 1) != 0;
-  }
+  o.progress_thread = settings::ucx_progress_thread() != 0;
   return o;
 }
 

@@ -90,7 +90,9 @@ int main() {
   s.n = shmem_n_pes();
   s.seed = agree_on_seed();
   s.rng.seed(s.seed);
-  const double seconds = static_cast<double>(shmoe::env::int_or("SOAK_SECONDS", 60, 1, 24 * 3600));
+  const auto seconds_text = shmoe::env::get("SOAK_SECONDS");
+  const double seconds = static_cast<double>(
+      seconds_text ? shmoe::env::parse_int(*seconds_text, "SOAK_SECONDS", 1, 24 * 3600) : 60);
   if (s.me == 0) {
     fmt::print("soak: {} PEs, {} s, seed {} (replay with SOAK_SEED={})\n", s.n, seconds, s.seed,
                s.seed);

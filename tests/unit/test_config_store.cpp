@@ -21,6 +21,7 @@
 #include "bootstrap/store_auth.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/error.hpp"
+#include "common/settings.hpp"
 
 namespace shmoe::bootstrap {
 namespace {
@@ -857,7 +858,7 @@ TEST_F(RunningJob, WrongKeyIsRefusedWithoutTouchingTheJob) {
     ::close(fd);
   }
   // Without any key, ConfigStoreClient itself refuses to try.
-  ::unsetenv(kJobKeyVariable);
+  settings::set(kJobKeyVariable, std::nullopt);
   EXPECT_CONTAINS(message_of([&] {
                     ConfigStoreClient c(address_, hello_of(PeerRole::kTool, -1, 0, 1, "h", {}),
                                         1000ms);
@@ -1085,19 +1086,19 @@ TEST_F(RunningJob, PeOverTheLimitEndsTheJobSayingWhy) {
 }
 
 TEST(StoreLimitsTest, EnvironmentOverridesAndIsChecked) {
-  ::setenv("SHMOE_STORE_MAX_VALUE", "1M", 1);
-  ::setenv("SHMOE_STORE_MAX_TOTAL", "8M", 1);
+  settings::set("SHMOE_STORE_MAX_VALUE", "1M");
+  settings::set("SHMOE_STORE_MAX_TOTAL", "8M");
   StoreLimits limits = StoreLimits::from_environment();
   EXPECT_EQ(limits.max_value, 1u << 20);
   EXPECT_EQ(limits.max_total, 8u << 20);
-  ::setenv("SHMOE_STORE_MAX_TOTAL", "512K", 1);
+  settings::set("SHMOE_STORE_MAX_TOTAL", "512K");
   EXPECT_CONTAINS(message_of([] { StoreLimits::from_environment(); }),
                   "SHMOE_STORE_MAX_TOTAL=524288 is below SHMOE_STORE_MAX_VALUE=1048576");
-  ::setenv("SHMOE_STORE_MAX_VALUE", "10", 1);
+  settings::set("SHMOE_STORE_MAX_VALUE", "10");
   EXPECT_CONTAINS(message_of([] { StoreLimits::from_environment(); }),
                   "SHMOE_STORE_MAX_VALUE=10 is outside the allowed range");
-  ::unsetenv("SHMOE_STORE_MAX_VALUE");
-  ::unsetenv("SHMOE_STORE_MAX_TOTAL");
+  settings::set("SHMOE_STORE_MAX_VALUE", std::nullopt);
+  settings::set("SHMOE_STORE_MAX_TOTAL", std::nullopt);
   limits = StoreLimits::from_environment();
   EXPECT_EQ(limits.max_value, StoreLimits::kDefaultMaxValue);
   EXPECT_EQ(limits.max_total, StoreLimits::kDefaultMaxTotal);

@@ -41,12 +41,16 @@ TEST(ParseInt, EnforcesRange) {
 }
 
 TEST(Seconds, ParsesAndRejects) {
-  ::setenv("SHMOE_TEST_SECONDS", "1.5", 1);
-  EXPECT_EQ(seconds_or("SHMOE_TEST_SECONDS", 9).count(), 1500);
-  ::setenv("SHMOE_TEST_SECONDS", "soon", 1);
-  EXPECT_THROW(seconds_or("SHMOE_TEST_SECONDS", 9), Error);
-  ::unsetenv("SHMOE_TEST_SECONDS");
-  EXPECT_EQ(seconds_or("SHMOE_TEST_SECONDS", 9).count(), 9000);
+  EXPECT_EQ(parse_seconds("1.5", "T").count(), 1500);
+  EXPECT_EQ(parse_seconds("0", "T").count(), 0);
+  for (const char* bad : {"soon", "", "-1", "2e9", "1s"}) {
+    EXPECT_THROW(parse_seconds(bad, "T"), Error) << bad;
+  }
+}
+
+TEST(Flag, TrueOnlyForYesWords) {
+  for (const char* yes : {"1", "true", "YES", "On"}) EXPECT_TRUE(parse_flag(yes)) << yes;
+  for (const char* no : {"0", "false", "off", "", "2"}) EXPECT_FALSE(parse_flag(no)) << no;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "common/backoff.hpp"
 #include "common/error.hpp"
 #include "common/hang_report.hpp"
+#include "common/settings.hpp"
 #include "common/wait_registry.hpp"
 
 namespace shmoe {
@@ -101,14 +102,14 @@ TEST(HangReport, AnIdleProcessSaysSo) {
 }
 
 TEST(HangReportPath, ReplacesPercentPWithThePe) {
-  ::setenv("SHMOE_HANG_REPORT", "/tmp/hang-%p.json", 1);
+  settings::set("SHMOE_HANG_REPORT", "/tmp/hang-%p.json");
   EXPECT_EQ(hang_report_path(2, 4), "/tmp/hang-2.json");
-  ::unsetenv("SHMOE_HANG_REPORT");
+  settings::set("SHMOE_HANG_REPORT", std::nullopt);
   EXPECT_EQ(hang_report_path(2, 4), "");
 }
 
 TEST(HangReportPath, APatternWithoutPercentPIsRefusedForSeveralPes) {
-  ::setenv("SHMOE_HANG_REPORT", "/tmp/hang.json", 1);
+  settings::set("SHMOE_HANG_REPORT", "/tmp/hang.json");
   EXPECT_EQ(hang_report_path(0, 1), "/tmp/hang.json");
   try {
     hang_report_path(0, 4);
@@ -118,17 +119,17 @@ TEST(HangReportPath, APatternWithoutPercentPIsRefusedForSeveralPes) {
               std::string::npos)
         << e.what();
   }
-  ::unsetenv("SHMOE_HANG_REPORT");
+  settings::set("SHMOE_HANG_REPORT", std::nullopt);
 }
 
 TEST(HangReport, IsWrittenToTheFileAsOneJsonObject) {
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("hang-{}", ::getpid());
   std::filesystem::create_directories(dir);
-  ::setenv("SHMOE_HANG_REPORT", (dir / "r%p.json").c_str(), 1);
+  settings::set("SHMOE_HANG_REPORT", (dir / "r%p.json").c_str());
   WaitingThread t;
   ASSERT_EQ(waits_after_listing().size(), 1u);
   write_hang_report(build_hang_report("signal"));
-  ::unsetenv("SHMOE_HANG_REPORT");
+  settings::set("SHMOE_HANG_REPORT", std::nullopt);
   // log::rank() is -1 in a process without shmem_init.
   std::ifstream in(dir / "r-1.json");
   ASSERT_TRUE(in);

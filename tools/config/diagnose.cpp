@@ -27,7 +27,8 @@
 #include "common/bytes.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
-#include "shmem/barrier.hpp"
+#include "common/settings.hpp"
+#include "shmem/segment_size.hpp"
 
 namespace shmoe::tools::config {
 namespace fs = std::filesystem;
@@ -35,8 +36,6 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr std::size_t kDefaultSymmetricSize = 512u << 20;  // the runtime's default
-constexpr std::size_t kPageSize = 4096;
 constexpr const char* kShmDir = "/dev/shm";
 
 // Collects the sections of the report and one next step per problem found.
@@ -191,35 +190,24 @@ void check_loader_path(const Layout& layout, Report& r) {
 // --- shared memory ------------------------------------------------------------------------------
 
 struct SymmetricSize {
-  std::size_t bytes = kDefaultSymmetricSize;
+  std::size_t bytes = 0;
   std::string source = "default";
   std::optional<std::string> error;
 };
 
-// Read exactly as the runtime reads it: SHMEM_SYMMETRIC_SIZE, else the older SMA_ spelling.
+// The settings the runtime reads: SHMEM_SYMMETRIC_SIZE, else the older SMA_ spelling.
 SymmetricSize symmetric_size() {
   SymmetricSize s;
-  for (const char* name : {"SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"}) {
-    auto value = env::get(name);
-    if (!value) continue;
-    s.source = name;
-    try {
-      s.bytes = env::parse_size(*value, name);
-    } catch (const Error& e) {
-      s.error = e.what();
-    }
-    break;
+  try {
+    const settings::SymmetricSize in_force = settings::symmetric_size_in_force();
+    s.bytes = in_force.bytes;
+    if (!in_force.text.empty()) s.source = in_force.variable;
+  } catch (const Error& e) {
+    s.error = e.what();
+    s.source =
+        settings::text_of("SHMEM_SYMMETRIC_SIZE") ? "SHMEM_SYMMETRIC_SIZE" : "SMA_SYMMETRIC_SIZE";
   }
   return s;
-}
-
-// The runtime keeps its barrier flags on top of the requested heap and rounds to whole pages.
-std::size_t segment_bytes(std::size_t heap) {
-  const std::size_t with_flags = heap + DisseminationBarrier::kFlagBytes;
-  if (with_flags < heap || with_flags > std::numeric_limits<std::size_t>::max() - kPageSize) {
-    return std::numeric_limits<std::size_t>::max();
-  }
-  return (with_flags + kPageSize - 1) / kPageSize * kPageSize;
 }
 
 void shm_problem(const SymmetricSize& size, int pes, std::uint64_t needed, std::uint64_t free,
@@ -262,8 +250,8 @@ void check_shared_memory(int pes, Report& r) {
   }
   const std::uint64_t total = saturating_mul(vfs.f_blocks, vfs.f_frsize);
   const std::uint64_t free = saturating_mul(vfs.f_bavail, vfs.f_frsize);
-  const std::uint64_t needed = saturating_mul(segment_bytes(size.bytes), pes);
-  j["segment_bytes_per_pe"] = segment_bytes(size.bytes);
+  const std::uint64_t needed = saturating_mul(heap_segment_bytes(size.bytes), pes);
+  j["segment_bytes_per_pe"] = heap_segment_bytes(size.bytes);
   j["needed_bytes"] = needed;
   j["total_bytes"] = total;
   j["free_bytes"] = free;

@@ -1,5 +1,6 @@
 // shmoe-config: what a build needs to compile and link against this shmoe (--cflags, --libs,
-// --prefix, --version), and --diagnose, a health check of the installation and the host.
+// --prefix, --version), --env, the settings in force, and --diagnose, a health check of the
+// installation and the host.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include "diagnose.hpp"
 #include "layout.hpp"
 #include "options.hpp"
+#include "settings_listing.hpp"
 
 namespace {
 
@@ -41,6 +43,11 @@ int run(const Request& q) {
     auto d = shmoe::tools::config::diagnose(layout, {q.pes});
     fmt::print("{}\n", d.report.dump(2));
     return d.healthy ? 0 : 1;
+  }
+  if (q.env) {
+    const auto listing = shmoe::tools::config::list_settings();
+    fmt::print("{}", listing.text);
+    return listing.valid ? 0 : 1;
   }
   int status = 0;
   if (q.prefix) status = print_prefix(layout);

@@ -11,6 +11,9 @@ int parse_config_options(int argc, char** argv, const char* version, Request& q)
   app.add_flag("--prefix", q.prefix, "the install root (<prefix>/bin holds this program)");
   app.add_flag("--cflags", q.cflags, "compiler flags: -I<prefix>/include");
   app.add_flag("--libs", q.libs, "linker flags: -L<prefix>/lib -lshmoe and an rpath");
+  app.add_flag("--env", q.env,
+               "every environment variable shmoe reads, with the value in force here, the "
+               "default and the meaning; exits 1 when a value set is invalid");
   app.add_flag("--diagnose", q.diagnose,
                "check the installation, loader path, /dev/shm, open-file limit and UCX; prints "
                "JSON, exits 1 when a problem was found, with what to do in next_steps");
@@ -21,7 +24,7 @@ int parse_config_options(int argc, char** argv, const char* version, Request& q)
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (!(q.prefix || q.cflags || q.libs || q.diagnose)) {
+  if (!(q.prefix || q.cflags || q.libs || q.env || q.diagnose)) {
     std::cerr << app.help();
     return 2;
   }

@@ -1,10 +1,11 @@
-// shmoe-config's command line: --version | --prefix | --cflags | --libs | --diagnose [--pes N].
+// shmoe-config's command line: --version | --prefix | --cflags | --libs | --env |
+// --diagnose [--pes N].
 #pragma once
 
 namespace shmoe::tools::config {
 
 struct Request {
-  bool prefix = false, cflags = false, libs = false, diagnose = false;
+  bool prefix = false, cflags = false, libs = false, env = false, diagnose = false;
   int pes = 1;  // the job size --diagnose plans for
 };
 

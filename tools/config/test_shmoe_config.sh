@@ -1,8 +1,10 @@
 #!/bin/sh
-# shmoe-config's tests, run from the build tree: test_shmoe_config.sh CASE PATH/TO/shmoe-config
+# shmoe-config's tests, run from the build tree:
+#   test_shmoe_config.sh CASE PATH/TO/shmoe-config PATH/TO/shmoe_segment_probe
 set -u
 case_name=$1
 tool=$2
+probe=${3:-}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
@@ -60,6 +62,24 @@ case $case_name in
     SHMEM_SYMMETRIC_SIZE=lots diagnose --pes 1
     [ "$status" -eq 1 ] || fail "SHMEM_SYMMETRIC_SIZE=lots was not reported as a problem"
     grep -q "SHMEM_SYMMETRIC_SIZE='lots' is not a size" "$out" || fail "no parse error for 'lots'"
+    ;;
+  env_lists_settings)
+    SHMOE_WAIT_SPIN=7 "$tool" --env >"$out" || fail "--env exited $? with valid settings"
+    grep -A1 '^SHMOE_WAIT_SPIN$' "$out" | grep -q 'in force: 7 (from the environment)' \
+      || fail "--env does not show SHMOE_WAIT_SPIN=7 in force"
+    grep -A2 '^SHMEM_SYMMETRIC_SIZE$' "$out" | grep -q 'default:  512M' \
+      || fail "--env does not show SHMEM_SYMMETRIC_SIZE's default"
+    if SHMOE_WAIT_SPIN=lots "$tool" --env >"$out"; then fail "--env accepted SHMOE_WAIT_SPIN=lots"; fi
+    grep -q "SHMOE_WAIT_SPIN='lots' is not an integer (allowed range 0..1073741824)" "$out" \
+      || fail "--env did not name the bad value and the allowed range"
+    ;;
+  segment_matches_pe)
+    # What --diagnose plans /dev/shm for must be what a PE maps, the runtime's own state included.
+    SHMEM_SYMMETRIC_SIZE=5M diagnose --pes 1
+    planned=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shared_memory"]["segment_bytes_per_pe"])' "$out")
+    SHMEM_SYMMETRIC_SIZE=5M "$probe" >"$out" 2>&1 || fail "the probe PE failed"
+    mapped=$(cat "$out")
+    [ "$planned" = "$mapped" ] || fail "--diagnose plans $planned bytes per PE, a PE maps $mapped"
     ;;
   *)
     fail "unknown case $case_name"

@@ -19,6 +19,7 @@
 
 #include "bootstrap/config_store.hpp"
 #include "bootstrap/job_key.hpp"
+#include "common/settings.hpp"
 #include "hang_reports.hpp"
 #include "heap/segment.hpp"
 
@@ -222,10 +223,7 @@ bootstrap::JobKey use_job_key(bool shared_with_other_launchers) {
         bootstrap::kJobKeyVariable, bootstrap::kMakeKeyCommand));
   }
   if (!key) key = bootstrap::JobKey::generate();
-  if (::setenv(bootstrap::kJobKeyVariable, key->text().c_str(), 1) != 0) {
-    throw std::runtime_error(
-        fmt::format("setenv({}) failed: {}", bootstrap::kJobKeyVariable, std::strerror(errno)));
-  }
+  settings::set(bootstrap::kJobKeyVariable, key->text());
   return *key;
 }
 

@@ -5,8 +5,8 @@
 #include <initializer_list>
 
 #include "common/bytes.hpp"
-#include "common/env.hpp"
 #include "common/output_path.hpp"
+#include "common/settings.hpp"
 #include "mega_run.hpp"
 #include "moe/expert_ffn.hpp"
 #include "moe/mega_moe.hpp"
@@ -58,16 +58,13 @@ MachineMemory this_machine() {
 }
 
 std::optional<std::uint64_t> user_heap_size() {
-  for (const char* variable : {"SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"}) {
-    if (auto text = env::get(variable)) {
-      try {
-        return env::parse_size(*text, variable);
-      } catch (const std::exception&) {
-        return std::nullopt;
-      }
-    }
+  try {
+    const settings::SymmetricSize size = settings::symmetric_size_in_force();
+    if (size.text.empty()) return std::nullopt;
+    return size.bytes;
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
-  return std::nullopt;
 }
 
 MemoryNeed moe_case_need(const MoeRunOptions& o, const MoeCase& c,

@@ -11,7 +11,7 @@
 
 #include "admission.hpp"
 #include "command_line.hpp"
-#include "common/env.hpp"
+#include "common/settings.hpp"
 #include "launcher.hpp"
 #include "mega_run.hpp"
 #include "run.hpp"
@@ -53,7 +53,7 @@ int run(int argc, char** argv) {
   const shmoe::tools::MoeRunOptions& options = command_line.moe;
   const shmoe::tools::MegaOptions& mega_options = command_line.mega_options;
 
-  if (std::getenv("SHMOE_MOE_PE") != nullptr) {
+  if (shmoe::settings::moe_pe()) {
     return mega ? run_as_pe([&] { return shmoe::tools::run_mega_pe(mega_options); })
                 : run_as_pe([&] { return shmoe::tools::run_moe_pe(options); });
   }
@@ -80,13 +80,12 @@ int run(int argc, char** argv) {
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   launch.command.push_back(n > 0 ? std::string(self, static_cast<std::size_t>(n)) : argv[0]);
   for (int i = 1; i < argc; ++i) launch.command.push_back(argv[i]);
-  ::setenv("SHMOE_MOE_PE", "1", 1);
-  if (!shmoe::env::get("SHMEM_SYMMETRIC_SIZE") && !shmoe::env::get("SMA_SYMMETRIC_SIZE")) {
-    ::setenv("SHMEM_SYMMETRIC_SIZE",
-             std::to_string(mega ? shmoe::tools::mega_symmetric_bytes(mega_options)
-                                 : shmoe::tools::symmetric_bytes_needed(options))
-                 .c_str(),
-             1);
+  shmoe::settings::set("SHMOE_MOE_PE", "1");
+  if (!shmoe::settings::text_of("SHMEM_SYMMETRIC_SIZE") &&
+      !shmoe::settings::text_of("SMA_SYMMETRIC_SIZE")) {
+    shmoe::settings::set("SHMEM_SYMMETRIC_SIZE",
+                         std::to_string(mega ? shmoe::tools::mega_symmetric_bytes(mega_options)
+                                             : shmoe::tools::symmetric_bytes_needed(options)));
   }
   return shmoe::tools::run_job(launch);
 }

@@ -1,0 +1,49 @@
+#include "settings_listing.hpp"
+
+#include <fmt/format.h>
+
+#include <regex>
+#include <string_view>
+
+#include "common/settings.hpp"
+
+namespace shmoe::tools::config {
+namespace {
+
+// The table's texts are README.md's Markdown; a terminal wants them plain.
+std::string plain(const std::string& markdown) {
+  static const std::regex link(R"(\[([^\]]*)\]\([^)]*\))");
+  std::string out = std::regex_replace(markdown, link, "$1");
+  std::erase(out, '`');
+  return out;
+}
+
+std::string kind_of(const settings::Entry& e) {
+  return e.min == e.max ? e.kind : fmt::format("{} {}..{}", e.kind, e.min, e.max);
+}
+
+}  // namespace
+
+SettingsListing list_settings() {
+  SettingsListing out;
+  for (const settings::Entry& e : settings::table()) {
+    const auto text = settings::text_of(e.variable);
+    const std::string error = settings::error_of(e.variable);
+    const bool secret = std::string_view(e.kind) == "secret";
+    std::string in_force =
+        text ? fmt::format("{} (from the environment)", secret ? "set, not shown" : *text)
+        : std::string_view(e.shown_default) == "-"
+            ? std::string("unset")
+            : fmt::format("{} (the default)", plain(e.shown_default));
+    if (!error.empty()) {
+      in_force = fmt::format("none: {}", error);
+      out.valid = false;
+    }
+    out.text +=
+        fmt::format("{}\n  in force: {}\n  default:  {}\n  kind:     {}\n  meaning:  {}\n",
+                    e.variable, in_force, plain(e.shown_default), kind_of(e), plain(e.meaning));
+  }
+  return out;
+}
+
+}  // namespace shmoe::tools::config

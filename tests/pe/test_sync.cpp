@@ -164,8 +164,8 @@ TEST(Contexts, PostedOperationsCompleteAtTheirContextsQuiet) {
   std::vector<std::uint64_t> rows(kOps);  // untouched until the quiet
   for (int i = 0; i < kOps; ++i) {
     rows[i] = row(me, i);
-    shmem_ctx_putmem_signal_nbi(signals, &t->rows[i], &rows[i], sizeof(std::uint64_t),
-                                &t->signal, 1, SHMEM_SIGNAL_ADD, next);
+    shmem_ctx_putmem_signal_nbi(signals, &t->rows[i], &rows[i], sizeof(std::uint64_t), &t->signal,
+                                1, SHMEM_SIGNAL_ADD, next);
     shmem_ctx_uint64_atomic_add(atomics, &t->sum, std::uint64_t(i + 1), next);
     shmem_ctx_long_p(atomics, &t->values[i], value(me, i), next);
   }

@@ -1,5 +1,6 @@
 #include "transport/selection.hpp"
 
+#include "common/backoff.hpp"
 #include "common/error.hpp"
 #include "transport/routed_transport.hpp"
 #include "transport/start_record.hpp"
@@ -85,10 +86,20 @@ Transports::Transports(bootstrap::StoreCollectives& collectives, int rank, int s
   routed_ = std::make_unique<RoutedTransport>(std::move(route),
                                               std::vector<Transport*>{shm_.get(), ucx_.get()});
   active_ = routed_.get();
+  set_wait_progress(&Transports::drive, &Transports::sleep_until_event, this);
+}
+
+void Transports::drive(void* self) {
+  static_cast<Transports*>(self)->active_->progress();
+}
+
+void Transports::sleep_until_event(void* self, std::chrono::microseconds at_most) {
+  static_cast<Transports*>(self)->ucx_->sleep_until_event(at_most);
 }
 
 // UCX lets go of the segment before the shared-memory transport unmaps it.
 Transports::~Transports() {
+  if (ucx_) set_wait_progress(nullptr, nullptr, nullptr);
   routed_.reset();
   ucx_.reset();
 }

@@ -46,7 +46,9 @@ PeerPlan plan_peers(bootstrap::StoreCollectives& collectives, int rank, int size
                     const HostIdentity& me, std::chrono::milliseconds timeout);
 
 // The transports of one PE, made by plan (collective): the shared-memory one always (it holds
-// this PE's own window), UCX where the plan says, and the router between them.
+// this PE's own window), UCX where the plan says, and the router between them. With UCX, every
+// wait in the process (common/backoff.hpp) drives the active transport's progress() between its
+// looks and sleeps on UCX's event descriptor, from construction to destruction.
 class Transports {
  public:
   Transports(bootstrap::StoreCollectives& collectives, int rank, int size, const PeerPlan& plan,
@@ -62,6 +64,9 @@ class Transports {
   ShmTransport& shm() { return *shm_; }
 
  private:
+  static void drive(void* self);
+  static void sleep_until_event(void* self, std::chrono::microseconds at_most);
+
   std::unique_ptr<ShmTransport> shm_;
   std::unique_ptr<UcxTransport> ucx_;
   std::unique_ptr<RoutedTransport> routed_;

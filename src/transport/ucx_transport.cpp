@@ -18,14 +18,6 @@ void check(ucs_status_t status, const char* what) {
   if (status != UCS_OK) throw make_error("UCX: {} failed: {}", what, ucs_status_string(status));
 }
 
-void drive_worker(void* transport) {
-  static_cast<UcxTransport*>(transport)->progress();
-}
-
-void sleep_on_worker(void* transport, std::chrono::microseconds at_most) {
-  static_cast<UcxTransport*>(transport)->sleep_until_event(at_most);
-}
-
 }  // namespace
 
 UcxOptions read_ucx_options() {
@@ -109,12 +101,10 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
     });
   }
   default_channel_ = std::make_unique<UcxChannel>(*this);
-  set_wait_progress(&drive_worker, &sleep_on_worker, this);
   if (options.progress_thread) progress_thread_ = std::thread([this] { run_progress_thread(); });
 }
 
 UcxTransport::~UcxTransport() {
-  set_wait_progress(nullptr, nullptr, nullptr);
   stopping_ = true;
   if (progress_thread_.joinable()) {
     ucp_worker_signal(worker_);

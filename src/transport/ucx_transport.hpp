@@ -9,12 +9,12 @@
 //
 // Completion: a put is complete at the target only after a flush, and a peer's put into this PE
 // lands only while this PE's worker progresses. So quiet() flushes the channel's endpoints,
-// every wait in the process drives the worker (set_wait_progress), and a progress thread drives
-// it while the PE computes. Per peer and channel, operations behave as on shared memory: a get or
-// fetching atomic first flushes the operations the channel still has in flight to that peer, so
-// a put followed by a get of the same word reads what was put, as it does on one host.
-// Non-fetching operations (shmem_p, atomic add/and/or/xor/set, the signal of a put-with-signal)
-// are posted: the caller does not wait for the target.
+// every wait in the process drives the worker (progress(), which Transports registers with
+// set_wait_progress), and a progress thread drives it while the PE computes. Per peer and channel,
+// operations behave as on shared memory: a get or fetching atomic first flushes the operations the
+// channel still has in flight to that peer, so a put followed by a get of the same word reads what
+// was put, as it does on one host. Non-fetching operations (shmem_p, atomic add/and/or/xor/set, the
+// signal of a put-with-signal) are posted: the caller does not wait for the target.
 #pragma once
 
 #include <ucp/api/ucp.h>

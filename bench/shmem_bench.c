@@ -70,6 +70,10 @@ typedef struct {
     long *flag;    /* ping-pong flag */
     long *counter; /* atomics target */
     long *errs;    /* error count reduction on PE 0 */
+    long *value;   /* shmem_p target */
+#ifdef SHMEM_SIGNAL_ADD
+    uint64_t *sig; /* put-with-signal signal word */
+#endif
     unsigned char *lat_src, *lat_dst;
 
     /* Symmetric bandwidth buffers of max_bytes each; allocated on first use. */
@@ -86,7 +90,8 @@ typedef struct {
     } memcpy_ref[MAX_MEMCPY_SIZES];
     int n_memcpy;
 
-    long errors; /* failed data checks seen by this PE */
+    long errors;     /* failed data checks seen by this PE */
+    long last_iters; /* timed iterations of the last rate measurement (all PEs agree) */
 } bench;
 
 /* A phase runs `count` operations on every PE (each in its role); `first` is the global index
@@ -398,6 +403,54 @@ static void phase_atomic_add(bench *b, long first, long count)
     }
 }
 
+/* Rates of the non-fetching operations, which need not wait for the target each: PE 0 issues
+ * them to PE 1 with a shmem_quiet after every RATE_BATCH (MegaMoE's batches of rows), and the
+ * time per operation is reported. Each phase leaves on PE 1 a count or value that its bench
+ * checks. */
+enum { RATE_BATCH = 16 };
+
+static void quiet_per_batch(long i, long count)
+{
+    if ((i + 1) % RATE_BATCH == 0 || i + 1 == count)
+        shmem_quiet();
+}
+
+static void phase_p_rate(bench *b, long first, long count)
+{
+    if (b->me != 0)
+        return;
+    for (long i = 0; i < count; i++) {
+        shmem_long_p(b->value, first + i + 1, 1);
+        quiet_per_batch(i, count);
+    }
+}
+
+static void phase_add_rate(bench *b, long first, long count)
+{
+    (void)first;
+    if (b->me != 0)
+        return;
+    for (long i = 0; i < count; i++) {
+        shmem_long_atomic_add(b->counter, 1, 1);
+        quiet_per_batch(i, count);
+    }
+}
+
+#ifdef SHMEM_SIGNAL_ADD /* OpenSHMEM 1.5 */
+static void phase_putsig_rate(bench *b, long first, long count)
+{
+    if (b->me != 0)
+        return;
+    for (long i = 0; i < count; i++) {
+        /* Each payload names its index; the source changes only after the quiet. */
+        if (i % RATE_BATCH == 0)
+            *(long *)b->lat_src = first + i + RATE_BATCH;
+        shmem_putmem_signal_nbi(b->lat_dst, b->lat_src, LAT_BYTES, b->sig, 1, SHMEM_SIGNAL_ADD, 1);
+        quiet_per_batch(i, count);
+    }
+}
+#endif
+
 static void phase_barrier(bench *b, long first, long count)
 {
     (void)b;
@@ -531,6 +584,71 @@ static void bench_atomic_add(bench *b) { atomic_bench(b, "atomic_add", phase_ato
 
 static void bench_barrier(bench *b) { latency(b, "barrier", phase_barrier, 0, 1); }
 
+/* Runs a rate phase and checks, on PE 1, what the operations left: `seen()` must equal
+ * `expected(warm, iters)`. */
+static void rate_bench(bench *b, const char *name, phase_fn fn, long (*seen)(bench *b),
+                       long (*expected)(long warm, long iters))
+{
+    if (!have_peer(b, name))
+        return;
+    long warm = b->opt.warmup;
+    long iters;
+    double secs = measure(b, fn, warm, &iters);
+    b->last_iters = iters;
+    if (b->me == 1 && seen(b) != expected(warm, iters)) {
+        fprintf(stderr, "shmem_bench: PE 1: %s left %ld, expected %ld\n", name, seen(b),
+                expected(warm, iters));
+        b->errors++;
+    }
+    if (b->me == 0)
+        emit(b, name, sizeof(long), iters, secs * 1e6 / (double)iters);
+}
+
+/* Warm-up, calibration and timed phase each count from where the previous one stopped. */
+static long ops_in_all_phases(long warm, long iters) { return 2 * warm + iters; }
+static long last_value(bench *b) { return *(volatile long *)b->value; }
+static long last_count(bench *b) { return *(volatile long *)b->counter; }
+
+static void bench_p_rate(bench *b)
+{
+    *b->value = 0;
+    rate_bench(b, "p_rate", phase_p_rate, last_value, ops_in_all_phases);
+}
+
+static void bench_add_rate(bench *b)
+{
+    *b->counter = 0;
+    rate_bench(b, "add_rate", phase_add_rate, last_count, ops_in_all_phases);
+}
+
+#ifdef SHMEM_SIGNAL_ADD
+static long last_signal(bench *b) { return (long)*(volatile uint64_t *)b->sig; }
+/* The payload of the last batch: the phase's start, plus the batch's end index. */
+static long last_batch_payload(long warm, long iters)
+{
+    return 2 * warm + (iters - 1) / RATE_BATCH * RATE_BATCH + RATE_BATCH;
+}
+static long last_payload(bench *b) { return *(volatile long *)b->lat_dst; }
+
+static void bench_putsig_rate(bench *b)
+{
+    *b->sig = 0;
+    *(long *)b->lat_dst = 0;
+    rate_bench(b, "putsig_rate", phase_putsig_rate, last_signal, ops_in_all_phases);
+    if (b->me == 1 && last_payload(b) != last_batch_payload(b->opt.warmup, b->last_iters)) {
+        fprintf(stderr, "shmem_bench: PE 1: putsig_rate payload %ld, expected %ld\n",
+                last_payload(b), last_batch_payload(b->opt.warmup, b->last_iters));
+        b->errors++;
+    }
+}
+#else
+static void bench_putsig_rate(bench *b)
+{
+    if (b->me == 0)
+        fprintf(stderr, "shmem_bench: putsig_rate skipped: needs OpenSHMEM 1.5 put-with-signal\n");
+}
+#endif
+
 /* Table order is run order. A benchmark runs when its name, its group or "all" is given. */
 static const struct {
     const char *name, *group;
@@ -545,6 +663,9 @@ static const struct {
     {"pingpong", "pingpong", bench_pingpong},
     {"fetch_add", "atomic", bench_fetch_add},
     {"atomic_add", "atomic", bench_atomic_add},
+    {"p_rate", "rate", bench_p_rate},
+    {"add_rate", "rate", bench_add_rate},
+    {"putsig_rate", "rate", bench_putsig_rate},
     {"barrier", "barrier", bench_barrier},
 };
 enum { N_BENCHES = sizeof BENCHES / sizeof BENCHES[0] };
@@ -563,6 +684,8 @@ static void usage(FILE *f)
             "  put_lat              8-byte shmem_putmem + shmem_quiet\n"
             "  pingpong             shmem_long_p / shmem_long_wait_until, half round trip\n"
             "  atomic = fetch_add atomic_add   shmem_long_atomic_fetch_add, _add + quiet\n"
+            "  rate = p_rate add_rate putsig_rate   shmem_long_p, shmem_long_atomic_add,\n"
+            "                       8-byte shmem_putmem_signal_nbi: a quiet per 16 ops\n"
             "  barrier              shmem_barrier_all over all PEs\n"
             "  all\n"
             "options:\n"
@@ -731,9 +854,14 @@ static void alloc_control(bench *b)
     b->flag = sym_alloc(b, CACHE_LINE, "control words");
     b->counter = sym_alloc(b, CACHE_LINE, "control words");
     b->errs = sym_alloc(b, CACHE_LINE, "control words");
+    b->value = sym_alloc(b, CACHE_LINE, "control words");
+#ifdef SHMEM_SIGNAL_ADD
+    b->sig = sym_alloc(b, CACHE_LINE, "control words");
+    *b->sig = 0;
+#endif
     b->lat_src = sym_alloc(b, CACHE_LINE, "latency buffers");
     b->lat_dst = sym_alloc(b, CACHE_LINE, "latency buffers");
-    *b->slot = *b->flag = *b->counter = *b->errs = 0;
+    *b->slot = *b->flag = *b->counter = *b->errs = *b->value = 0;
     shmem_barrier_all();
 }
 
@@ -755,6 +883,10 @@ static void release(bench *b)
     }
     shmem_free(b->lat_dst);
     shmem_free(b->lat_src);
+#ifdef SHMEM_SIGNAL_ADD
+    shmem_free(b->sig);
+#endif
+    shmem_free(b->value);
     shmem_free(b->errs);
     shmem_free(b->counter);
     shmem_free(b->flag);

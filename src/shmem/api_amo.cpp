@@ -1,22 +1,39 @@
 // Atomic memory operations (OpenSHMEM 1.5 section 9.7). Each is one transport atomic on the
-// bit pattern of the value; the _nbi fetching forms store the old value into `fetch`, which on
-// this transport is complete on return.
+// bit pattern of the value: the fetching ones wait for the old value (the _nbi fetching forms
+// store it into `fetch`, complete on return), the others are posted and complete by quiet.
 #include "shmem/api_stamp.hpp"
 
 namespace {
 
 using shmoe::transport::AmoOp;
 
-template <typename T>
-T amo(shmem_ctx_t ctx, T* dest, AmoOp op, T operand, T compare, int pe, const char* fn) {
+// The checks of every AMO; then `run(transport, channel, world_pe, offset)`.
+template <typename T, typename Run>
+auto checked_amo(shmem_ctx_t ctx, T* dest, int pe, const char* fn, Run&& run) {
   auto& rt = shmoe::runtime(fn);
   std::size_t off = shmoe::api::check_remote(ctx, rt, dest, sizeof(T), pe, fn, "dest");
   if (reinterpret_cast<std::uintptr_t>(dest) % sizeof(T) != 0) [[unlikely]] {
     shmoe::api_error(fn, "dest={} is not aligned to {} bytes", static_cast<const void*>(dest),
                      sizeof(T));
   }
-  return shmoe::api::from_bits<T>(rt.transport().atomic(
-      pe, off, {op, sizeof(T), shmoe::api::to_bits(operand), shmoe::api::to_bits(compare)}));
+  return run(rt.transport(), shmoe::api::channel_of(ctx), pe, off);
+}
+
+template <typename T>
+T amo(shmem_ctx_t ctx, T* dest, AmoOp op, T operand, T compare, int pe, const char* fn) {
+  return checked_amo(ctx, dest, pe, fn, [&](auto& t, auto* ch, int world_pe, std::size_t off) {
+    return shmoe::api::from_bits<T>(t.fetch_atomic(
+        ch, world_pe, off,
+        {op, sizeof(T), shmoe::api::to_bits(operand), shmoe::api::to_bits(compare)}));
+  });
+}
+
+// The non-fetching AMOs (set, inc, add, and, or, xor).
+template <typename T>
+void post(shmem_ctx_t ctx, T* dest, AmoOp op, T operand, int pe, const char* fn) {
+  checked_amo(ctx, dest, pe, fn, [&](auto& t, auto* ch, int world_pe, std::size_t off) {
+    t.post_atomic(ch, world_pe, off, {op, sizeof(T), shmoe::api::to_bits(operand)});
+  });
 }
 
 template <typename T>
@@ -42,9 +59,8 @@ extern "C" {
   SHMOE_DEFINE_BOTH(T, N##_atomic_fetch, (const T* source, int pe), (source, pe),                  \
                     amo(ctx, const_cast<T*>(source), AmoOp::kLoad, Zero(T), Zero(T), pe,           \
                         "shmem_" #N "_atomic_fetch"))                                              \
-  SHMOE_DEFINE_BOTH(                                                                               \
-      void, N##_atomic_set, (T * dest, T value, int pe), (dest, value, pe),                        \
-      (void)amo(ctx, dest, AmoOp::kStore, value, Zero(T), pe, "shmem_" #N "_atomic_set"))          \
+  SHMOE_DEFINE_BOTH(void, N##_atomic_set, (T * dest, T value, int pe), (dest, value, pe),          \
+                    post(ctx, dest, AmoOp::kStore, value, pe, "shmem_" #N "_atomic_set"))          \
   SHMOE_DEFINE_BOTH(T, N##_atomic_swap, (T * dest, T value, int pe), (dest, value, pe),            \
                     amo(ctx, dest, AmoOp::kSwap, value, Zero(T), pe, "shmem_" #N "_atomic_swap"))  \
   SHMOE_DEFINE_BOTH(void, N##_atomic_fetch_nbi, (T * fetch, const T* source, int pe),              \
@@ -67,15 +83,13 @@ SHMOE_AMO_EXTENDED_TYPES(SHMOE_DEF_AMO_EXTENDED)
   SHMOE_DEFINE_BOTH(                                                                             \
       T, N##_atomic_fetch_inc, (T * dest, int pe), (dest, pe),                                   \
       amo(ctx, dest, AmoOp::kAdd, One(T), Zero(T), pe, "shmem_" #N "_atomic_fetch_inc"))         \
-  SHMOE_DEFINE_BOTH(                                                                             \
-      void, N##_atomic_inc, (T * dest, int pe), (dest, pe),                                      \
-      (void)amo(ctx, dest, AmoOp::kAdd, One(T), Zero(T), pe, "shmem_" #N "_atomic_inc"))         \
+  SHMOE_DEFINE_BOTH(void, N##_atomic_inc, (T * dest, int pe), (dest, pe),                        \
+                    post(ctx, dest, AmoOp::kAdd, One(T), pe, "shmem_" #N "_atomic_inc"))         \
   SHMOE_DEFINE_BOTH(                                                                             \
       T, N##_atomic_fetch_add, (T * dest, T value, int pe), (dest, value, pe),                   \
       amo(ctx, dest, AmoOp::kAdd, value, Zero(T), pe, "shmem_" #N "_atomic_fetch_add"))          \
-  SHMOE_DEFINE_BOTH(                                                                             \
-      void, N##_atomic_add, (T * dest, T value, int pe), (dest, value, pe),                      \
-      (void)amo(ctx, dest, AmoOp::kAdd, value, Zero(T), pe, "shmem_" #N "_atomic_add"))          \
+  SHMOE_DEFINE_BOTH(void, N##_atomic_add, (T * dest, T value, int pe), (dest, value, pe),        \
+                    post(ctx, dest, AmoOp::kAdd, value, pe, "shmem_" #N "_atomic_add"))          \
   SHMOE_DEFINE_BOTH(void, N##_atomic_compare_swap_nbi,                                           \
                     (T * fetch, T * dest, T cond, T value, int pe),                              \
                     (fetch, dest, cond, value, pe),                                              \
@@ -101,7 +115,7 @@ SHMOE_AMO_STANDARD_TYPES(SHMOE_DEF_AMO_STANDARD)
   SHMOE_DEFINE_BOTH(T, N##_atomic_fetch_##OP, (T * dest, T value, int pe), (dest, value, pe),     \
                     amo(ctx, dest, AMO_OP, value, Zero(T), pe, "shmem_" #N "_atomic_fetch_" #OP)) \
   SHMOE_DEFINE_BOTH(void, N##_atomic_##OP, (T * dest, T value, int pe), (dest, value, pe),        \
-                    (void)amo(ctx, dest, AMO_OP, value, Zero(T), pe, "shmem_" #N "_atomic_" #OP)) \
+                    post(ctx, dest, AMO_OP, value, pe, "shmem_" #N "_atomic_" #OP))               \
   SHMOE_DEFINE_BOTH(void, N##_atomic_fetch_##OP##_nbi, (T * fetch, T * dest, T value, int pe),    \
                     (fetch, dest, value, pe),                                                     \
                     store_fetched(fetch,                                                          \

@@ -43,7 +43,7 @@ Lock resolve(long* lock, const char* fn) {
 std::uint32_t amo32(Lock& l, int pe, std::size_t word, AmoOp op, std::uint32_t operand,
                     std::uint32_t compare = 0) {
   return static_cast<std::uint32_t>(
-      l.rt.transport().atomic(pe, l.off + word, {op, 4, operand, compare}));
+      l.rt.transport().fetch_atomic(nullptr, pe, l.off + word, {op, 4, operand, compare}));
 }
 
 std::uint32_t node_value(const Lock& l) {
@@ -131,7 +131,8 @@ int pshmem_test_lock(long* lock) {
 void pshmem_clear_lock(long* lock) {
   Lock l = resolve(lock, "shmem_clear_lock");
   held_locks().released(l, "shmem_clear_lock");
-  l.rt.transport().quiet();  // what was written under the lock is complete before it passes on
+  l.rt.transport().quiet(
+      nullptr);  // what was written under the lock is complete before it passes on
   std::uint32_t next = node_value(l) & kNextMask;
   if (next == 0) {
     if (amo32(l, 0, kTail, AmoOp::kCompareSwap, 0, static_cast<std::uint32_t>(l.me + 1)) ==

@@ -6,54 +6,60 @@
 
 namespace {
 
+using shmoe::api::channel_of;
 using shmoe::api::check_remote;
 using shmoe::api::transfer;
+using shmoe::transport::Channel;
 using shmoe::transport::Transport;
 
 template <typename T>
 void put(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
   const std::size_t bytes = nelems * sizeof(T);
-  transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn, [&](Transport& t, int world_pe, std::size_t off) {
-    t.put(world_pe, off, source, bytes);
-  });
+  transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn,
+           [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
+             t.put(ch, world_pe, off, source, bytes);
+           });
 }
 
 template <typename T>
 void put_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
              const char* fn) {
   const std::size_t bytes = nelems * sizeof(T);
-  transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn, [&](Transport& t, int world_pe, std::size_t off) {
-    t.put_nbi(world_pe, off, source, bytes);
-  });
+  transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn,
+           [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
+             t.put_nbi(ch, world_pe, off, source, bytes);
+           });
 }
 
 template <typename T>
 void get(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
   const std::size_t bytes = nelems * sizeof(T);
   transfer(ctx, source, "source", {dest, "dest"}, bytes, pe, fn,
-           [&](Transport& t, int world_pe, std::size_t off) { t.get(world_pe, off, dest, bytes); });
+           [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
+             t.get(ch, world_pe, off, dest, bytes);
+           });
 }
 
 template <typename T>
 void get_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
              const char* fn) {
   const std::size_t bytes = nelems * sizeof(T);
-  transfer(ctx, source, "source", {dest, "dest"}, bytes, pe, fn, [&](Transport& t, int world_pe, std::size_t off) {
-    t.get_nbi(world_pe, off, dest, bytes);
-  });
+  transfer(ctx, source, "source", {dest, "dest"}, bytes, pe, fn,
+           [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
+             t.get_nbi(ch, world_pe, off, dest, bytes);
+           });
 }
 
-// Single elements go as one atomic store/load where the width allows, so a peer polling the word
-// with wait_until never sees a torn value.
+// Single elements go as one store/load where the width allows, so a peer polling the word with
+// wait_until never sees a torn value. shmem_p does not wait for the target (quiet completes it).
 template <typename T>
 void p(shmem_ctx_t ctx, T* dest, T value, int pe, const char* fn) {
   auto& rt = shmoe::runtime(fn);
   std::size_t off = check_remote(ctx, rt, dest, sizeof(T), pe, fn, "dest");
   if constexpr (sizeof(T) <= 8) {
-    rt.transport().atomic(pe, off,
-                          {shmoe::transport::AmoOp::kStore, sizeof(T), shmoe::api::to_bits(value)});
+    rt.transport().put_value(channel_of(ctx), pe, off, shmoe::api::to_bits(value), sizeof(T));
   } else {
-    rt.transport().put(pe, off, &value, sizeof(T));
+    rt.transport().put(channel_of(ctx), pe, off, &value, sizeof(T));
   }
 }
 
@@ -62,11 +68,11 @@ T g(shmem_ctx_t ctx, const T* source, int pe, const char* fn) {
   auto& rt = shmoe::runtime(fn);
   std::size_t off = check_remote(ctx, rt, source, sizeof(T), pe, fn, "source");
   if constexpr (sizeof(T) <= 8) {
-    return shmoe::api::from_bits<T>(
-        rt.transport().atomic(pe, off, {shmoe::transport::AmoOp::kLoad, sizeof(T)}));
+    return shmoe::api::from_bits<T>(rt.transport().fetch_atomic(
+        channel_of(ctx), pe, off, {shmoe::transport::AmoOp::kLoad, sizeof(T)}));
   } else {
     T value;
-    rt.transport().get(pe, off, &value, sizeof(T));
+    rt.transport().get(channel_of(ctx), pe, off, &value, sizeof(T));
     return value;
   }
 }
@@ -91,9 +97,9 @@ void iput(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t ss
     check_stride(sst, fn, "sst");
   }
   transfer(ctx, dest, "dest", {source, "source"}, strided_span<T>(nelems, dst), pe, fn,
-           [&](Transport& t, int world_pe, std::size_t off) {
+           [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
              for (std::size_t i = 0; i < nelems; ++i) {
-               t.put(world_pe, off + i * dst * sizeof(T), source + i * sst, sizeof(T));
+               t.put(ch, world_pe, off + i * dst * sizeof(T), source + i * sst, sizeof(T));
              }
            });
 }
@@ -106,9 +112,9 @@ void iget(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t ss
     check_stride(sst, fn, "sst");
   }
   transfer(ctx, source, "source", {dest, "dest"}, strided_span<T>(nelems, sst), pe, fn,
-           [&](Transport& t, int world_pe, std::size_t off) {
+           [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
              for (std::size_t i = 0; i < nelems; ++i) {
-               t.get(world_pe, off + i * sst * sizeof(T), dest + i * dst, sizeof(T));
+               t.get(ch, world_pe, off + i * sst * sizeof(T), dest + i * dst, sizeof(T));
              }
            });
 }
@@ -201,12 +207,12 @@ SHMOE_DEFINE_BOTH(void, getmem_nbi, (void* dest, const void* source, size_t nele
 void pshmem_ctx_fence(shmem_ctx_t ctx) {
   if (ctx == SHMEM_CTX_INVALID) return;
   shmoe::check_ctx(ctx, "shmem_ctx_fence");
-  shmoe::runtime("shmem_ctx_fence").transport().fence();
+  shmoe::runtime("shmem_ctx_fence").transport().fence(channel_of(ctx));
 }
 void pshmem_ctx_quiet(shmem_ctx_t ctx) {
   if (ctx == SHMEM_CTX_INVALID) return;
   shmoe::check_ctx(ctx, "shmem_ctx_quiet");
-  shmoe::runtime("shmem_ctx_quiet").transport().quiet();
+  shmoe::runtime("shmem_ctx_quiet").transport().quiet(channel_of(ctx));
 }
 void pshmem_fence(void) {
   pshmem_ctx_fence(SHMEM_CTX_DEFAULT);

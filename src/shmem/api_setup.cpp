@@ -115,14 +115,14 @@ void pshmem_pcontrol(const int level, ...) {
 }
 
 int pshmem_ctx_create(long options, shmem_ctx_t* ctx) {
-  shmoe::runtime("shmem_ctx_create");
+  auto& rt = shmoe::runtime("shmem_ctx_create");
   if (ctx == nullptr) return -1;
   constexpr long kKnown = SHMEM_CTX_SERIALIZED | SHMEM_CTX_PRIVATE | SHMEM_CTX_NOSTORE;
   if ((options & ~kKnown) != 0) {
     *ctx = SHMEM_CTX_INVALID;
     return -1;
   }
-  *ctx = new shmoe_ctx{options, true};
+  *ctx = new shmoe_ctx{options, true, rt.transport().open_channel()};
   return 0;
 }
 

@@ -1,31 +1,36 @@
-// Signaling operations (OpenSHMEM 1.5 section 9.8): data, then the signal, never the reverse.
-// The store fence between them orders even the non-temporal stores of a large copy, and the
-// signal itself is a release store or add, which the waiter's acquire load pairs with.
+// Signaling operations (OpenSHMEM 1.5 section 9.8): data, then the signal, never the reverse;
+// each transport keeps that order (transport.hpp), and the _nbi forms do not wait for the target.
 #include "common/backoff.hpp"
 #include "shmem/api_stamp.hpp"
 
 namespace {
 
-using shmoe::transport::AmoOp;
+using shmoe::transport::Channel;
+using shmoe::transport::Transport;
 
 // A zero-length put-with-signal moves no data (dest and source may then be null) and still
 // updates the signal.
 void put_signal(shmem_ctx_t ctx, void* dest, const void* source, std::size_t bytes,
-                std::uint64_t* sig_addr, std::uint64_t signal, int sig_op, int pe, const char* fn) {
+                std::uint64_t* sig_addr, std::uint64_t signal, int sig_op, int pe, bool nbi,
+                const char* fn) {
   if (sig_op != SHMEM_SIGNAL_SET && sig_op != SHMEM_SIGNAL_ADD) {
     shmoe::api_error(fn, "sig_op={} is neither SHMEM_SIGNAL_SET ({}) nor SHMEM_SIGNAL_ADD ({})",
                      sig_op, SHMEM_SIGNAL_SET, SHMEM_SIGNAL_ADD);
   }
-  std::size_t sig_off =
-      shmoe::symmetric_offset(shmoe::runtime(fn), sig_addr, sizeof(std::uint64_t), fn, "sig_addr");
+  auto& rt = shmoe::runtime(fn);
+  const shmoe::transport::SignalUpdate update{
+      shmoe::symmetric_offset(rt, sig_addr, sizeof(std::uint64_t), fn, "sig_addr"),
+      sig_op == SHMEM_SIGNAL_ADD, signal};
+  bool sent = false;
   const int world_pe =
       shmoe::api::transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn,
-                           [&](shmoe::transport::Transport& t, int to, std::size_t off) {
-                             t.put(to, off, source, bytes);
-                             t.fence();
+                           [&](Transport& t, Channel* ch, int to, std::size_t off) {
+                             t.put_signal(ch, to, off, source, bytes, update, nbi);
+                             sent = true;
                            });
-  shmoe::runtime(fn).transport().atomic(
-      world_pe, sig_off, {sig_op == SHMEM_SIGNAL_SET ? AmoOp::kStore : AmoOp::kAdd, 8, signal});
+  if (!sent) {
+    rt.transport().put_signal(shmoe::api::channel_of(ctx), world_pe, 0, nullptr, 0, update, nbi);
+  }
 }
 
 }  // namespace
@@ -37,13 +42,13 @@ extern "C" {
    int pe)
 #define SHMOE_SIGNAL_ARGS (dest, source, nelems, sig_addr, signal, sig_op, pe)
 
-#define SHMOE_DEF_PUT_SIGNAL(NAME, T, ELEM_BYTES, FN)                                       \
-  SHMOE_DEFINE_BOTH(                                                                        \
-      void, NAME, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                                \
-      put_signal(ctx, dest, source, nelems*(ELEM_BYTES), sig_addr, signal, sig_op, pe, FN)) \
-  SHMOE_DEFINE_BOTH(                                                                        \
-      void, NAME##_nbi, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                          \
-      put_signal(ctx, dest, source, nelems*(ELEM_BYTES), sig_addr, signal, sig_op, pe, FN "_nbi"))
+#define SHMOE_DEF_PUT_SIGNAL(NAME, T, ELEM_BYTES, FN)                                              \
+  SHMOE_DEFINE_BOTH(                                                                               \
+      void, NAME, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                                       \
+      put_signal(ctx, dest, source, nelems*(ELEM_BYTES), sig_addr, signal, sig_op, pe, false, FN)) \
+  SHMOE_DEFINE_BOTH(void, NAME##_nbi, SHMOE_SIGNAL_PARAMS(T), SHMOE_SIGNAL_ARGS,                   \
+                    put_signal(ctx, dest, source, nelems*(ELEM_BYTES), sig_addr, signal, sig_op,   \
+                               pe, true, FN "_nbi"))
 
 #define SHMOE_DEF_PUT_SIGNAL_TYPED(T, N) \
   SHMOE_DEF_PUT_SIGNAL(N##_put_signal, T, sizeof(T), "shmem_" #N "_put_signal")

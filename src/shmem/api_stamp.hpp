@@ -68,11 +68,16 @@ struct LocalBuffer {
   const char* param;
 };
 
+// The context's channel in the PE's transport (nullptr: the default context's).
+inline transport::Channel* channel_of(shmem_ctx_t ctx) {
+  return ctx->channel.get();
+}
+
 // A transfer of `bytes` to or from `target` on `pe`: checks the context, the PE, that the
 // target is symmetric and that the local buffer is not null, then calls move(transport,
-// world_pe, target_offset). A zero-length transfer moves nothing, and its addresses may be null
-// (OpenSHMEM 1.5 Annex C: a null pointer with a zero length is supported), so it checks only the
-// context and the PE. Returns the PE in the world's numbering.
+// channel, world_pe, target_offset). A zero-length transfer moves nothing, and its addresses may be
+// null (OpenSHMEM 1.5 Annex C: a null pointer with a zero length is supported), so it checks only
+// the context and the PE. Returns the PE in the world's numbering.
 template <typename Move>
 int transfer(shmem_ctx_t ctx, const void* target, const char* param, LocalBuffer local,
              std::size_t bytes, int pe, const char* fn, Move&& move) {
@@ -83,7 +88,7 @@ int transfer(shmem_ctx_t ctx, const void* target, const char* param, LocalBuffer
     api_error(fn, "{}=NULL, but the call moves {} bytes: only a zero-length call may pass NULL",
               local.param, bytes);
   }
-  move(rt.transport(), pe, symmetric_offset(rt, target, bytes, fn, param));
+  move(rt.transport(), channel_of(ctx), pe, symmetric_offset(rt, target, bytes, fn, param));
   return pe;
 }
 

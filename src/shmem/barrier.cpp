@@ -73,7 +73,8 @@ void Barrier::arrive_and_wait() {
 void Barrier::disseminate() {
   for (int r = 0; r < rounds_; ++r) {
     const int to = pes_.pe((my_index_ + (1 << r)) % pes_.size);
-    transport_.atomic(to, flags_offset_ + r * kLineBytes, {AmoOp::kStore, 8, epoch_, 0});
+    transport_.fetch_atomic(nullptr, to, flags_offset_ + r * kLineBytes,
+                            {AmoOp::kStore, 8, epoch_, 0});
     wait_for_round(r);
   }
 }
@@ -99,8 +100,8 @@ void Barrier::wait_for_round(int round) {
 // release publication passes that on to the waiters.
 void Barrier::gather_and_release() {
   std::atomic_ref(*local_word(kEnteredOffset)).store(epoch_, std::memory_order_relaxed);
-  const std::uint64_t before =
-      transport_.atomic(pes_.pe(0), flags_offset_ + kArrivalsOffset, {AmoOp::kAdd, 8, 1, 0});
+  const std::uint64_t before = transport_.fetch_atomic(
+      nullptr, pes_.pe(0), flags_offset_ + kArrivalsOffset, {AmoOp::kAdd, 8, 1, 0});
   const std::uint64_t to_come = epoch_ * static_cast<std::uint64_t>(pes_.size) - before - 1;
   WakeWord release(reinterpret_cast<std::uint32_t*>(root_flags_ + kReleaseOffset));
   if (to_come == 0) {
@@ -121,13 +122,14 @@ WaitState Barrier::describe_missing() const {
   std::vector<int> missing;
   for (int i = 0; i < pes_.size; ++i) {
     const int pe = pes_.pe(i);
-    if (transport_.atomic(pe, flags_offset_ + kEnteredOffset, {AmoOp::kLoad, 8, 0, 0}) < epoch_) {
+    if (transport_.fetch_atomic(nullptr, pe, flags_offset_ + kEnteredOffset,
+                                {AmoOp::kLoad, 8, 0, 0}) < epoch_) {
       missing.push_back(pe);
     }
   }
   const auto expected = epoch_ * static_cast<std::uint64_t>(pes_.size);
-  const std::uint64_t arrivals =
-      transport_.atomic(pes_.pe(0), flags_offset_ + kArrivalsOffset, {AmoOp::kLoad, 8, 0, 0});
+  const std::uint64_t arrivals = transport_.fetch_atomic(
+      nullptr, pes_.pe(0), flags_offset_ + kArrivalsOffset, {AmoOp::kLoad, 8, 0, 0});
   if (missing.empty()) {
     return {
         "barrier",

@@ -29,7 +29,7 @@ void bruck(Team& team, std::byte* base, std::size_t base_offset, BlockOffset blo
     // Blocks me .. me+count-1 (mod n): one run, or two when they wrap past the end.
     auto send_run = [&](int from, int end) {
       std::size_t lo = block_offset(from), hi = block_offset(end);
-      if (hi > lo) t.put(to_pe, base_offset + lo, base + lo, hi - lo);
+      if (hi > lo) t.put(nullptr, to_pe, base_offset + lo, base + lo, hi - lo);
     };
     if (me + count <= n) {
       send_run(me, me + count);
@@ -45,7 +45,7 @@ void bruck(Team& team, std::byte* base, std::size_t base_offset, BlockOffset blo
 }  // namespace
 
 void finish(Team& team) {
-  team.transport().quiet();
+  team.transport().quiet(nullptr);
   team.sync();
 }
 
@@ -74,7 +74,7 @@ void broadcast(Team& team, void* dest, const void* source, std::size_t bytes, in
     const int child = v + k;
     if (child >= n) continue;
     const int child_index = (child + root) % n;
-    t.put(team.world_pe(child_index), off, from, bytes);
+    t.put(nullptr, team.world_pe(child_index), off, from, bytes);
     team.signal(child_index, TeamScratch::kTreeFlag, seq);
   }
   finish(team);
@@ -123,7 +123,7 @@ void alltoall(Team& team, void* dest, const void* source, std::size_t bytes) {
   // Everyone starts with its right neighbour, so no PE is every PE's first target.
   for (int k = 1; k < n; ++k) {
     const int j = (me + k) % n;
-    team.transport().put(team.world_pe(j), off + me * bytes, in + j * bytes, bytes);
+    team.transport().put(nullptr, team.world_pe(j), off + me * bytes, in + j * bytes, bytes);
   }
   finish(team);
 }
@@ -139,7 +139,7 @@ void alltoalls(Team& team, void* dest, const void* source, std::ptrdiff_t dst, s
     for (std::size_t i = 0; i < nelems; ++i) {
       std::size_t to = ((static_cast<std::size_t>(me) * nelems * dst) + i * dst) * elem;
       std::size_t from = ((static_cast<std::size_t>(j) * nelems * sst) + i * sst) * elem;
-      team.transport().put(pe, off + to, in + from, elem);
+      team.transport().put(nullptr, pe, off + to, in + from, elem);
     }
   }
   finish(team);
@@ -161,7 +161,8 @@ const std::byte* reduce_slot_local(const Team& team, std::uint64_t seq, int slot
 
 void reduce_send(Team& team, int to, std::uint64_t seq, int slot, int flag, const void* data,
                  std::size_t bytes) {
-  team.transport().put(team.world_pe(to), reduce_slot_offset(team, seq, slot), data, bytes);
+  team.transport().put(nullptr, team.world_pe(to), reduce_slot_offset(team, seq, slot), data,
+                       bytes);
   team.signal(to, flag, seq);
 }
 

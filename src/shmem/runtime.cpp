@@ -5,7 +5,6 @@
 
 #include <climits>
 #include <cstdio>
-#include <sstream>
 
 #include "common/backoff.hpp"
 #include "common/error.hpp"
@@ -42,31 +41,6 @@ TransportMode parse_transport_mode(const std::string& text) {
   if (text == "shm") return TransportMode::kShm;
   if (text == "ucx") return TransportMode::kUcx;
   throw make_error("SHMOE_TRANSPORT={} is not a transport (auto, shm or ucx)", text);
-}
-
-const char* transport_mode_name(TransportMode mode) {
-  return mode == TransportMode::kShm ? "shm" : mode == TransportMode::kUcx ? "ucx" : "auto";
-}
-
-// What each PE tells the others at start-up before any transport exists.
-struct PeHostRecord {
-  std::string host;
-  std::string system_host;
-  std::string transport;
-};
-
-std::string encode_host_record(const RuntimeConfig& c) {
-  return fmt::format("{}\n{}\n{}", c.host, c.system_host, transport_mode_name(c.transport));
-}
-
-PeHostRecord decode_host_record(const std::string& text, int pe) {
-  PeHostRecord r;
-  std::istringstream in(text);
-  if (!std::getline(in, r.host) || !std::getline(in, r.system_host) ||
-      !std::getline(in, r.transport)) {
-    throw make_error("malformed start-up record from PE {}", pe);
-  }
-  return r;
 }
 
 // A value stored under kAbortKey by shmem_global_exit: "exit=<status>;<message>".
@@ -227,60 +201,21 @@ void Runtime::linger_if_hosting_store() {
 
 void Runtime::connect_transport() {
   collectives_ = std::make_unique<bootstrap::StoreCollectives>(*client_, rank_, size_);
-  // Which PEs share this host, and which transport every PE was told to use (they must agree:
-  // a PE that maps a peer while the peer expects UCX would wait for operations that never come).
-  auto records =
-      collectives_->allgather("hosts", encode_host_record(config_), config_.init_timeout);
-  std::vector<PeHostRecord> peers;
-  for (int pe = 0; pe < size_; ++pe) peers.push_back(decode_host_record(records[pe], pe));
-  std::vector<bool> mapped(size_, false);
-  int other_host_pe = -1;  // the first PE on a host other than PE 0's
-  int pes_sharing_cores = 0;
-  for (int pe = 0; pe < size_; ++pe) {
-    if (peers[pe].transport != transport_mode_name(config_.transport)) {
-      throw make_error(
-          "PE {} has SHMOE_TRANSPORT={} but PE {} has SHMOE_TRANSPORT={}: set the same "
-          "value for every PE",
-          pe, peers[pe].transport, rank_, transport_mode_name(config_.transport));
-    }
-    if (other_host_pe < 0 && peers[pe].host != peers[0].host) other_host_pe = pe;
-    mapped[pe] =
-        pe == rank_ || (config_.transport != TransportMode::kUcx && peers[pe].host == config_.host);
-    if (mapped[pe]) shared_memory_pes_.push_back(pe);
-    if (peers[pe].system_host == config_.system_host) ++pes_sharing_cores;
-  }
-  const bool spans_hosts = other_host_pe >= 0;
-  if (spans_hosts && config_.transport == TransportMode::kShm) {
-    throw make_error(
-        "SHMOE_TRANSPORT=shm, but PE 0 runs on host '{}' and PE {} on '{}': shared "
-        "memory reaches only PEs of one host (use auto or ucx)",
-        peers[0].host, other_host_pe, peers[other_host_pe].host);
-  }
-  tune_waits_for_cores(pes_sharing_cores);
+  const transport::PeerPlan plan = transport::plan_peers(
+      *collectives_, rank_, size_, {config_.host, config_.system_host, config_.transport},
+      config_.init_timeout);
+  shared_memory_pes_ = plan.shared_memory_pes;
+  tune_waits_for_cores(plan.pes_sharing_cores);
   // Every PE of this host puts its segments in the host's /dev/shm.
   heap::admit_segments(config_.heap_request, config_.heap_size + program_data_.size(),
-                       pes_sharing_cores);
-  const bool use_ucx = size_ > 1 && (spans_hosts || config_.transport == TransportMode::kUcx);
-  shm_ = std::make_unique<transport::ShmTransport>(*collectives_, rank_, size_, config_.heap_size,
-                                                   std::move(program_data_), config_.host, mapped,
-                                                   config_.init_timeout);
-  heap_base_ = shm_->local_base();
-  if (shm_->symmetric_data_size() == 0) program_data_range_ = {};
-  transport_ = shm_.get();
-  if (use_ucx) {
-    std::vector<bool> remote(size_);
-    for (int pe = 0; pe < size_; ++pe) remote[pe] = !mapped[pe];
-    ucx_ = std::make_unique<transport::UcxTransport>(*collectives_, rank_, size_, heap_base_,
-                                                     shm_->window_size(), remote,
-                                                     config_.init_timeout, config_.ucx);
-    std::vector<transport::Transport*> route(size_);
-    for (int pe = 0; pe < size_; ++pe) {
-      route[pe] = mapped[pe] ? static_cast<transport::Transport*>(shm_.get()) : ucx_.get();
-    }
-    routed_ = std::make_unique<transport::RoutedTransport>(
-        std::move(route), std::vector<transport::Transport*>{shm_.get(), ucx_.get()});
-    transport_ = routed_.get();
-  }
+                       plan.pes_sharing_cores);
+  const bool use_ucx = plan.use_ucx;
+  transports_ = std::make_unique<transport::Transports>(
+      *collectives_, rank_, size_, plan, config_.heap_size, std::move(program_data_), config_.host,
+      config_.ucx, config_.init_timeout);
+  heap_base_ = transports_->shm().local_base();
+  if (transports_->shm().symmetric_data_size() == 0) program_data_range_ = {};
+  transport_ = &transports_->active();
   // The runtime's own symmetric state comes first, so it has the same offset on every PE.
   auto flags = allocator_.allocate(DisseminationBarrier::kFlagBytes, 64);
   // PEs must run the same barrier algorithm, but their affinity masks (hence what they count as
@@ -307,11 +242,8 @@ void Runtime::connect_transport() {
 Runtime::~Runtime() {
   leaving_ = true;
   stop_service();
-  // UCX lets go of the segment before the shared-memory transport unmaps it.
   teams_.reset();
   world_barrier_.reset();
-  routed_.reset();
-  ucx_.reset();
   if (server_) server_->stop();
 }
 
@@ -345,7 +277,7 @@ void Runtime::sync_all() {
 }
 
 void Runtime::barrier_all() {
-  transport_->quiet();
+  transport_->quiet(nullptr);
   sync_all();
 }
 

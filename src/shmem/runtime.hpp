@@ -21,15 +21,16 @@
 #include "shmem/barrier.hpp"
 #include "shmem/hang_watch.hpp"
 #include "shmem/pe_service.hpp"
-#include "transport/routed_transport.hpp"
-#include "transport/shm_transport.hpp"
-#include "transport/ucx_transport.hpp"
+#include "transport/selection.hpp"
+#include "transport/transport.hpp"
+#include "transport/ucx_options.hpp"
 
-// The object behind shmem_ctx_t. Every context shares the PE's transports (a UCX context's
-// quiet flushes the PE's one worker), so a context carries only its options.
+// The object behind shmem_ctx_t: its options, and its channel in the PE's transport (its own
+// UCX endpoints, so its quiet waits for its own operations only); nullptr for the default one.
 struct shmoe_ctx {
   long options = 0;
   bool live = true;
+  std::unique_ptr<shmoe::transport::Channel> channel;
   struct shmoe_team* team = nullptr;  // the team it was created on; nullptr: SHMEM_TEAM_WORLD
   // PE numbers given to this context are team numbers: world PE = start + pe * stride.
   int pe_start = 0;
@@ -41,9 +42,8 @@ namespace shmoe {
 
 class TeamRegistry;
 
-// How PEs reach each other (SHMOE_TRANSPORT): kAuto maps the PEs of this host and uses UCX for
-// the others; kShm refuses a job that spans hosts; kUcx uses UCX for every peer, even on one host.
-enum class TransportMode { kAuto, kShm, kUcx };
+// How PEs reach each other (SHMOE_TRANSPORT): see transport/selection.hpp.
+using TransportMode = transport::Mode;
 
 struct RuntimeConfig {
   std::size_t heap_size = 0;  // what the user asked for, plus the runtime's own symmetric state
@@ -130,10 +130,8 @@ class Runtime {
   std::unique_ptr<HangWatch> hang_watch_;
   std::unique_ptr<PeService> service_;  // the PE's one thread; uses client_ and hang_watch_
   std::atomic<bool> leaving_{false};
-  std::unique_ptr<transport::ShmTransport> shm_;
-  std::unique_ptr<transport::UcxTransport> ucx_;
-  std::unique_ptr<transport::RoutedTransport> routed_;
-  transport::Transport* transport_ = nullptr;  // shm_ alone, or routed_ when UCX is in use
+  std::unique_ptr<transport::Transports> transports_;
+  transport::Transport* transport_ = nullptr;  // transports_->active()
   std::vector<int> shared_memory_pes_;
   heap::Segment program_data_;  // this PE's moved program data, until the transport places it
   heap::DataRange program_data_range_;

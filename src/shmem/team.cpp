@@ -46,9 +46,10 @@ std::byte* Team::local_data() const {
 
 void Team::signal(int index, int flag, std::uint64_t value) {
   auto& t = rt_.transport();
-  t.fence();  // the data this flag announces lands first (non-temporal stores included)
-  t.atomic(world_pe(index), scratch_ + TeamScratch::kFlagsOffset + flag * TeamScratch::kFlagStride,
-           {transport::AmoOp::kStore, 8, value, 0});
+  t.fence(nullptr);  // the data this flag announces lands first (non-temporal stores included)
+  t.fetch_atomic(nullptr, world_pe(index),
+                 scratch_ + TeamScratch::kFlagsOffset + flag * TeamScratch::kFlagStride,
+                 {transport::AmoOp::kStore, 8, value, 0});
 }
 
 void Team::wait(int flag, std::uint64_t value, const char* what, int from) {
@@ -222,7 +223,7 @@ ActiveSetCall::~ActiveSetCall() {
 
 std::uint64_t TeamRegistry::atomic0(std::size_t offset, transport::AmoOp op, std::uint64_t operand,
                                     std::uint64_t compare) {
-  return rt_.transport().atomic(0, offset_ + offset, {op, 8, operand, compare});
+  return rt_.transport().fetch_atomic(nullptr, 0, offset_ + offset, {op, 8, operand, compare});
 }
 
 bool TeamRegistry::enter(int slot, std::uint64_t generation) {
@@ -290,10 +291,10 @@ std::optional<std::pair<int, std::uint64_t>> TeamRegistry::try_claim(std::uint64
     const PeSet old_set = active_set_of_key(atomic0(key_word(slot), AmoOp::kLoad, 0) - 1);
     const std::vector<std::byte> zeros(TeamScratch::kDataOffset);
     for (int i = 0; i < old_set.size; ++i) {
-      rt_.transport().put(old_set.pe(i), slot_offset(kTeamSlots + slot), zeros.data(),
+      rt_.transport().put(nullptr, old_set.pe(i), slot_offset(kTeamSlots + slot), zeros.data(),
                           zeros.size());
     }
-    rt_.transport().quiet();
+    rt_.transport().quiet(nullptr);
     atomic0(key_word(slot), AmoOp::kStore, key + 1);
     // Next generation, kEvicting cleared; an add, so the increments of callers that have found
     // the slot changed and are taking them back stay counted.

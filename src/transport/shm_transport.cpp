@@ -8,27 +8,31 @@
 
 #include <atomic>
 #include <cstring>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "transport/start_record.hpp"
 
 namespace shmoe::transport {
 namespace {
 
 std::string encode(const PeerInfo& p) {
-  return fmt::format("{}\n{}\n{}\n{}\n{}", p.host, p.segment, p.segment_size, p.data_segment,
-                     p.data_size);
+  return encode_record([&](Writer& w) {
+    w.str(p.host).str(p.segment).i64(static_cast<std::int64_t>(p.segment_size));
+    w.str(p.data_segment).i64(static_cast<std::int64_t>(p.data_size));
+  });
 }
 
 PeerInfo decode(const std::string& text, int pe) {
-  std::istringstream in(text);
-  PeerInfo p;
-  if (!std::getline(in, p.host) || !std::getline(in, p.segment) || !(in >> p.segment_size) ||
-      !(in >> p.data_segment) || !(in >> p.data_size)) {
-    throw make_error("malformed start-up record from PE {}", pe);
-  }
-  return p;
+  return decode_record(text, pe, "shared-memory", [](Reader& r) {
+    PeerInfo p;
+    p.host = r.str();
+    p.segment = r.str();
+    p.segment_size = static_cast<std::size_t>(r.i64());
+    p.data_segment = r.str();
+    p.data_size = static_cast<std::size_t>(r.i64());
+    return p;
+  });
 }
 
 template <typename T>
@@ -89,7 +93,7 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
   own.data = std::move(program_data);
   heap::Segment::remove_names_at_fatal_exit({own.heap.name(), own.data.name()});
   PeerInfo mine{host, own.heap.name(), heap_size,
-                own.data.size() > 0 ? own.data.name() : std::string("-"), own.data.size()};
+                own.data.size() > 0 ? own.data.name() : std::string(), own.data.size()};
   auto records = collectives.allgather("shm-segments", encode(mine), timeout);
   std::vector<PeerInfo> peers;
   std::vector<std::string> names;
@@ -140,7 +144,7 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
   heap::Segment::forget_names_at_fatal_exit();
 }
 
-void ShmTransport::put(int pe, std::size_t offset, const void* src, std::size_t bytes) {
+void ShmTransport::put(Channel*, int pe, std::size_t offset, const void* src, std::size_t bytes) {
   copy_to_peer(windows_[pe].heap.base() + offset, src, bytes);
 }
 
@@ -176,21 +180,38 @@ void copy_to_peer(std::byte* dst, const void* src, std::size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
-void ShmTransport::get(int pe, std::size_t offset, void* dst, std::size_t bytes) {
+void ShmTransport::get(Channel*, int pe, std::size_t offset, void* dst, std::size_t bytes) {
   std::memcpy(dst, windows_[pe].heap.base() + offset, bytes);
 }
 
-std::uint64_t ShmTransport::atomic(int pe, std::size_t offset, const AmoRequest& request) {
+void ShmTransport::put_value(Channel*, int pe, std::size_t offset, std::uint64_t bits,
+                             std::size_t bytes) {
+  atomic_on_word(windows_[pe].heap.base() + offset,
+                 {AmoOp::kStore, static_cast<std::uint8_t>(bytes), bits});
+}
+
+std::uint64_t ShmTransport::fetch_atomic(Channel*, int pe, std::size_t offset,
+                                         const AmoRequest& request) {
   return atomic_on_word(windows_[pe].heap.base() + offset, request);
+}
+
+// The store fence orders even the non-temporal stores of a large copy before the signal, which
+// is a release store or add that the waiter's acquire load pairs with.
+void ShmTransport::put_signal(Channel*, int pe, std::size_t offset, const void* src,
+                              std::size_t bytes, const SignalUpdate& signal, bool) {
+  std::byte* base = windows_[pe].heap.base();
+  if (bytes > 0) copy_to_peer(base + offset, src, bytes);
+  store_fence();
+  atomic_on_word(base + signal.offset, {signal.add ? AmoOp::kAdd : AmoOp::kStore, 8, signal.value});
 }
 
 // Stores into mapped memory are complete when they retire; what remains is ordering them
 // against later stores. glibc's memcpy uses non-temporal stores for large copies, which even a
 // seq_cst fence does not order on x86: hence the sfence in both.
-void ShmTransport::fence() {
+void ShmTransport::fence(Channel*) {
   store_fence();
 }
-void ShmTransport::quiet() {
+void ShmTransport::quiet(Channel*) {
   store_fence();
 }
 

@@ -17,7 +17,7 @@ struct PeerInfo {
   std::string host;
   std::string segment;
   std::size_t segment_size = 0;
-  std::string data_segment;  // "-" when the PE has no symmetric program data
+  std::string data_segment;  // empty when the PE has no symmetric program data
   std::size_t data_size = 0;
 };
 
@@ -36,9 +36,9 @@ class ShmTransport final : public Transport {
   // window, exchanges names through the store, maps the window of every peer pe with mapped[pe]
   // (each must run on `host`) and removes the names once all are mapped. If the PEs' program
   // data differ in size (not one executable), no PE's program data is symmetric.
-  ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
-               std::size_t heap_size, heap::Segment program_data, const std::string& host,
-               const std::vector<bool>& mapped, std::chrono::milliseconds timeout);
+  ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size, std::size_t heap_size,
+               heap::Segment program_data, const std::string& host, const std::vector<bool>& mapped,
+               std::chrono::milliseconds timeout);
 
   std::string_view name() const override { return "shm"; }
   std::byte* local_base() const { return windows_[rank_].heap.base(); }
@@ -47,11 +47,18 @@ class ShmTransport final : public Transport {
   std::size_t window_size() const { return heap_size_ + data_size_; }
   std::size_t symmetric_data_size() const { return data_size_; }
   std::byte* direct_base(int pe) const override { return windows_[pe].heap.base(); }  // or nullptr
-  void put(int pe, std::size_t offset, const void* src, std::size_t bytes) override;
-  void get(int pe, std::size_t offset, void* dst, std::size_t bytes) override;
-  std::uint64_t atomic(int pe, std::size_t offset, const AmoRequest& request) override;
-  void fence() override;
-  void quiet() override;
+  // Every operation completes on return: no channel state, and the _nbi and posted forms are
+  // the blocking ones.
+  void put(Channel* ch, int pe, std::size_t offset, const void* src, std::size_t bytes) override;
+  void get(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) override;
+  void put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
+                 std::size_t bytes) override;
+  std::uint64_t fetch_atomic(Channel* ch, int pe, std::size_t offset,
+                             const AmoRequest& request) override;
+  void put_signal(Channel* ch, int pe, std::size_t offset, const void* src, std::size_t bytes,
+                  const SignalUpdate& signal, bool nbi) override;
+  void fence(Channel* ch) override;
+  void quiet(Channel* ch) override;
 
  private:
   int rank_;

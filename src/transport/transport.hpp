@@ -1,11 +1,17 @@
-// The one small interface between the SHMEM API layer and whatever moves bytes between PEs.
-// Addresses are (pe, offset into that PE's symmetric segment): every transport can name them the
-// same way. Values of atomics travel as bit patterns of 1, 2, 4 or 8 bytes, because OpenSHMEM's
-// AMOs (integer add/and/or/xor, and fetch/set/swap/compare-swap of any type) act on bits alone.
+// The interface between the SHMEM API layer and whatever moves bytes between PEs: one table of
+// operations, in the shape of UCX's uct_iface_ops and NVSHMEM's host transport ops. Addresses are
+// (pe, offset into that PE's symmetric segment): every transport can name them the same way.
+// Values of atomics travel as bit patterns of 1, 2, 4 or 8 bytes, because OpenSHMEM's AMOs
+// (integer add/and/or/xor, and fetch/set/swap/compare-swap of any type) act on bits alone.
+//
+// Every operation names the channel it belongs to: an OpenSHMEM context's own operations, so
+// that quiet() on one context waits for those and no others. nullptr is the PE's default channel
+// (SHMEM_CTX_DEFAULT and the runtime's own traffic).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 namespace shmoe::transport {
@@ -19,33 +25,69 @@ struct AmoRequest {
   std::uint64_t compare = 0;  // kCompareSwap only
 };
 
+// The signal half of a put-with-signal: a 64-bit word set to, or incremented by, `value`.
+struct SignalUpdate {
+  std::size_t offset = 0;
+  bool add = false;  // SHMEM_SIGNAL_ADD; otherwise SHMEM_SIGNAL_SET
+  std::uint64_t value = 0;
+};
+
+// What a transport keeps per context (its own endpoints, its operations in flight). A transport
+// that completes every operation on return keeps nothing and returns nullptr from open_channel.
+class Channel {
+ public:
+  virtual ~Channel() = default;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
 
-  // A pointer that loads and stores reach PE `pe`'s segment through, or nullptr if there is none
-  // (a PE on another host).
+  // Whether PE `pe` can be reached by loads and stores: the address of its segment in this
+  // process, or nullptr (a PE on another host, or every peer under SHMOE_TRANSPORT=ucx).
   virtual std::byte* direct_base(int pe) const = 0;
+
+  // A channel for one new context; close it (after its quiet) before destroying the transport.
+  virtual std::unique_ptr<Channel> open_channel() { return nullptr; }
 
   // Blocking from the caller's view: `src` may be reused on return. Completion at the target is
   // guaranteed by quiet(); ordering between two operations to one PE by fence().
-  virtual void put(int pe, std::size_t offset, const void* src, std::size_t bytes) = 0;
+  virtual void put(Channel* ch, int pe, std::size_t offset, const void* src, std::size_t bytes) = 0;
   // Returns when `dst` holds the data.
-  virtual void get(int pe, std::size_t offset, void* dst, std::size_t bytes) = 0;
+  virtual void get(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) = 0;
   // The _nbi forms: `src` must stay untouched, and `dst` holds the data, only after quiet().
   // A transport whose operations complete on return needs nothing more than the blocking forms.
-  virtual void put_nbi(int pe, std::size_t offset, const void* src, std::size_t bytes) {
-    put(pe, offset, src, bytes);
+  virtual void put_nbi(Channel* ch, int pe, std::size_t offset, const void* src,
+                       std::size_t bytes) {
+    put(ch, pe, offset, src, bytes);
   }
-  virtual void get_nbi(int pe, std::size_t offset, void* dst, std::size_t bytes) {
-    get(pe, offset, dst, bytes);
+  virtual void get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) {
+    get(ch, pe, offset, dst, bytes);
   }
+  // A single value of up to 8 bytes, written as one store (shmem_p): a peer polling the word
+  // never sees it torn. Complete at the target after quiet(), like put().
+  virtual void put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
+                         std::size_t bytes) = 0;
   // Performs the operation atomically with respect to every other atomic on that word and
   // returns the previous value (the loaded value for kLoad).
-  virtual std::uint64_t atomic(int pe, std::size_t offset, const AmoRequest& request) = 0;
-  virtual void fence() = 0;
-  virtual void quiet() = 0;
+  virtual std::uint64_t fetch_atomic(Channel* ch, int pe, std::size_t offset,
+                                     const AmoRequest& request) = 0;
+  // The same without a result: the caller does not wait for the target, and quiet() completes
+  // it. kLoad is not a posted operation.
+  virtual void post_atomic(Channel* ch, int pe, std::size_t offset, const AmoRequest& request) {
+    fetch_atomic(ch, pe, offset, request);
+  }
+  // `bytes` from `src` to (pe, offset), then the signal, which a peer must never see before the
+  // data. nbi: `src` must stay untouched until quiet(); otherwise it may be reused on return.
+  virtual void put_signal(Channel* ch, int pe, std::size_t offset, const void* src,
+                          std::size_t bytes, const SignalUpdate& signal, bool nbi) = 0;
+  // Orders this channel's earlier writes to each PE before its later ones.
+  virtual void fence(Channel* ch) = 0;
+  // Completes every operation of this channel (and only those).
+  virtual void quiet(Channel* ch) = 0;
+  // One pass of the progress engine of a transport that needs one; true if it did something.
+  virtual bool progress() { return false; }
 };
 
 }  // namespace shmoe::transport

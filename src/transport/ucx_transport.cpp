@@ -4,73 +4,19 @@
 #include <time.h>
 
 #include <cstring>
-#include <sstream>
 
 #include "common/backoff.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/settings.hpp"
 #include "transport/narrow_atomic.hpp"
+#include "transport/start_record.hpp"
 
 namespace shmoe::transport {
 namespace {
 
-std::string to_hex(const void* data, std::size_t bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes * 2);
-  for (std::size_t i = 0; i < bytes; ++i) {
-    const auto b = static_cast<unsigned char>(static_cast<const char*>(data)[i]);
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
-
-std::vector<std::byte> from_hex(const std::string& text, int pe) {
-  auto digit = [&](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    throw make_error("malformed UCX start-up record from PE {}: '{}' is not a hex digit", pe, c);
-  };
-  if (text.size() % 2 != 0) throw make_error("malformed UCX start-up record from PE {}", pe);
-  std::vector<std::byte> out(text.size() / 2);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<std::byte>(digit(text[2 * i]) * 16 + digit(text[2 * i + 1]));
-  }
-  return out;
-}
-
 void check(ucs_status_t status, const char* what) {
   if (status != UCS_OK) throw make_error("UCX: {} failed: {}", what, ucs_status_string(status));
-}
-
-// What the store carries for each PE: its segment base, worker address and packed remote key.
-struct UcxRecord {
-  std::uint64_t base = 0;
-  std::vector<std::byte> worker_address;
-  std::vector<std::byte> rkey;
-};
-
-UcxRecord decode(const std::string& text, int pe) {
-  std::istringstream in(text);
-  std::string base, address, rkey;
-  if (!std::getline(in, base) || !std::getline(in, address) || !std::getline(in, rkey)) {
-    throw make_error("malformed UCX start-up record from PE {}", pe);
-  }
-  UcxRecord r;
-  r.base = std::stoull(base, nullptr, 16);
-  r.worker_address = from_hex(address, pe);
-  r.rkey = from_hex(rkey, pe);
-  return r;
-}
-
-void drive_worker(void* transport) {
-  static_cast<UcxTransport*>(transport)->progress();
-}
-
-void sleep_on_worker(void* transport, std::chrono::microseconds at_most) {
-  static_cast<UcxTransport*>(transport)->sleep_until_event(at_most);
 }
 
 }  // namespace
@@ -85,7 +31,7 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
                            std::byte* segment, std::size_t segment_size,
                            const std::vector<bool>& reach, std::chrono::milliseconds timeout,
                            const UcxOptions& options)
-    : rank_(rank), size_(size), peers_(std::make_unique<Peer[]>(size)) {
+    : rank_(rank), size_(size), remotes_(size) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   // WAKEUP lets the progress thread and sleeping waits block until a message comes.
@@ -125,8 +71,11 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
     std::size_t rkey_bytes = 0;
     const ucs_status_t packed = ucp_rkey_pack(context_, memh_, &rkey, &rkey_bytes);
     if (packed == UCS_OK) {
-      mine = fmt::format("{:x}\n{}\n{}", reinterpret_cast<std::uintptr_t>(segment),
-                         to_hex(address, address_bytes), to_hex(rkey, rkey_bytes));
+      mine = encode_record([&](Writer& w) {
+        w.i64(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(segment)));
+        w.str({reinterpret_cast<const char*>(address), address_bytes});
+        w.str({static_cast<const char*>(rkey), rkey_bytes});
+      });
       ucp_rkey_buffer_release(rkey);
     }
     ucp_worker_release_address(worker_, address);
@@ -141,41 +90,28 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
   auto records = collectives.allgather("ucx-peers", mine, timeout);
   for (int pe = 0; pe < size; ++pe) {
     if (!reach[pe] || pe == rank) continue;
-    UcxRecord r = decode(records[pe], pe);
-    Peer& p = peers_[pe];
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    ep.address = reinterpret_cast<const ucp_address_t*>(r.worker_address.data());
-    check(ucp_ep_create(worker_, &ep, &p.ep), "ucp_ep_create");
-    check(ucp_ep_rkey_unpack(p.ep, r.rkey.data(), &p.rkey), "ucp_ep_rkey_unpack");
-    p.base = r.base;
+    remotes_[pe] = decode_record(records[pe], pe, "UCX", [](Reader& r) {
+      Remote remote;
+      remote.base = static_cast<std::uint64_t>(r.i64());
+      remote.worker_address = std::string(r.str());
+      remote.rkey = std::string(r.str());
+      if (remote.worker_address.empty()) throw bootstrap::wire::WireError("no worker address");
+      return remote;
+    });
   }
-  set_wait_progress(&drive_worker, &sleep_on_worker, this);
+  default_channel_ = std::make_unique<UcxChannel>(*this);
   if (options.progress_thread) progress_thread_ = std::thread([this] { run_progress_thread(); });
 }
 
 UcxTransport::~UcxTransport() {
-  set_wait_progress(nullptr, nullptr, nullptr);
   stopping_ = true;
   if (progress_thread_.joinable()) {
     ucp_worker_signal(worker_);
     progress_thread_.join();
   }
-  // Remote keys go before their endpoints; the endpoints close without waiting for the peer,
-  // which may already have gone (every operation was completed by finalize's barrier).
-  for (int pe = 0; pe < size_; ++pe) {
-    Peer& p = peers_[pe];
-    if (p.rkey != nullptr) ucp_rkey_destroy(p.rkey);
-    if (p.ep == nullptr) continue;
-    ucp_request_param_t prm{};
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t request = ucp_ep_close_nbx(p.ep, &prm);
-    if (UCS_PTR_IS_PTR(request)) {
-      while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-      ucp_request_free(request);
-    }
-  }
+  // Every operation was completed by finalize's barrier; the default endpoints close without
+  // waiting for the peer, which may already have gone.
+  default_channel_.reset();
   if (memh_ != nullptr) ucp_mem_unmap(context_, memh_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
@@ -223,12 +159,50 @@ bool UcxTransport::progress() {
   return ucp_worker_progress(worker_) != 0;
 }
 
-UcxTransport::Peer& UcxTransport::peer(int pe) {
-  Peer& p = peers_[pe];
-  if (p.ep == nullptr) [[unlikely]] {
+UcxTransport::UcxChannel::UcxChannel(UcxTransport& t)
+    : owner(t), endpoints(std::make_unique<Endpoint[]>(t.size_)) {
+  for (int pe = 0; pe < t.size_; ++pe) {
+    const Remote& r = t.remotes_[pe];
+    if (r.worker_address.empty()) continue;
+    Endpoint& e = endpoints[pe];
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(r.worker_address.data());
+    check(ucp_ep_create(t.worker_, &ep, &e.ep), "ucp_ep_create");
+    check(ucp_ep_rkey_unpack(e.ep, r.rkey.data(), &e.rkey), "ucp_ep_rkey_unpack");
+  }
+}
+
+// Remote keys go before their endpoints. The caller has completed the channel's operations (a
+// context's destroy quiets it; the PE's own channel closes after finalize's barrier), so the
+// endpoints close without waiting for the peer, which may already have gone.
+UcxTransport::UcxChannel::~UcxChannel() {
+  for (int pe = 0; pe < owner.size_; ++pe) {
+    Endpoint& e = endpoints[pe];
+    if (e.rkey != nullptr) ucp_rkey_destroy(e.rkey);
+    if (e.ep == nullptr) continue;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t request = ucp_ep_close_nbx(e.ep, &prm);
+    if (UCS_PTR_IS_PTR(request)) {
+      while (ucp_request_check_status(request) == UCS_INPROGRESS)
+        ucp_worker_progress(owner.worker_);
+      ucp_request_free(request);
+    }
+  }
+}
+
+std::unique_ptr<Channel> UcxTransport::open_channel() {
+  return std::make_unique<UcxChannel>(*this);
+}
+
+UcxTransport::Endpoint& UcxTransport::endpoint(UcxChannel& ch, int pe) {
+  Endpoint& e = ch.endpoints[pe];
+  if (e.ep == nullptr) [[unlikely]] {
     log::fatal(fmt::format("UCX transport: PE {} has no endpoint (internal routing error)", pe));
   }
-  return p;
+  return e;
 }
 
 void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
@@ -255,31 +229,33 @@ void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   }
 }
 
-ucs_status_ptr_t UcxTransport::post_put(int pe, std::size_t offset, const void* src,
+ucs_status_ptr_t UcxTransport::post_put(Endpoint& e, int pe, std::size_t offset, const void* src,
                                         std::size_t bytes) {
-  Peer& p = peer(pe);
   ucp_request_param_t prm{};
-  ucs_status_ptr_t request = ucp_put_nbx(p.ep, src, bytes, p.base + offset, p.rkey, &prm);
-  p.writes_in_flight.store(true, std::memory_order_relaxed);
+  ucs_status_ptr_t request =
+      ucp_put_nbx(e.ep, src, bytes, remotes_[pe].base + offset, e.rkey, &prm);
+  e.in_flight.store(true, std::memory_order_relaxed);
   return request;
 }
 
-ucs_status_ptr_t UcxTransport::post_get(int pe, std::size_t offset, void* dst, std::size_t bytes) {
-  flush_peer_if_written(pe);
-  Peer& p = peer(pe);
+ucs_status_ptr_t UcxTransport::post_get(UcxChannel& ch, int pe, std::size_t offset, void* dst,
+                                        std::size_t bytes) {
+  flush_if_in_flight(ch, pe);
+  Endpoint& e = endpoint(ch, pe);
   ucp_request_param_t prm{};
-  return ucp_get_nbx(p.ep, dst, bytes, p.base + offset, p.rkey, &prm);
+  return ucp_get_nbx(e.ep, dst, bytes, remotes_[pe].base + offset, e.rkey, &prm);
 }
 
 // A put's request completes when `src` may be reused; arrival at the target takes a flush.
-void UcxTransport::put(int pe, std::size_t offset, const void* src, std::size_t bytes) {
+void UcxTransport::put(Channel* ch, int pe, std::size_t offset, const void* src,
+                       std::size_t bytes) {
   if (bytes == 0) return;
-  wait(post_put(pe, offset, src, bytes), "put", pe);
+  wait(post_put(endpoint(channel(ch), pe), pe, offset, src, bytes), "put", pe);
 }
 
-void UcxTransport::get(int pe, std::size_t offset, void* dst, std::size_t bytes) {
+void UcxTransport::get(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) {
   if (bytes == 0) return;
-  wait(post_get(pe, offset, dst, bytes), "get", pe);
+  wait(post_get(channel(ch), pe, offset, dst, bytes), "get", pe);
 }
 
 // Freed requests still complete; quiet()'s flush waits for them. An error is reported at once.
@@ -291,28 +267,54 @@ void UcxTransport::release_nbi(ucs_status_ptr_t request, const char* what, int p
   }
 }
 
-void UcxTransport::put_nbi(int pe, std::size_t offset, const void* src, std::size_t bytes) {
+void UcxTransport::put_nbi(Channel* ch, int pe, std::size_t offset, const void* src,
+                           std::size_t bytes) {
   if (bytes == 0) return;
-  release_nbi(post_put(pe, offset, src, bytes), "put_nbi", pe);
+  release_nbi(post_put(endpoint(channel(ch), pe), pe, offset, src, bytes), "put_nbi", pe);
 }
 
-void UcxTransport::get_nbi(int pe, std::size_t offset, void* dst, std::size_t bytes) {
+void UcxTransport::get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) {
   if (bytes == 0) return;
-  release_nbi(post_get(pe, offset, dst, bytes), "get_nbi", pe);
+  UcxChannel& c = channel(ch);
+  ucs_status_ptr_t request = post_get(c, pe, offset, dst, bytes);
+  endpoint(c, pe).in_flight.store(true, std::memory_order_relaxed);  // quiet completes it
+  release_nbi(request, "get_nbi", pe);
 }
 
-void UcxTransport::flush_peer_if_written(int pe) {
-  Peer& p = peer(pe);
-  if (!p.writes_in_flight.exchange(false, std::memory_order_acq_rel)) return;
+// The value goes out of this stack frame: UCX copies a put this small before it returns (a
+// request, if it ever gives one, completes once the copy is made, not at the target).
+void UcxTransport::put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
+                             std::size_t bytes) {
+  wait(post_put(endpoint(channel(ch), pe), pe, offset, &bits, bytes), "put", pe);
+}
+
+void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
+  settle_held_signals(ch);
+  Endpoint& e = endpoint(ch, pe);
+  if (!e.in_flight.exchange(false, std::memory_order_acq_rel)) return;
   ucp_request_param_t prm{};
-  wait(ucp_ep_flush_nbx(p.ep, &prm), "flush", pe);
+  wait(ucp_ep_flush_nbx(e.ep, &prm), "flush", pe);
 }
 
-std::uint64_t UcxTransport::native_atomic(int pe, std::size_t offset, ucp_atomic_op_t op,
-                                          unsigned width, std::uint64_t operand,
+// Every endpoint's flush is started before the first is waited for, so a quiet over many peers
+// costs one round trip, not one per peer.
+void UcxTransport::flush_channel(UcxChannel& ch) {
+  settle_held_signals(ch);
+  std::vector<std::pair<int, ucs_status_ptr_t>> flushes;
+  for (int pe = 0; pe < size_; ++pe) {
+    Endpoint& e = ch.endpoints[pe];
+    if (e.ep == nullptr || !e.in_flight.exchange(false, std::memory_order_acq_rel)) continue;
+    ucp_request_param_t prm{};
+    flushes.emplace_back(pe, ucp_ep_flush_nbx(e.ep, &prm));
+  }
+  for (auto& [pe, request] : flushes) wait(request, "flush", pe);
+}
+
+std::uint64_t UcxTransport::native_atomic(UcxChannel& ch, int pe, std::size_t offset,
+                                          ucp_atomic_op_t op, unsigned width, std::uint64_t operand,
                                           std::uint64_t compare) {
-  flush_peer_if_written(pe);
-  Peer& p = peer(pe);
+  flush_if_in_flight(ch, pe);
+  Endpoint& e = endpoint(ch, pe);
   // UCP's CSWAP takes the compare value in the buffer and the new value in the reply buffer,
   // which receives the old value; the other operations take their operand in the buffer.
   const bool cswap = op == UCP_ATOMIC_OP_CSWAP;
@@ -324,62 +326,210 @@ std::uint64_t UcxTransport::native_atomic(int pe, std::size_t offset, ucp_atomic
   prm.datatype = ucp_dt_make_contig(width);
   prm.reply_buffer = width == 8 ? static_cast<void*>(&reply64) : static_cast<void*>(&reply32);
   const void* value = width == 8 ? static_cast<const void*>(&value64) : &value32;
-  wait(ucp_atomic_op_nbx(p.ep, op, value, 1, p.base + offset, p.rkey, &prm), "atomic", pe);
+  wait(ucp_atomic_op_nbx(e.ep, op, value, 1, remotes_[pe].base + offset, e.rkey, &prm), "atomic",
+       pe);
   return width == 8 ? reply64 : reply32;
 }
 
-std::uint64_t UcxTransport::narrow_atomic(int pe, std::size_t offset, const AmoRequest& r) {
+namespace {
+
+// The reply buffer of a posted SWAP or CSWAP (UCP has no non-fetching form of either): it lives
+// until the operation completes, in progress, where the completion frees it.
+struct DiscardedReply {
+  std::uint64_t value = 0;
+  std::uint64_t reply = 0;
+};
+
+// A request freed by its owner gets no callback, so the callbacks free their requests.
+void free_discarded_reply(void* request, ucs_status_t status, void* user_data) {
+  delete static_cast<DiscardedReply*>(user_data);
+  ucp_request_free(request);
+  if (status != UCS_OK) {
+    log::fatal(fmt::format("UCX posted atomic failed: {}", ucs_status_string(status)));
+  }
+}
+
+}  // namespace
+
+void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_atomic_op_t op,
+                                 unsigned width, std::uint64_t operand, std::uint64_t compare) {
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  prm.datatype = ucp_dt_make_contig(width);
+  const std::uint64_t address = remotes_[pe].base + offset;
+  e.in_flight.store(true, std::memory_order_relaxed);
+  if (op != UCP_ATOMIC_OP_SWAP && op != UCP_ATOMIC_OP_CSWAP) {
+    // UCP copies the operand before it returns; without a reply buffer the operation is a post.
+    std::uint64_t value64 = operand;
+    std::uint32_t value32 = static_cast<std::uint32_t>(operand);
+    const void* value = width == 8 ? static_cast<const void*>(&value64) : &value32;
+    release_nbi(ucp_atomic_op_nbx(e.ep, op, value, 1, address, e.rkey, &prm), "atomic", pe);
+    return;
+  }
+  auto* held = new DiscardedReply;
+  const bool cswap = op == UCP_ATOMIC_OP_CSWAP;
+  held->value = cswap ? compare : operand;
+  held->reply = cswap ? operand : 0;
+  if (width == 4) {  // the 32-bit operands sit in the first half of each word (little-endian)
+    held->value = static_cast<std::uint32_t>(held->value);
+    held->reply = static_cast<std::uint32_t>(held->reply);
+  }
+  prm.op_attr_mask |=
+      UCP_OP_ATTR_FIELD_REPLY_BUFFER | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.reply_buffer = &held->reply;
+  prm.cb.send = &free_discarded_reply;
+  prm.user_data = held;
+  ucs_status_ptr_t request = ucp_atomic_op_nbx(e.ep, op, &held->value, 1, address, e.rkey, &prm);
+  if (UCS_PTR_IS_PTR(request)) return;  // the callback frees both
+  delete held;                          // done (or failed) at once: no callback comes
+  if (UCS_PTR_IS_ERR(request)) wait(request, "atomic", pe);
+}
+std::uint64_t UcxTransport::narrow_atomic(UcxChannel& ch, int pe, std::size_t offset,
+                                          const AmoRequest& r) {
   const std::size_t word = offset & ~std::size_t{3};
   const auto old =
-      static_cast<std::uint32_t>(native_atomic(pe, word, UCP_ATOMIC_OP_ADD, 4, 0, 0));
+      static_cast<std::uint32_t>(native_atomic(ch, pe, word, UCP_ATOMIC_OP_ADD, 4, 0, 0));
   return transport::narrow_atomic(
       static_cast<unsigned>(offset - word), r, old,
       [&](std::uint32_t desired, std::uint32_t expected) {
         return static_cast<std::uint32_t>(
-            native_atomic(pe, word, UCP_ATOMIC_OP_CSWAP, 4, desired, expected));
+            native_atomic(ch, pe, word, UCP_ATOMIC_OP_CSWAP, 4, desired, expected));
       });
 }
 
-std::uint64_t UcxTransport::atomic(int pe, std::size_t offset, const AmoRequest& r) {
-  if (r.width == 1 || r.width == 2) return narrow_atomic(pe, offset, r);
-  if (r.width != 4 && r.width != 8) {
-    throw make_error("atomic of width {} bytes is not supported (1, 2, 4 or 8)", r.width);
-  }
-  switch (r.op) {
-    case AmoOp::kLoad:
-      return native_atomic(pe, offset, UCP_ATOMIC_OP_ADD, r.width, 0, 0);
+namespace {
+
+ucp_atomic_op_t ucp_op(AmoOp op) {
+  switch (op) {
+    case AmoOp::kLoad:  // fetch-and-add of 0
+    case AmoOp::kAdd:
+      return UCP_ATOMIC_OP_ADD;
     case AmoOp::kStore:
     case AmoOp::kSwap:
-      return native_atomic(pe, offset, UCP_ATOMIC_OP_SWAP, r.width, r.operand, 0);
+      return UCP_ATOMIC_OP_SWAP;
     case AmoOp::kCompareSwap:
-      return native_atomic(pe, offset, UCP_ATOMIC_OP_CSWAP, r.width, r.operand, r.compare);
-    case AmoOp::kAdd:
-      return native_atomic(pe, offset, UCP_ATOMIC_OP_ADD, r.width, r.operand, 0);
+      return UCP_ATOMIC_OP_CSWAP;
     case AmoOp::kAnd:
-      return native_atomic(pe, offset, UCP_ATOMIC_OP_AND, r.width, r.operand, 0);
+      return UCP_ATOMIC_OP_AND;
     case AmoOp::kOr:
-      return native_atomic(pe, offset, UCP_ATOMIC_OP_OR, r.width, r.operand, 0);
+      return UCP_ATOMIC_OP_OR;
     case AmoOp::kXor:
-      return native_atomic(pe, offset, UCP_ATOMIC_OP_XOR, r.width, r.operand, 0);
+      return UCP_ATOMIC_OP_XOR;
   }
-  return 0;
+  return UCP_ATOMIC_OP_ADD;
 }
 
-// UCX's own fence only orders operations that share a lane, and RMA and atomics may travel on
-// different transports (e.g. shared memory for puts, TCP for atomics): flushing every peer this
-// PE wrote to since the last flush orders them whatever the lanes.
-void UcxTransport::fence() {
-  for (int pe = 0; pe < size_; ++pe) {
-    if (peers_[pe].ep != nullptr) flush_peer_if_written(pe);
+void check_width(const AmoRequest& r) {
+  if (r.width != 1 && r.width != 2 && r.width != 4 && r.width != 8) {
+    throw make_error("atomic of width {} bytes is not supported (1, 2, 4 or 8)", r.width);
   }
 }
 
-void UcxTransport::quiet() {
-  for (int pe = 0; pe < size_; ++pe) {
-    peers_[pe].writes_in_flight.store(false, std::memory_order_relaxed);
+}  // namespace
+
+std::uint64_t UcxTransport::fetch_atomic(Channel* ch, int pe, std::size_t offset,
+                                         const AmoRequest& r) {
+  check_width(r);
+  UcxChannel& c = channel(ch);
+  if (r.width == 1 || r.width == 2) return narrow_atomic(c, pe, offset, r);
+  const std::uint64_t operand = r.op == AmoOp::kLoad ? 0 : r.operand;
+  return native_atomic(c, pe, offset, ucp_op(r.op), r.width, operand, r.compare);
+}
+
+// 1- and 2-byte words need the result of their compare-and-swap loop, so they stay fetching.
+void UcxTransport::post_atomic(Channel* ch, int pe, std::size_t offset, const AmoRequest& r) {
+  check_width(r);
+  if (r.op == AmoOp::kLoad || r.width == 1 || r.width == 2) {
+    fetch_atomic(ch, pe, offset, r);
+    return;
   }
+  posted_atomic(endpoint(channel(ch), pe), pe, offset, ucp_op(r.op), r.width, r.operand, r.compare);
+}
+
+// A signal held until its data has landed: the endpoint's flush, started right after the data,
+// completes in progress and posts the signal from there. The caller never waits for the
+// target, and signals of successive calls overlap; the channel's quiet waits for held signals
+// before it flushes, and so do its fence and its fetching operations. (UCX's own fence would not
+// do: it orders operations of one lane only, and puts and atomics may travel on different lanes,
+// e.g. shared memory and TCP.)
+struct UcxTransport::HeldSignal {
+  UcxTransport* transport;
+  UcxChannel* channel;
+  int pe;
+  SignalUpdate signal;
+};
+
+namespace {
+
+template <typename Held>
+void post_held_signal(void* request, ucs_status_t status, void* user_data) {
+  std::unique_ptr<Held> held(static_cast<Held*>(user_data));
+  ucp_request_free(request);
+  if (status != UCS_OK) {
+    log::fatal(fmt::format("UCX flush before a signal to PE {} failed: {}", held->pe,
+                           ucs_status_string(status)));
+  }
+  held->transport->post_signal_now(*held);
+}
+
+}  // namespace
+
+void UcxTransport::post_signal_now(const HeldSignal& held) {
+  Endpoint& e = held.channel->endpoints[held.pe];
+  posted_atomic(e, held.pe, held.signal.offset,
+                held.signal.add ? UCP_ATOMIC_OP_ADD : UCP_ATOMIC_OP_SWAP, 8, held.signal.value, 0);
+  held.channel->held_signals.fetch_sub(1, std::memory_order_release);
+}
+
+void UcxTransport::put_signal(Channel* ch, int pe, std::size_t offset, const void* src,
+                              std::size_t bytes, const SignalUpdate& signal, bool nbi) {
+  UcxChannel& c = channel(ch);
+  Endpoint& e = endpoint(c, pe);
+  if (bytes > 0) {
+    ucs_status_ptr_t request = post_put(e, pe, offset, src, bytes);
+    if (nbi) {
+      release_nbi(request, "put_signal_nbi", pe);
+    } else {
+      wait(request, "put_signal", pe);
+    }
+  }
+  c.held_signals.fetch_add(1, std::memory_order_relaxed);
+  auto held = std::make_unique<HeldSignal>(HeldSignal{this, &c, pe, signal});
+  e.in_flight.store(false, std::memory_order_relaxed);  // the flush below covers the data
   ucp_request_param_t prm{};
-  wait(ucp_worker_flush_nbx(worker_, &prm), "flush", rank_);
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.cb.send = &post_held_signal<HeldSignal>;
+  prm.user_data = held.get();
+  ucs_status_ptr_t flush = ucp_ep_flush_nbx(e.ep, &prm);
+  if (UCS_PTR_IS_PTR(flush)) {
+    held.release();  // the callback owns it now
+    return;
+  }
+  if (UCS_PTR_IS_ERR(flush)) wait(flush, "flush before a signal", pe);
+  post_signal_now(*held);
+}
+
+// UCX's own fence only orders operations that share a lane (see put_signal): flushing every
+// endpoint this channel used since the last flush, held signals first, orders them whatever the
+// lanes.
+void UcxTransport::fence(Channel* ch) {
+  flush_channel(channel(ch));
+}
+
+void UcxTransport::quiet(Channel* ch) {
+  flush_channel(channel(ch));
+}
+
+void UcxTransport::settle_held_signals(UcxChannel& ch) {
+  Backoff backoff;
+  while (ch.held_signals.load(std::memory_order_acquire) != 0) {
+    if (progress()) continue;
+    if (backoff.pause()) {
+      report_hang(
+          WaitState{"UCX signal", "UCX: signals waiting for their data to land", rank_, 1, 0, 0},
+          backoff.waited());
+    }
+  }
 }
 
 }  // namespace shmoe::transport

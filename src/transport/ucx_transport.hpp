@@ -3,12 +3,18 @@
 // its segment, and publishes its worker address, segment base and packed remote key through the
 // config store; puts, gets and atomics then name (pe, offset) like every transport.
 //
+// Channels: each context has its own endpoint to every peer, on the PE's one worker, so its
+// quiet flushes its own endpoints and waits for nothing another context issued, while one
+// progress engine (the waits and the progress thread) serves every context.
+//
 // Completion: a put is complete at the target only after a flush, and a peer's put into this PE
-// lands only while this PE's worker progresses. So quiet() flushes the worker, every wait in the
-// process drives the worker (set_wait_progress), and a progress thread drives it while the PE
-// computes. Per peer, operations behave as on shared memory: a get or atomic first flushes the
-// writes this PE still has in flight to that peer, so a put followed by a get of the same word
-// reads what was put, as it does on one host.
+// lands only while this PE's worker progresses. So quiet() flushes the channel's endpoints,
+// every wait in the process drives the worker (progress(), which Transports registers with
+// set_wait_progress), and a progress thread drives it while the PE computes. Per peer and channel,
+// operations behave as on shared memory: a get or fetching atomic first flushes the operations the
+// channel still has in flight to that peer, so a put followed by a get of the same word reads what
+// was put, as it does on one host. Non-fetching operations (shmem_p, atomic add/and/or/xor/set, the
+// signal of a put-with-signal) are posted: the caller does not wait for the target.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -18,19 +24,15 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "bootstrap/config_store.hpp"
 #include "transport/transport.hpp"
+#include "transport/ucx_options.hpp"
 
 namespace shmoe::transport {
-
-struct UcxOptions {
-  bool progress_thread = true;  // SHMOE_UCX_PROGRESS_THREAD
-};
-
-UcxOptions read_ucx_options();
 
 class UcxTransport final : public Transport {
  public:
@@ -46,38 +48,78 @@ class UcxTransport final : public Transport {
 
   std::string_view name() const override { return "ucx"; }
   std::byte* direct_base(int) const override { return nullptr; }
-  void put(int pe, std::size_t offset, const void* src, std::size_t bytes) override;
-  void get(int pe, std::size_t offset, void* dst, std::size_t bytes) override;
-  void put_nbi(int pe, std::size_t offset, const void* src, std::size_t bytes) override;
-  void get_nbi(int pe, std::size_t offset, void* dst, std::size_t bytes) override;
-  std::uint64_t atomic(int pe, std::size_t offset, const AmoRequest& request) override;
-  void fence() override;
-  void quiet() override;
+  std::unique_ptr<Channel> open_channel() override;
+  void put(Channel* ch, int pe, std::size_t offset, const void* src, std::size_t bytes) override;
+  void get(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) override;
+  void put_nbi(Channel* ch, int pe, std::size_t offset, const void* src,
+               std::size_t bytes) override;
+  void get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) override;
+  void put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
+                 std::size_t bytes) override;
+  std::uint64_t fetch_atomic(Channel* ch, int pe, std::size_t offset,
+                             const AmoRequest& request) override;
+  void post_atomic(Channel* ch, int pe, std::size_t offset, const AmoRequest& request) override;
+  void put_signal(Channel* ch, int pe, std::size_t offset, const void* src, std::size_t bytes,
+                  const SignalUpdate& signal, bool nbi) override;
+  void fence(Channel* ch) override;
+  void quiet(Channel* ch) override;
 
   // One pass of the worker's progress engine by one of the PE's own threads (a wait); true if
   // it did something.
-  bool progress();
+  bool progress() override;
   // A wait's sleep (see set_wait_progress): returns when a message arrives or after `at_most`.
   void sleep_until_event(std::chrono::microseconds at_most);
 
+  struct HeldSignal;
+  // Posts a put-with-signal's signal once its data has landed (from the flush's completion).
+  void post_signal_now(const HeldSignal& held);
+
  private:
-  struct Peer {
+  // What the store carried for each peer: enough to open more endpoints to it later.
+  struct Remote {
+    std::uint64_t base = 0;  // the peer's segment address in its own address space
+    std::string worker_address;
+    std::string rkey;
+  };
+  struct Endpoint {
     ucp_ep_h ep = nullptr;
     ucp_rkey_h rkey = nullptr;
-    std::uint64_t base = 0;  // the peer's segment address in its own address space
-    // A put or atomic to this peer may still be in flight (cleared by a flush).
-    std::atomic<bool> writes_in_flight{false};
+    // An operation on this endpoint may still be in flight (cleared by a flush).
+    std::atomic<bool> in_flight{false};
+  };
+  // One context's endpoints, and the signals of its put-with-signals that wait for their data
+  // to land before they go (see put_signal).
+  struct UcxChannel final : Channel {
+    explicit UcxChannel(UcxTransport& t);
+    ~UcxChannel() override;
+    UcxTransport& owner;
+    std::unique_ptr<Endpoint[]> endpoints;
+    std::atomic<std::uint64_t> held_signals{0};
   };
 
-  Peer& peer(int pe);
-  ucs_status_ptr_t post_put(int pe, std::size_t offset, const void* src, std::size_t bytes);
-  ucs_status_ptr_t post_get(int pe, std::size_t offset, void* dst, std::size_t bytes);
+  UcxChannel& channel(Channel* ch) {
+    return ch == nullptr ? *default_channel_ : *static_cast<UcxChannel*>(ch);
+  }
+  Endpoint& endpoint(UcxChannel& ch, int pe);
+  ucs_status_ptr_t post_put(Endpoint& e, int pe, std::size_t offset, const void* src,
+                            std::size_t bytes);
+  ucs_status_ptr_t post_get(UcxChannel& ch, int pe, std::size_t offset, void* dst,
+                            std::size_t bytes);
   // A 32- or 64-bit UCP atomic; returns the previous value.
-  std::uint64_t native_atomic(int pe, std::size_t offset, ucp_atomic_op_t op, unsigned width,
-                              std::uint64_t operand, std::uint64_t compare);
+  std::uint64_t native_atomic(UcxChannel& ch, int pe, std::size_t offset, ucp_atomic_op_t op,
+                              unsigned width, std::uint64_t operand, std::uint64_t compare);
+  // A 32- or 64-bit UCP atomic whose result nobody reads: ADD/AND/OR/XOR as UCP posts, SWAP and
+  // CSWAP into a reply buffer that their completion frees.
+  void posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_atomic_op_t op, unsigned width,
+                     std::uint64_t operand, std::uint64_t compare);
   // 1- and 2-byte atomics: compare-and-swap on the aligned 32-bit word that contains them.
-  std::uint64_t narrow_atomic(int pe, std::size_t offset, const AmoRequest& request);
-  void flush_peer_if_written(int pe);
+  std::uint64_t narrow_atomic(UcxChannel& ch, int pe, std::size_t offset,
+                              const AmoRequest& request);
+  void flush_if_in_flight(UcxChannel& ch, int pe);
+  // Waits until every signal `ch` holds back has been posted (see put_signal).
+  void settle_held_signals(UcxChannel& ch);
+  // Flushes every endpoint of `ch` that may have operations in flight, all at once.
+  void flush_channel(UcxChannel& ch);
   // Waits for a request (nullptr or an error pointer: done), driving the worker and backing off;
   // a failure or a wait past the hang timeout stops the PE with `what` and the peer.
   void wait(ucs_status_ptr_t request, const char* what, int pe);
@@ -90,8 +132,9 @@ class UcxTransport final : public Transport {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_mem_h memh_ = nullptr;
-  int event_fd_ = -1;  // the worker's wake-up descriptor, -1 without wake-up support
-  std::unique_ptr<Peer[]> peers_;
+  int event_fd_ = -1;            // the worker's wake-up descriptor, -1 without wake-up support
+  std::vector<Remote> remotes_;  // per PE; empty worker address: not reached through UCX
+  std::unique_ptr<UcxChannel> default_channel_;
   std::thread progress_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> driven_{0};  // calls of progress(): the PE is driving the worker

@@ -139,6 +139,53 @@ TEST(PutSignal, SignalNeverOvertakesData) {
   shmem_free(buf);
 }
 
+// The non-fetching operations (put_signal_nbi, atomic add and set, shmem_p) do not wait for the
+// target; each context's quiet completes its own. Two contexts post to the next PE, and after
+// both quiets and a barrier every payload, signal count, sum and value is there, each naming
+// its writer and its index.
+TEST(Contexts, PostedOperationsCompleteAtTheirContextsQuiet) {
+  const int me = shmem_my_pe(), n = shmem_n_pes();
+  constexpr int kOps = 300;
+  struct Target {
+    std::uint64_t rows[kOps];
+    std::uint64_t signal;
+    std::uint64_t sum;
+    std::uint64_t last;
+    long values[kOps];
+  };
+  auto* t = static_cast<Target*>(shmem_calloc(1, sizeof(Target)));
+  ASSERT_NE(t, nullptr);
+  shmem_ctx_t signals, atomics;
+  ASSERT_EQ(shmem_ctx_create(0, &signals), 0);
+  ASSERT_EQ(shmem_ctx_create(0, &atomics), 0);
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  auto row = [](int pe, int i) { return (std::uint64_t(pe + 1) << 32) | std::uint64_t(i); };
+  auto value = [](int pe, int i) { return long(pe + 1) * 100000 + i; };
+  std::vector<std::uint64_t> rows(kOps);  // untouched until the quiet
+  for (int i = 0; i < kOps; ++i) {
+    rows[i] = row(me, i);
+    shmem_ctx_putmem_signal_nbi(signals, &t->rows[i], &rows[i], sizeof(std::uint64_t), &t->signal,
+                                1, SHMEM_SIGNAL_ADD, next);
+    shmem_ctx_uint64_atomic_add(atomics, &t->sum, std::uint64_t(i + 1), next);
+    shmem_ctx_long_p(atomics, &t->values[i], value(me, i), next);
+  }
+  shmem_ctx_uint64_atomic_set(atomics, &t->last, row(me, kOps), next);
+  shmem_ctx_quiet(signals);
+  shmem_ctx_quiet(atomics);
+  shmem_barrier_all();
+  EXPECT_EQ(t->signal, std::uint64_t(kOps));
+  EXPECT_EQ(t->sum, std::uint64_t(kOps) * (kOps + 1) / 2);
+  EXPECT_EQ(t->last, row(prev, kOps));
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_EQ(t->rows[i], row(prev, i)) << "row " << i << " from PE " << prev;
+    ASSERT_EQ(t->values[i], value(prev, i)) << "value " << i << " from PE " << prev;
+  }
+  shmem_ctx_destroy(signals);
+  shmem_ctx_destroy(atomics);
+  shmem_barrier_all();
+  shmem_free(t);
+}
+
 // A peer's get is answered while this PE computes without calling SHMEM. Over UCX transports
 // whose target must act (TCP), only the progress thread can answer it: with
 // SHMOE_UCX_PROGRESS_THREAD=0 the get waits for the computation to end, and this test fails.

@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# MoE dispatch and combine effective bandwidth (payload bytes moved / time) against single-thread
-# memcpy measured in the same run, for a decode shape (128 tokens per PE, hidden 7168, top-8,
-# bf16) and a prefill shape (4096 tokens per PE) at 2 and 4 PEs.
-#   bench/moe_bench.sh [BUILD_DIR] [--quick]
+# MoE dispatch and combine effective bandwidth against single-thread memcpy measured in the same
+# run, for a decode shape (128 tokens per PE, hidden 7168, top-8, bf16) and a prefill shape (4096
+# tokens per PE) at 2 and 4 PEs.
+#   bench/moe_bench.sh [BUILD_DIR] [--quick] [shmoe-moe options, e.g. --copy-out]
+# The bytes are those a perfect operator must move once: every routed (token, top-k slot) row,
+# once (dispatch: to its expert's PE; combine: back to its token's PE), summed over the PEs; the
+# time is that of the slowest worker of any PE for one call; agg/memcpy divides that aggregate
+# rate by one thread's memcpy rate on a buffer of a matching size (16 MiB: one PE's decode
+# payload; 64 MiB, beyond the caches: prefill). By default the tool leaves dispatch's rows in the
+# receive window and combines from there (one copy per byte); --copy-out measures caller-owned
+# buffers (a copy-out after dispatch, a send before combine's reduction).
 set -euo pipefail
 build=${1:-build}
-quick=${2:-}
+shift || true
+quick=
+tool_options=()
+for a in "$@"; do
+  if [[ $a == --quick ]]; then quick=$a; else tool_options+=("$a"); fi
+done
 moe="$build/tools/moe/shmoe-moe"
 bench="$build/bench/shmem_bench"
 out=$(mktemp -d)
@@ -25,8 +37,8 @@ for pes in 2 4; do
     else bs=4096 extra=(--max-recv-rows $((4096 * 8 * 5 / 4))) l=$prefill_loops mc=$mc_large; fi
     for op in dispatch combine dispatch-doubleplane combine-doubleplane; do
       "$moe" "$op" --pes "$pes" --bs "$bs" --hidden 7168 --topk 8 --experts-per-pe 8 --dtype bfloat16 \
-        "${extra[@]}" --perf --warmup 1 --loops "$l" --output-dir "$out" >"$out/log" 2>&1 ||
-        { cat "$out/log"; exit 1; }
+        "${extra[@]}" "${tool_options[@]}" --perf --warmup 1 --loops "$l" --output-dir "$out" \
+        >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
       grep -q "verify=pass" "$out/log" || { cat "$out/log"; exit 1; }
       line=$(grep "perf: .* full_op" "$out/log")
       t=$(sed -E 's/.*time_max=([0-9.]+).*/\1/' <<<"$line")

@@ -18,7 +18,8 @@ import numpy as np
 
 from . import _shmoe
 from ._agree import checked
-from ._arrays import as_numpy, from_numpy, is_tensor, loaded_torch, numpy_dtype, torch_dtype_name
+from ._arrays import (array_at, as_numpy, from_numpy, is_tensor, loaded_torch, numpy_dtype,
+                      torch_dtype_name)
 from ._runtime import Error, add_resource, remove_resource, require_init, state
 
 __all__ = ["Buffer", "DispatchHandle", "MegaMoE", "quantize_mx", "dequantize_mx", "FP8_FORMATS"]
@@ -241,6 +242,9 @@ class Buffer:
         self.recv_capacity = self._ctx.recv_capacity()
         row_bytes = self._fp8_row if self.fp8 else self.hidden * numpy_dtype(self.dtype).itemsize
         self._recv_rows = _Reusable(self.recv_capacity * row_bytes)
+        recv_ctx = self._fp8_ctx if self.fp8 else self._ctx
+        self._window_at = recv_ctx.receive_window()
+        self._window = array_at(self._window_at, (self.recv_capacity * row_bytes,), np.uint8)
         add_resource(self)
 
     def _context(self, hidden, dtype):
@@ -292,7 +296,7 @@ class Buffer:
         return (from_numpy(per_pe, tensor), from_numpy(in_pe, tensor),
                 from_numpy(per_expert, tensor))
 
-    def dispatch(self, x, topk_idx, topk_weights=None):
+    def dispatch(self, x, topk_idx, topk_weights=None, *, zero_copy=False):
         """Sends each token to the PEs of its top-k experts (collective).
 
         x: [tokens, hidden] of the buffer's dtype, tokens <= max_tokens_per_pe; topk_idx:
@@ -300,7 +304,11 @@ class Buffer:
         floats or None. Returns (recv_x, recv_topk_idx, recv_topk_weights,
         num_recv_tokens_per_expert_list, handle): recv_x [rows, hidden] grouped by local expert,
         then source PE, then token ((codes, scales) with fp8); recv_topk_idx[r] the local expert
-        of row r; recv_topk_weights[r] its weight (None without topk_weights)."""
+        of row r; recv_topk_weights[r] its weight (None without topk_weights).
+        zero_copy: recv_x is a view of the buffer's receive window, where the rows landed, rather
+        than a copy (as DeepEP's low-latency mode): valid until the next dispatch or close on this
+        buffer. The experts may write their outputs into it in place and pass it to combine as y;
+        when every PE does so, each PE's reduction reads its tokens' rows where they lie."""
         call = "Buffer.dispatch"
         self._require_open(call)
 
@@ -321,7 +329,7 @@ class Buffer:
         meta = np.empty(cap * 3 + L * P + L, np.int32)
         meta_at = _address(meta)
         scales = np.empty(cap, np.float32)
-        recv, recv_at = self._recv_rows.take()
+        recv, recv_at = (self._window, self._window_at) if zero_copy else self._recv_rows.take()
         if self.fp8:
             _shmoe.quantize_tokens(self.hidden, self.fp8, _address(xs), tokens,
                                    self._quantized_at, self._fp8_row)

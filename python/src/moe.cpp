@@ -65,6 +65,8 @@ void bind_moe(py::module_& m) {
         return std::make_unique<Context>(c);
       }))
       .def("recv_capacity", [](Context& c) { return c.get().recv_capacity(); })
+      .def("receive_window",
+           [](Context& c) { return reinterpret_cast<std::uintptr_t>(c.get().receive_window()); })
       .def("dispatch",
            [](Context& c, bool double_plane, Address x, Address expert_ids, Address scales, int bs,
               Address expand_x, Address assist_info, Address ep_recv_count,

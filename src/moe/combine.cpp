@@ -10,10 +10,17 @@
 //  2. payload: workers put rows (big segments via the copy engine with the double plane), fence,
 //     barrier; worker 0 quiets the engine and raises combine-done g at every PE.
 //  3. reduce: wait for combine-done g from every PE, then each worker reduces its tokens.
+// When every PE passes its receive window as expand_x (the experts wrote their outputs over the
+// dispatched rows in place) and every window is mapped here, there is nothing to send: after
+// step 1 each PE's reduction reads its tokens' rows where they lie in the experts' windows, and
+// combine-done g then says that no PE reads any window any more. Each PE says before step 1
+// whether it can (combine-pulls flag, fenced before its verdict), so all agree.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <shmem.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <vector>
 
@@ -76,6 +83,18 @@ std::string refused_elsewhere(const std::vector<int>& refusing) {
       refusing.size() == 1 ? "refused its" : "refused their");
 }
 
+// Whether this PE's part allows reading rows in place: its experts' outputs are in the receive
+// window, which holds the rows of the last dispatch, whose routing this call repeats, and every
+// PE's window is mapped here. Only asked of inputs that passed refusal().
+bool can_pull(const MoeContext::State& s, const CombineArgs& in) {
+  const std::size_t pairs = static_cast<std::size_t>(in.bs) * s.cfg.topk;
+  return in.expand_x == s.recv_rows && s.dispatched && s.dispatched_ids.size() == pairs &&
+         (pairs == 0 ||
+          std::equal(s.dispatched_ids.begin(), s.dispatched_ids.end(), in.expert_ids)) &&
+         std::none_of(s.peer_recv_rows.begin(), s.peer_recv_rows.end(),
+                      [](const std::byte* p) { return p == nullptr; });
+}
+
 void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   auto& s = ctx.state();
   const auto& c = s.cfg;
@@ -89,13 +108,26 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   std::vector<bool> by_engine;  // per (expert, source) block of expand_x
   double comm_us = 0;
   std::vector<int> refusing;
+  const bool pull_here = mine.empty() && can_pull(s, in);
+  bool pull = false;
+  std::vector<const std::byte*> row_at;  // with pull: row (t, k) in its expert's window
 
   auto kernel = [&](kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
     auto t0 = Clock::now();
     if (id == 0) {
+      for (int pe = 0; pe < P; ++pe) s.combine_pulls.raise(pe, s.me, pull_here ? g : 0);
+      shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
       refusing = s.combine_entry.agree(g, s.me, !mine.empty(), "combine entry");
-      if (double_plane && refusing.empty()) {
+      // A PE can enter call g+1 (and move its pull flag) only after this PE has raised
+      // combine-done g below, so the flags read here are call g's.
+      pull = refusing.empty();
+      for (int src = 0; pull && src < P; ++src) {
+        pull = std::atomic_ref<std::uint64_t>(*s.combine_pulls.slot(src))
+                   .load(std::memory_order_acquire) == g;
+      }
+      if (pull) row_at.resize(static_cast<std::size_t>(in.bs) * c.topk);
+      if (double_plane && refusing.empty() && !pull) {
         std::vector<std::size_t> seg(static_cast<std::size_t>(L) * P);
         std::int32_t prev = 0;
         for (std::size_t b = 0; b < seg.size(); ++b) {
@@ -107,6 +139,25 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     }
     w.barrier();
     if (!refusing.empty()) return;
+    const std::size_t first = static_cast<std::size_t>(in.bs) * id / nw;
+    const std::size_t last = static_cast<std::size_t>(in.bs) * (id + 1) / nw;
+    if (pull) {
+      for (std::size_t i = first * c.topk; i < last * c.topk; ++i) {
+        const std::int64_t pos = s.plan.positions[i];
+        row_at[i] = pos < 0 ? nullptr
+                            : s.peer_recv_rows[in.expert_ids[i] / L] +
+                                  static_cast<std::size_t>(pos) * s.row_bytes;
+      }
+      reduce_weighted_rows({c.dtype, c.hidden, c.topk, nullptr, s.row_bytes, in.expert_ids,
+                            in.expert_scales, in.x_out, row_at.data()},
+                           first, last);
+      w.barrier();
+      if (id == 0) {
+        s.combine_done.all_reach(s.me, g, "combine reads");
+        comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      }
+      return;
+    }
     const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
     std::vector<kernel::RemoteCopy> engine_copies;
     std::size_t block = 0;
@@ -133,8 +184,6 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     }
     w.barrier();
     // Reduce this worker's tokens: fp32, slots in increasing order.
-    const std::size_t first = static_cast<std::size_t>(in.bs) * id / nw;
-    const std::size_t last = static_cast<std::size_t>(in.bs) * (id + 1) / nw;
     reduce_weighted_rows({c.dtype, c.hidden, c.topk, s.combine_rows, s.row_bytes, in.expert_ids,
                           in.expert_scales, in.x_out},
                          first, last);

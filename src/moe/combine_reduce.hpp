@@ -20,6 +20,8 @@ struct WeightedRows {
   const std::int32_t* expert_ids = nullptr;  // [tokens, topk]; slots with -1 are skipped
   const float* weights = nullptr;            // [tokens, topk]
   void* out = nullptr;                       // [tokens][row_bytes]
+  // Where not null, row (t, k) is read at row_at[t * topk + k] instead, wherever it lies.
+  const std::byte* const* row_at = nullptr;
 };
 
 // out[t] = sum over k (increasing) of rows[t, k] * weights[t, k], for t in [first, last).

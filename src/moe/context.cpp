@@ -12,8 +12,8 @@ namespace {
 // Where each part of the symmetric window lies: flags, the header exchange, received rows and
 // their side-band, combine rows.
 struct Window {
-  std::size_t dispatch_done, combine_entry, combine_done, headers, recv_rows, recv_meta,
-      combine_rows, total;
+  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, headers, recv_rows,
+      recv_meta, combine_rows, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -31,6 +31,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.dispatch_done = l.take(flags);
   w.combine_entry = l.take(Agreement::bytes(n_pes));
   w.combine_done = l.take(flags);
+  w.combine_pulls = l.take(flags);
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe));
   w.recv_rows = l.take(cap * row);
   w.recv_meta = l.take(cap * sizeof(RowMeta));
@@ -82,10 +83,13 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_done = FlagArray(s.window + wl.combine_done, s.n_pes);
+  s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
   s.headers = HeaderExchange(s.window + wl.headers, s.n_pes, c.experts_per_pe);
   s.recv_rows = s.window + wl.recv_rows;
   s.recv_meta = reinterpret_cast<RowMeta*>(s.window + wl.recv_meta);
   s.combine_rows = s.window + wl.combine_rows;
+  for (int pe = 0; pe < s.n_pes; ++pe)
+    s.peer_recv_rows.push_back(static_cast<const std::byte*>(shmem_ptr(s.recv_rows, pe)));
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
   s.engine = std::make_unique<kernel::CopyEngine>();
 }
@@ -114,6 +118,9 @@ std::size_t MoeContext::recv_capacity() const {
 }
 const OpTiming& MoeContext::last_timing() const {
   return state_->timing;
+}
+void* MoeContext::receive_window() {
+  return state_->recv_rows;
 }
 
 }  // namespace shmoe::moe

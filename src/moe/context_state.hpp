@@ -27,9 +27,13 @@ struct MoeContext::State {
   std::byte* recv_rows = nullptr;     // [recv_cap][row_bytes]
   RowMeta* recv_meta = nullptr;       // [recv_cap]
   std::byte* combine_rows = nullptr;  // [max_bs * topk][row_bytes]
+  // recv_rows as mapped on each PE, all non-null where every PE's heap is mapped here (then a
+  // combine from the receive windows pulls rows instead of sending them).
+  std::vector<const std::byte*> peer_recv_rows;
   FlagArray dispatch_done;
   Agreement combine_entry;  // each PE's verdict on its inputs; its window is free again
   FlagArray combine_done;
+  FlagArray combine_pulls;  // set to g by a PE whose combine g may pull from the receive windows
 
   std::uint64_t dispatch_generation = 0;
   std::uint64_t combine_generation = 0;
@@ -41,6 +45,10 @@ struct MoeContext::State {
   // Filled by the first worker, read by all after a worker barrier.
   RoutePlan plan;
   std::string error;
+  // The routing of this PE's tokens in the last successful dispatch, whose rows the receive
+  // windows hold: a combine may pull them only with this same routing.
+  std::vector<std::int32_t> dispatched_ids;
+  bool dispatched = false;
 
   int experts() const { return n_pes * cfg.experts_per_pe; }
 };

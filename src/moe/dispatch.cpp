@@ -12,7 +12,8 @@
 //  3. payload: workers put rows and side-band; with the double plane, big segments go to the copy
 //     engine. Each worker fences its stores; after a worker barrier and the engine's quiet,
 //     worker 0 raises dispatch-done g at every PE.
-//  4. receive: wait for dispatch-done g from every PE, then copy rows out to the caller.
+//  4. receive: wait for dispatch-done g from every PE, then copy rows out to the caller, unless
+//     the caller reads them where they landed (expand_x is the receive window).
 #include <fmt/format.h>
 #include <shmem.h>
 
@@ -78,6 +79,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   const int P = s.n_pes, L = c.experts_per_pe;
   s.timing = OpTiming{};
   s.error.clear();
+  s.dispatched = false;
   std::vector<bool> by_engine;  // per (destination, expert) segment of mine
   std::size_t engine_bytes = 0;
   double comm_us = 0;
@@ -145,8 +147,10 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     // Copy-out, split by rows.
     const std::size_t rows = static_cast<std::size_t>(total_rows);
     const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
-    std::memcpy(static_cast<std::byte*>(out.expand_x) + r0 * s.row_bytes,
-                s.recv_rows + r0 * s.row_bytes, (r1 - r0) * s.row_bytes);
+    if (out.expand_x != s.recv_rows) {
+      std::memcpy(static_cast<std::byte*>(out.expand_x) + r0 * s.row_bytes,
+                  s.recv_rows + r0 * s.row_bytes, (r1 - r0) * s.row_bytes);
+    }
     for (std::size_t r = r0; r < r1; ++r) {
       const RowMeta& m = s.recv_meta[r];
       out.assist_info[3 * r] = m.src_pe;
@@ -157,6 +161,8 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   };
   s.pool->launch({0, c.workers.vector}, kernel);
   if (!s.error.empty()) throw MoeError(s.error);
+  s.dispatched_ids.assign(in.expert_ids, in.expert_ids + static_cast<std::size_t>(in.bs) * c.topk);
+  s.dispatched = true;
   s.timing.worker_us.clear();
   for (int i = 0; i < c.workers.vector; ++i)
     s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);

@@ -45,7 +45,8 @@ struct DispatchArgs {
 };
 
 // Caller-provided outputs on the receiving PE; `expand_x` and `assist_info` must hold
-// MoeContext::recv_capacity() rows.
+// MoeContext::recv_capacity() rows. `expand_x` may be MoeContext::receive_window(): the rows are
+// then not copied out but read where they landed (see there).
 struct DispatchOutputs {
   void* expand_x = nullptr;               // [rows, hidden], grouped by local expert, then source PE
   std::int32_t* assist_info = nullptr;    // [rows, 3]: source PE, source token, top-k slot
@@ -55,7 +56,8 @@ struct DispatchOutputs {
 };
 
 struct CombineArgs {
-  const void* expand_x = nullptr;  // the experts' outputs, in dispatch's expand_x layout
+  // The experts' outputs, in dispatch's expand_x layout; may be MoeContext::receive_window().
+  const void* expand_x = nullptr;
   const std::int32_t* assist_info = nullptr;
   const std::int32_t* ep_recv_count = nullptr;
   const std::int32_t* expert_ids = nullptr;  // the routing of this PE's own tokens [bs, topk]
@@ -85,6 +87,14 @@ class MoeContext {
   int my_pe() const;
   std::size_t recv_capacity() const;
   const OpTiming& last_timing() const;
+  // The receive window, [recv_capacity(), hidden]: where dispatch's rows land, in expand_x's
+  // layout (as DeepEP's low-latency mode returns them). Dispatched with it as expand_x, the rows
+  // are not copied out; the experts may then write their outputs over the rows in place, and a
+  // combine called with it as expand_x on every PE has each PE's reduction read its tokens' rows
+  // straight from the experts' windows, with no copy in between (where every PE maps every
+  // other's heap; otherwise the rows are sent as from any buffer). Its rows are valid until the
+  // next dispatch on this context, and must not be written while a combine runs.
+  void* receive_window();
   // Symmetric heap bytes a context of this config takes on each of n_pes PEs.
   static std::size_t window_bytes(const MoeConfig& config, int n_pes);
 

@@ -1,8 +1,9 @@
 // One global set of tokens and experts, spread over however many PEs run this: token t lives on
 // PE t / (T / P), expert e on PE e / (E / P). Writes the combined outputs of all tokens (gathered
 // on PE 0) to a file, which determinism.sh compares byte for byte across PE counts, worker
-// counts and data planes.
-//   moe_determinism OUT_FILE SEED VECTOR_WORKERS classic|double
+// counts and data planes, and with the rows read in the receive window ("window": dispatch
+// leaves them there, the experts overwrite them in place, combine reads them there).
+//   moe_determinism OUT_FILE SEED VECTOR_WORKERS classic|double|window
 #include <shmem.h>
 
 #include <cstdio>
@@ -28,7 +29,7 @@ double unit(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
   return static_cast<double>(mix(seed ^ mix(a * 1000003 + b)) >> 11) * 0x1p-53;
 }
 
-int run(const char* out_file, std::uint64_t seed, int workers, bool double_plane) {
+int run(const char* out_file, std::uint64_t seed, int workers, bool double_plane, bool window) {
   using namespace shmoe::moe;
   const int P = shmem_n_pes(), me = shmem_my_pe();
   if (kTokens % P != 0 || kExperts % P != 0) {
@@ -66,12 +67,15 @@ int run(const char* out_file, std::uint64_t seed, int workers, bool double_plane
     }
   }
   const std::size_t cap = ctx.recv_capacity();
-  std::vector<std::byte> expand(cap * row), expert_out(cap * row),
-      out(static_cast<std::size_t>(bs) * row);
+  std::vector<std::byte> expand_buffer(window ? 0 : cap * row),
+      expert_buffer(window ? 0 : cap * row), out(static_cast<std::size_t>(bs) * row);
+  std::byte* const expand =
+      window ? static_cast<std::byte*>(ctx.receive_window()) : expand_buffer.data();
+  std::byte* const expert_out = window ? expand : expert_buffer.data();
   std::vector<std::int32_t> assist(cap * 3), recv(static_cast<std::size_t>(P) * cfg.experts_per_pe),
       nums(cfg.experts_per_pe);
   DispatchArgs din{x.data(), ids.data(), scales.data(), bs};
-  DispatchOutputs dout{expand.data(), assist.data(), recv.data(), nums.data(), nullptr};
+  DispatchOutputs dout{expand, assist.data(), recv.data(), nums.data(), nullptr};
   const int rows =
       double_plane ? dispatch_doubleplane(ctx, din, dout) : dispatch_classic(ctx, din, dout);
   // Each expert scales by its own weight, a function of the global expert id alone.
@@ -80,12 +84,12 @@ int run(const char* out_file, std::uint64_t seed, int workers, bool double_plane
     while (recv[block] <= r) ++block;
     const int expert = me * cfg.experts_per_pe + block / P;
     for (int j = 0; j < kHidden; ++j) {
-      store_f32(dt, expert_out.data() + r * row, j,
-                load_f32(dt, expand.data() + r * row, j) * (0.75f + 0.125f * expert));
+      store_f32(dt, expert_out + r * row, j,
+                load_f32(dt, expand + r * row, j) * (0.75f + 0.125f * expert));
     }
   }
-  CombineArgs cin{expert_out.data(), assist.data(), recv.data(), ids.data(), scales.data(), bs,
-                  out.data()};
+  CombineArgs cin{expert_out, assist.data(), recv.data(), ids.data(), scales.data(),
+                  bs,         out.data()};
   double_plane ? combine_doubleplane(ctx, cin) : combine_classic(ctx, cin);
 
   auto* all = static_cast<std::byte*>(shmem_malloc(kTokens * row));
@@ -112,14 +116,16 @@ int run(const char* out_file, std::uint64_t seed, int workers, bool double_plane
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: moe_determinism OUT_FILE SEED VECTOR_WORKERS classic|double\n");
+    std::fprintf(stderr,
+                 "usage: moe_determinism OUT_FILE SEED VECTOR_WORKERS classic|double|window\n");
     return 2;
   }
   int provided;
   shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided);
   // The context lives inside run(): it must be gone (collectively) before finalize.
+  const std::string plane = argv[4];
   const int status = run(argv[1], std::strtoull(argv[2], nullptr, 10), std::atoi(argv[3]),
-                         std::string(argv[4]) == "double");
+                         plane == "double", plane == "window");
   shmem_finalize();
   return status;
 }

@@ -63,11 +63,11 @@ TOLERANCE_TEXT = {
 
 
 def run_case(dtype, *, tokens=24, hidden=72, topk=2, L=2, drop=0.1, double_plane=False,
-             threshold=None, iterations=2):
+             threshold=None, iterations=2, zero_copy=False):
     me, n = shmoe.my_pe(), shmoe.n_pes()
     E = n * L
-    label = (f"{dtype}{' double-plane' if double_plane else ''} tokens={tokens} hidden={hidden} "
-             f"topk={topk} L={L}")
+    label = (f"{dtype}{' double-plane' if double_plane else ''}{' zero-copy' if zero_copy else ''} "
+             f"tokens={tokens} hidden={hidden} topk={topk} L={L}")
     # Not in a with block: a failed check must not lead into the collective close (run_pytest.py
     # ends the PE at once instead).
     buf = moe.Buffer(tokens, hidden, E, topk, dtype, double_plane=double_plane,
@@ -86,7 +86,7 @@ def run_case(dtype, *, tokens=24, hidden=72, topk=2, L=2, drop=0.1, double_plane
         np.testing.assert_array_equal(in_pe, expected_in_pe)
         np.testing.assert_array_equal(per_pe, in_pe.sum(axis=0))
 
-        recv_x, recv_idx, recv_w, counts, handle = buf.dispatch(x, idx, w)
+        recv_x, recv_idx, recv_w, counts, handle = buf.dispatch(x, idx, w, zero_copy=zero_copy)
         rows, local, weights, _ = golden_dispatch(inputs, me, L)
         golden_x = np.array(rows, dtype=STORAGE[dtype]).reshape(len(rows), hidden)
         assert same_bits(recv_x, golden_x), f"{label}: dispatch rows differ"
@@ -95,6 +95,9 @@ def run_case(dtype, *, tokens=24, hidden=72, topk=2, L=2, drop=0.1, double_plane
         assert counts == [int((local == le).sum()) for le in range(L)]
 
         y = expert_outputs(dtype, me, L, recv_x, recv_idx)
+        if zero_copy:  # the experts write over the received rows, and combine reads them there
+            recv_x[:] = y
+            y = recv_x
         out = buf.combine(y, handle, w)
         ys = np.stack([np.stack([expert_step(dtype, int(idx[t, k]), x[t])
                                  for k in range(topk)]) for t in range(idx.shape[0])]) \
@@ -113,6 +116,14 @@ def test_dispatch_combine(dtype):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_double_plane(dtype):
     run_case(dtype, tokens=64, hidden=256, topk=2, L=2, double_plane=True, threshold=4096)
+
+
+@pytest.mark.parametrize("double_plane", [False, True])
+def test_zero_copy(double_plane):
+    n = shmoe.n_pes()
+    run_case("bfloat16", tokens=32, hidden=96, topk=min(3, 2 * n), L=2, double_plane=double_plane,
+             threshold=4096, zero_copy=True, iterations=3)
+    run_case("float32", tokens=7, hidden=33, topk=min(2, n), L=1, drop=0.5, zero_copy=True)
 
 
 def test_wide_topk_all_dropped_and_one_expert():

@@ -239,6 +239,49 @@ TEST(CutWaves, EveryRowOnceInWavesOfAtMostWaveRowsPerExpert) {
   EXPECT_EQ(one[2].rows, 4);
 }
 
+// Rows read where they lie (row_at, as combine does from the experts' windows), in bf16, across
+// several column slices with a partial last one: each element is still the fp32 sum in increasing
+// k, rounded once to bf16.
+TEST(WeightedReduction, RowsReadInPlaceAcrossColumnSlices) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int tokens = 5, topk = 4, hidden = 1100;
+  std::normal_distribution<float> value(0.0f, 3.0f);
+  const std::size_t row_bytes = hidden * sizeof(std::uint16_t);
+  // The rows lie in reverse order, one row of padding apart, nowhere near t * topk + k.
+  std::vector<std::uint16_t> store(static_cast<std::size_t>(tokens) * topk * 2 * hidden);
+  for (auto& v : store) v = numeric::float_to_bf16(value(rng)).bits;
+  std::vector<const std::byte*> row_at(tokens * topk);
+  for (std::size_t i = 0; i < row_at.size(); ++i) {
+    row_at[i] = reinterpret_cast<const std::byte*>(store.data()) +
+                (2 * (row_at.size() - 1 - i) + 1) * row_bytes;
+  }
+  std::vector<float> weights(tokens * topk);
+  for (auto& w : weights) w = value(rng);
+  std::vector<std::int32_t> ids(tokens * topk);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = rng() % 3 == 0 ? -1 : 0;
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(tokens) * hidden, 0xFFFF);
+  WeightedRows w{DType::kBFloat16, hidden,         topk,       nullptr,      row_bytes,
+                 ids.data(),       weights.data(), out.data(), row_at.data()};
+  reduce_weighted_rows(w, 1, tokens);
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < hidden; ++h) {
+      const std::uint16_t got = out[static_cast<std::size_t>(t) * hidden + h];
+      if (t == 0) {
+        ASSERT_EQ(got, 0xFFFF) << "token 0 is outside [first, last)";
+        continue;
+      }
+      float fp32 = 0.0f;
+      for (int k = 0; k < topk; ++k) {
+        const std::size_t i = static_cast<std::size_t>(t) * topk + k;
+        if (ids[i] < 0) continue;
+        const auto* row = reinterpret_cast<const std::uint16_t*>(row_at[i]);
+        fp32 += numeric::bf16_to_float({row[h]}) * weights[i];
+      }
+      ASSERT_EQ(got, numeric::float_to_bf16(fp32).bits) << "token " << t << " element " << h;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shmoe::moe
 

@@ -124,6 +124,9 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
   app.add_option("--vector-workers", o.vector_workers);
   app.add_option("--max-recv-rows", o.max_recv_rows, "window rows per PE (0: never overflows)")
       ->check(CLI::Range(std::size_t{0}, kMaxReceivedRows));
+  app.add_flag("--copy-out", o.copy_out,
+               "dispatch into, and combine from, buffers of the tool's own instead of the "
+               "context's receive window (the experts then write to a second buffer)");
   app.add_option("--threshold", o.threshold,
                  "double plane: smallest segment for the copy engine, bytes");
   app.add_option("--timeout", o.timeout_s, "stop the whole run after this many seconds")

@@ -42,6 +42,9 @@ struct MoeRunOptions {
   int matrix_workers = 0, vector_workers = 0;
   std::size_t max_recv_rows = 0;
   std::size_t threshold = 2u << 20;
+  // false: dispatch's rows are read in the receive window, the experts overwrite them in place,
+  // and combine takes them from there (one copy per byte); true: caller-owned buffers.
+  bool copy_out = false;
   double timeout_s = 600;
 };
 

@@ -36,8 +36,8 @@ struct Verdict {
   }
 };
 
-void check_dispatch(const Buffers& b, int rows, const DispatchGolden& g, std::size_t row_bytes,
-                    Verdict& v) {
+void check_dispatch(const Buffers& b, const std::byte* expand_x, int rows, const DispatchGolden& g,
+                    std::size_t row_bytes, Verdict& v) {
   if (rows != g.rows)
     return v.fail(fmt::format("dispatch received {} rows, expected {}", rows, g.rows));
   if (!std::equal(g.ep_recv_count.begin(), g.ep_recv_count.end(), b.ep_recv_count.begin())) {
@@ -54,8 +54,7 @@ void check_dispatch(const Buffers& b, int rows, const DispatchGolden& g, std::si
                                 b.assist_info[3 * r + 2], g.assist_info[3 * r],
                                 g.assist_info[3 * r + 1], g.assist_info[3 * r + 2]));
     }
-    if (std::memcmp(b.expand_x.data() + r * row_bytes, g.expand_x.data() + r * row_bytes,
-                    row_bytes) != 0) {
+    if (std::memcmp(expand_x + r * row_bytes, g.expand_x.data() + r * row_bytes, row_bytes) != 0) {
       return v.fail(fmt::format("dispatch expand_x row {} (from PE {} token {}) differs", r,
                                 g.assist_info[3 * r], g.assist_info[3 * r + 1]));
     }
@@ -65,13 +64,14 @@ void check_dispatch(const Buffers& b, int rows, const DispatchGolden& g, std::si
 }
 
 // The experts' work on the received rows: row r belongs to local expert le (from ep_recv_count).
-void run_experts(Buffers& b, const MoeCase& c, int me, int n_pes, int rows, std::size_t row_bytes) {
+// `out` may be `in` (element by element, in place).
+void run_experts(const Buffers& b, const std::byte* in, std::byte* out, const MoeCase& c, int me,
+                 int n_pes, int rows, std::size_t row_bytes) {
   int block = 0;
   for (int r = 0; r < rows; ++r) {
     while (b.ep_recv_count[block] <= r) ++block;
     const int expert = me * c.experts_per_pe + block / n_pes;
-    expert_step(c.dtype, expert, b.expand_x.data() + r * row_bytes,
-                b.expert_out.data() + r * row_bytes, c.hidden);
+    expert_step(c.dtype, expert, in + r * row_bytes, out + r * row_bytes, c.hidden);
   }
 }
 
@@ -182,8 +182,14 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
   const std::size_t cap = ctx.recv_capacity();
   Buffers b;
-  b.expand_x.resize(cap * row_bytes);
-  b.expert_out.resize(cap * row_bytes);
+  if (o.copy_out) {
+    b.expand_x.resize(cap * row_bytes);
+    b.expert_out.resize(cap * row_bytes);
+  }
+  // Where dispatch's rows are read and where the experts' outputs go.
+  std::byte* const expand_x =
+      o.copy_out ? b.expand_x.data() : static_cast<std::byte*>(ctx.receive_window());
+  std::byte* const expert_out = o.copy_out ? b.expert_out.data() : expand_x;
   b.x_out.resize(static_cast<std::size_t>(c.bs) * row_bytes);
   b.assist_info.resize(cap * 3);
   b.ep_recv_count.resize(static_cast<std::size_t>(P) * c.experts_per_pe);
@@ -195,13 +201,13 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
 
   auto dispatch = [&](const PeInputs& in) {
     moe::DispatchArgs a{in.x.data(), in.expert_ids.data(), in.scales.data(), in.bs};
-    moe::DispatchOutputs out{b.expand_x.data(), b.assist_info.data(), b.ep_recv_count.data(),
+    moe::DispatchOutputs out{expand_x, b.assist_info.data(), b.ep_recv_count.data(),
                              b.expert_token_nums.data(), b.expand_scales.data()};
     return double_plane ? moe::dispatch_doubleplane(ctx, a, out)
                         : moe::dispatch_classic(ctx, a, out);
   };
   auto combine = [&](const PeInputs& in) {
-    moe::CombineArgs a{b.expert_out.data(),  b.assist_info.data(), b.ep_recv_count.data(),
+    moe::CombineArgs a{expert_out,           b.assist_info.data(), b.ep_recv_count.data(),
                        in.expert_ids.data(), in.scales.data(),     in.bs,
                        b.x_out.data()};
     double_plane ? moe::combine_doubleplane(ctx, a) : moe::combine_classic(ctx, a);
@@ -220,9 +226,9 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
     rows = dispatch(mine);
     engine_bytes += ctx.last_timing().bytes_via_copy_engine;
     if (check_dispatch_out)
-      check_dispatch(b, rows, golden_dispatch(all, c, me), row_bytes, verdict);
+      check_dispatch(b, expand_x, rows, golden_dispatch(all, c, me), row_bytes, verdict);
     if (do_combine) {
-      run_experts(b, c, me, P, rows, row_bytes);
+      run_experts(b, expand_x, expert_out, c, me, P, rows, row_bytes);
       combine(mine);
       engine_bytes += ctx.last_timing().bytes_via_copy_engine;
       worst_combine = std::max(worst_combine, check_combine(b, mine, c, verdict));

@@ -12,11 +12,13 @@ shift
 dir=build-$kind
 # Warnings are errors in the ordinary build (test.sh); here they are not, because GCC 12 under
 # -fsanitize reports false -Wmaybe-uninitialized in libstdc++ headers (std::regex, std::function).
+# The Python package is left out: a sanitized extension module needs the sanitizer's runtime
+# loaded before the (uninstrumented) interpreter starts, which a test cannot arrange portably.
 # -O1 -g1 (line tables: enough for symbolized reports) compiles in much less time than -O2 -g,
 # which is what keeps CI's sanitizer stages within its time on 2 cores.
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMOE_WERROR=OFF \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DSHMOE_SANITIZE="$kind" -DSHMOE_BUILD_BENCH=OFF >/dev/null
+  -DSHMOE_SANITIZE="$kind" -DSHMOE_BUILD_BENCH=OFF -DSHMOE_BUILD_PYTHON=OFF >/dev/null
 if [[ -n ${SHMOE_SANITIZE_TARGETS:-} ]]; then
   # shellcheck disable=SC2086  # a list of target names
   cmake --build "$dir" -j "$(nproc)" --target $SHMOE_SANITIZE_TARGETS

@@ -39,11 +39,12 @@ int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe) {
     c.max_bs = in.max_bs;
     c.hidden = in.hidden;
     c.topk = in.topk;
-    if (in.dtype < SHMOE_DTYPE_INT32 || in.dtype > SHMOE_DTYPE_FLOAT32) {
-      throw shmoe::moe::MoeError("shmoe_moe_create: dtype=" + std::to_string(int{in.dtype}) +
+    const int dtype = shmoe::moe::c_api::raw_enum_value(in.dtype);
+    if (dtype < SHMOE_DTYPE_INT32 || dtype > SHMOE_DTYPE_FLOAT32) {
+      throw shmoe::moe::MoeError("shmoe_moe_create: dtype=" + std::to_string(dtype) +
                                  " is out of range (0..3, SHMOE_DTYPE_INT32..SHMOE_DTYPE_FLOAT32)");
     }
-    c.dtype = static_cast<shmoe::moe::DType>(in.dtype);
+    c.dtype = static_cast<shmoe::moe::DType>(dtype);
     c.max_recv_rows = in.max_recv_rows;
     c.workers = {in.matrix_workers, in.vector_workers};
     if (in.doubleplane_threshold != 0) c.doubleplane_threshold = in.doubleplane_threshold;

@@ -2,14 +2,26 @@
 // the text shmoe_moe_last_error() returns.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "moe/moe.hpp"
 #include "shmoe/moe.h"
 
 namespace shmoe::moe::c_api {
+
+// A C caller may store any int in an enum of the C API; reading that as the C++ enum type is
+// undefined behaviour (UBSan's -fsanitize=enum), so the C API reads the bytes as an integer.
+template <typename E>
+int raw_enum_value(const E& e) {
+  std::underlying_type_t<E> raw;
+  static_assert(sizeof raw == sizeof e);
+  std::memcpy(&raw, &e, sizeof raw);
+  return static_cast<int>(raw);
+}
 
 void set_last_error(std::string text);
 

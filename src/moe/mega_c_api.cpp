@@ -22,13 +22,10 @@ using shmoe::moe::c_api::require;
 using shmoe::moe::c_api::require_nonnull;
 
 shmoe::numeric::Fp8Format format_of(shmoe_fp8_format_t f, const char* fn) {
-  switch (f) {
-    case SHMOE_FP8_E4M3:
-      return shmoe::numeric::Fp8Format::kE4M3;
-    case SHMOE_FP8_E5M2:
-      return shmoe::numeric::Fp8Format::kE5M2;
-  }
-  throw MoeError(std::string(fn) + ": format=" + std::to_string(static_cast<int>(f)) +
+  const int value = shmoe::moe::c_api::raw_enum_value(f);
+  if (value == SHMOE_FP8_E4M3) return shmoe::numeric::Fp8Format::kE4M3;
+  if (value == SHMOE_FP8_E5M2) return shmoe::numeric::Fp8Format::kE5M2;
+  throw MoeError(std::string(fn) + ": format=" + std::to_string(value) +
                  " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
 }
 

@@ -4,8 +4,8 @@
 //  vector 0   header: routing counts, parameters and input errors to every PE (HeaderExchange),
 //             then the plan (where each of this PE's rows lands) and this PE's waves.
 //  vectors    quantize this PE's tokens (MX FP8, one E8M0 scale per 32 elements), then push each
-//             (token, slot) row into its place in the destination's window; after a batch of
-//             rows, a fence and one atomic add per touched wave to that wave's arrival counter.
+//             (token, slot) row into its place in the destination's window as a put-with-signal
+//             that adds 1 to its wave's arrival counter (the signal lands after the row).
 //  matrix m   for its waves j = m, m + M, ...: wait until the wave's rows have all arrived, then
 //             MegaSchedule::kOverlapped: run GEMM1 into hand-over slot j % 2, then GEMM2 on the
 //             previous wave once the vector workers have applied SwiGLU to it: GEMM1 of wave j
@@ -145,28 +145,15 @@ class FusedCall {
                     s_.my_rows.data() + t0 * stride, stride);
   }
 
-  // Rows of this worker's tokens to their destinations; arrival counts go out after each batch
-  // of rows, behind a fence, so a counter never runs ahead of its rows.
+  // Rows of this worker's tokens to their destinations, each as a put-with-signal that adds 1 to
+  // its wave's arrival counter: OpenSHMEM delivers a signal only after its own put's data, so a
+  // counter never runs ahead of its rows, and no fence (over UCX a blocking flush) is needed. The
+  // put is the blocking form: the next slot of the same token rewrites the source's side-band.
   void push_rows(const kernel::KernelContext& w) {
     auto scope = s_.trace.scope(w.worker_id(), "dispatch");
     const int L = cfg().experts_per_pe, k = cfg().topk, W = cfg().wave_rows;
     const std::size_t stride = s_.row_slot, row_bytes = s_.shape.token_row().bytes();
     const auto [t0, t1] = my_tokens(w);
-    struct Arrival {
-      int dst;
-      std::int64_t wave;
-      std::uint64_t rows;
-    };
-    std::vector<Arrival> pending;
-    auto flush = [&] {
-      if (pending.empty()) return;
-      shmem_fence();
-      for (const auto& a : pending)
-        shmem_uint64_atomic_add(s_.arrivals(static_cast<std::size_t>(a.wave)), a.rows, a.dst);
-      pending.clear();
-    };
-    constexpr int kBatch = 16;
-    int batch = 0;
     for (std::size_t t = t0; t < t1; ++t) {
       for (int slot = 0; slot < k; ++slot) {
         const std::size_t i = t * k + slot;
@@ -178,21 +165,12 @@ class FusedCall {
         std::byte* mine = s_.my_rows.data() + t * stride;
         const RowMeta meta{s_.me, static_cast<std::int32_t>(t), slot, 1.0f};
         std::memcpy(mine + row_bytes, &meta, sizeof meta);
-        shmem_putmem(s_.recv_rows + static_cast<std::size_t>(pos) * stride, mine,
-                     row_bytes + sizeof meta, dst);
         const std::int64_t wave = block_wave_[e] + (pos - block_start_[e]) / W;
-        if (!pending.empty() && pending.back().dst == dst && pending.back().wave == wave) {
-          ++pending.back().rows;
-        } else {
-          pending.push_back({dst, wave, 1});
-        }
-        if (++batch == kBatch) {
-          flush();
-          batch = 0;
-        }
+        shmem_putmem_signal(s_.recv_rows + static_cast<std::size_t>(pos) * stride, mine,
+                            row_bytes + sizeof meta, s_.arrivals(static_cast<std::size_t>(wave)), 1,
+                            SHMEM_SIGNAL_ADD, dst);
       }
     }
-    flush();
   }
 
   std::vector<std::size_t> waves_of_matrix(int m) const {

@@ -8,10 +8,10 @@
  *   - shmoe_mega_moe_t, MegaMoE: a whole MoE layer (route, dispatch, MX FP8 quantization, GEMM1,
  *     SwiGLU, GEMM2, combine) as one call.
  *
- * Every call except the queries (recv_capacity, last_error, the MX helpers) is collective: all
- * PEs make it, in the same order, with the same configuration. A call returns SHMOE_MOE_OK (or a
- * row count) on success and a negative shmoe_moe_status_t otherwise; shmoe_moe_last_error() then
- * says why, naming the call, the parameter and the value. A refused call (bad input on any PE,
+ * Every call except the queries (recv_capacity, receive_window, last_error, the MX helpers) is
+ * collective: all PEs make it, in the same order, with the same configuration. A call returns
+ * SHMOE_MOE_OK (or a row count) on success and a negative shmoe_moe_status_t otherwise;
+ * shmoe_moe_last_error() then says why, naming the call, the parameter and the value. A refused call (bad input on any PE,
  * PEs that disagree, a window too small) is refused on every PE with the same text, so no PE is
  * left waiting.
  */
@@ -71,6 +71,14 @@ SHMOE_API int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* mo
 SHMOE_API void shmoe_moe_destroy(shmoe_moe_t moe);
 /* Rows expand_x, assist_info and expand_scales of a dispatch must hold. */
 SHMOE_API size_t shmoe_moe_recv_capacity(shmoe_moe_t moe);
+
+/* Local query. The receive window: recv_capacity rows of `hidden` elements in expand_x's layout,
+ * where dispatch's rows land. Sets *window to it and *capacity_rows to its rows. Passed to a
+ * dispatch as expand_x, the rows are not copied out: they are read where they landed; the experts
+ * may then write their outputs over them in place, and a combine given the window as expand_x
+ * (on every PE) reads them from there. Its rows are valid until the next dispatch on this moe,
+ * and must not be written while a combine runs. Refused if moe, window or capacity_rows is NULL. */
+SHMOE_API int shmoe_moe_receive_window(shmoe_moe_t moe, void** window, size_t* capacity_rows);
 
 /* x [bs, hidden] of dtype; expert_ids [bs, topk] (-1: no expert); expert_scales [bs, topk] or
  * NULL. Outputs on the receiving PE: expand_x [rows, hidden] grouped by local expert, then source

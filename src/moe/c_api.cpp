@@ -61,6 +61,17 @@ size_t shmoe_moe_recv_capacity(shmoe_moe_t moe) {
   return moe == nullptr ? 0 : moe->context.recv_capacity();
 }
 
+int shmoe_moe_receive_window(shmoe_moe_t moe, void** window, size_t* capacity_rows) {
+  return guarded([&] {
+    auto& m = require(moe, "shmoe_moe_receive_window", "moe");
+    auto& out_window = require(window, "shmoe_moe_receive_window", "window");
+    auto& out_rows = require(capacity_rows, "shmoe_moe_receive_window", "capacity_rows");
+    out_window = m.context.receive_window();
+    out_rows = m.context.recv_capacity();
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 int shmoe_dispatch(shmoe_moe_t moe, shmoe_plane_t plane, const void* x, const int32_t* expert_ids,
                    const float* expert_scales, int bs, void* expand_x, int32_t* assist_info,
                    int32_t* ep_recv_count, int32_t* expert_token_nums, float* expand_scales) {

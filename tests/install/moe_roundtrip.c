@@ -1,8 +1,10 @@
 /* The MoE C API (shmoe/moe.h) from a program built outside shmoe: a dispatch, an "expert" that
  * scales each row by its expert's number plus one, and a combine, checked against a reference
  * each PE computes from the routing every PE uses (a pure function of the PE, token and slot).
- * Token t of PE s carries x[t][j] = 1000 s + 10 t + j. Also checks refusals (bs above max_bs on
- * every PE, a bad dtype, a NULL handle). Prints "PE r/N: ok" when all matched. */
+ * Token t of PE s carries x[t][j] = 1000 s + 10 t + j. The round trip runs twice: through a buffer
+ * of the program's, then in place in the operator's receive window (dispatched into it, scaled
+ * there, combined from it). Also checks refusals (bs above max_bs on every PE, a bad dtype, a NULL
+ * handle or output). Prints "PE r/N: ok" when all matched. */
 #include <shmem.h>
 #include <shmoe/moe.h>
 #include <stdio.h>
@@ -30,37 +32,14 @@ static void check(int ok, const char* what, int a, int b) {
   if (!ok && failures++ < 10) fprintf(stderr, "PE %d: %s (%d, %d)\n", shmem_my_pe(), what, a, b);
 }
 
-int main(void) {
-  shmem_init();
+/* Dispatch into expand_x, the expert over its rows in place, combine from it; every step checked
+ * against the reference. Collective. */
+static void roundtrip(shmoe_moe_t moe, const float* x, const int32_t* ids, const float* scales,
+                      int bs, float* expand_x, int32_t* assist) {
   const int me = shmem_my_pe(), n = shmem_n_pes(), experts = n * kExpertsPerPe;
-  shmoe_moe_config_t config = {0};
-  config.experts_per_pe = kExpertsPerPe;
-  config.max_bs = kMaxBs;
-  config.hidden = kHidden;
-  config.topk = kTopk;
-  config.dtype = SHMOE_DTYPE_FLOAT32;
-  shmoe_moe_t moe = NULL;
-  if (shmoe_moe_create(&config, &moe) != SHMOE_MOE_OK) {
-    fprintf(stderr, "PE %d: shmoe_moe_create: %s\n", me, shmoe_moe_last_error());
-    shmem_global_exit(1);
-  }
-
-  const int bs = tokens_of(me);
-  float x[kMaxBs * kHidden], scales[kMaxBs * kTopk], out[kMaxBs * kHidden];
-  int32_t ids[kMaxBs * kTopk];
-  for (int t = 0; t < bs; ++t) {
-    for (int j = 0; j < kHidden; ++j) x[t * kHidden + j] = x_of(me, t, j);
-    for (int k = 0; k < kTopk; ++k) {
-      ids[t * kTopk + k] = expert_of(me, t, k, experts);
-      scales[t * kTopk + k] = scale_of(k);
-    }
-  }
-
-  const size_t cap = shmoe_moe_recv_capacity(moe);
-  float* expand_x = malloc(cap * kHidden * sizeof(float));
-  int32_t* assist = malloc(cap * 3 * sizeof(int32_t));
   int32_t recv_count[kExpertsPerPe * 64], token_nums[kExpertsPerPe];
-  if (n > 64 || expand_x == NULL || assist == NULL) shmem_global_exit(2);
+  float out[kMaxBs * kHidden];
+  if (n > 64) shmem_global_exit(2);
   const int rows = shmoe_dispatch(moe, SHMOE_PLANE_CLASSIC, x, ids, scales, bs, expand_x, assist,
                                   recv_count, token_nums, NULL);
   if (rows < 0) {
@@ -113,8 +92,54 @@ int main(void) {
       check(out[t * kHidden + j] == want, "combined row", t, j);
     }
   }
+}
+
+int main(void) {
+  shmem_init();
+  const int me = shmem_my_pe(), n = shmem_n_pes(), experts = n * kExpertsPerPe;
+  shmoe_moe_config_t config = {0};
+  config.experts_per_pe = kExpertsPerPe;
+  config.max_bs = kMaxBs;
+  config.hidden = kHidden;
+  config.topk = kTopk;
+  config.dtype = SHMOE_DTYPE_FLOAT32;
+  shmoe_moe_t moe = NULL;
+  if (shmoe_moe_create(&config, &moe) != SHMOE_MOE_OK) {
+    fprintf(stderr, "PE %d: shmoe_moe_create: %s\n", me, shmoe_moe_last_error());
+    shmem_global_exit(1);
+  }
+
+  const int bs = tokens_of(me);
+  float x[kMaxBs * kHidden], scales[kMaxBs * kTopk];
+  int32_t ids[kMaxBs * kTopk];
+  for (int t = 0; t < bs; ++t) {
+    for (int j = 0; j < kHidden; ++j) x[t * kHidden + j] = x_of(me, t, j);
+    for (int k = 0; k < kTopk; ++k) {
+      ids[t * kTopk + k] = expert_of(me, t, k, experts);
+      scales[t * kTopk + k] = scale_of(k);
+    }
+  }
+
+  const size_t cap = shmoe_moe_recv_capacity(moe);
+  float* expand_x = malloc(cap * kHidden * sizeof(float));
+  int32_t* assist = malloc(cap * 3 * sizeof(int32_t));
+  if (expand_x == NULL || assist == NULL) shmem_global_exit(2);
+  roundtrip(moe, x, ids, scales, bs, expand_x, assist);
+
+  /* In place: the rows stay in the window they landed in, the expert overwrites them there, and
+   * the combine reads them from it. */
+  void* window = NULL;
+  size_t window_rows = 0;
+  if (shmoe_moe_receive_window(moe, &window, &window_rows) != SHMOE_MOE_OK) {
+    fprintf(stderr, "PE %d: shmoe_moe_receive_window: %s\n", me, shmoe_moe_last_error());
+    shmem_global_exit(1);
+  }
+  check(window != NULL, "the receive window is not NULL", 0, 0);
+  check(window_rows == cap, "the window holds recv_capacity rows", (int)window_rows, (int)cap);
+  roundtrip(moe, x, ids, scales, bs, (float*)window, assist);
 
   /* A refused call: refused on every PE, with the parameter named, and the buffer still usable. */
+  int32_t recv_count[kExpertsPerPe * 64], token_nums[kExpertsPerPe];
   const int refused = shmoe_dispatch(moe, SHMOE_PLANE_CLASSIC, x, ids, scales, kMaxBs + 1, expand_x,
                                      assist, recv_count, token_nums, NULL);
   check(refused == SHMOE_MOE_REFUSED, "bs > max_bs is refused", refused, SHMOE_MOE_REFUSED);
@@ -131,6 +156,19 @@ int main(void) {
         "a NULL handle is refused", 0, 0);
   check(strstr(shmoe_moe_last_error(), "shmoe_dispatch: moe is NULL") != NULL,
         "the refusal names the NULL handle", 0, 0);
+
+  check(shmoe_moe_receive_window(NULL, &window, &window_rows) == SHMOE_MOE_REFUSED,
+        "a NULL handle is refused by shmoe_moe_receive_window", 0, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_receive_window: moe is NULL") != NULL,
+        "the refusal names the NULL handle", 0, 0);
+  check(shmoe_moe_receive_window(moe, NULL, &window_rows) == SHMOE_MOE_REFUSED,
+        "a NULL window is refused", 0, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_receive_window: window is NULL") != NULL,
+        "the refusal names window", 0, 0);
+  check(shmoe_moe_receive_window(moe, &window, NULL) == SHMOE_MOE_REFUSED,
+        "a NULL capacity_rows is refused", 0, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_receive_window: capacity_rows is NULL") != NULL,
+        "the refusal names capacity_rows", 0, 0);
 
   shmoe_moe_destroy(moe);
   free(expand_x);

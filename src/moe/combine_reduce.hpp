@@ -27,4 +27,13 @@ struct WeightedRows {
 // out[t] = sum over k (increasing) of rows[t, k] * weights[t, k], for t in [first, last).
 void reduce_weighted_rows(const WeightedRows& w, std::size_t first, std::size_t last);
 
+// The instruction sets the reduction has a path for; every path gives the same bits, and
+// reduce_weighted_rows takes the widest one the CPU has. Named so that tests can run each one.
+enum class ReducePath : std::uint8_t { kBaseline, kAvx2, kAvx512 };
+bool reduce_path_available(ReducePath path);
+ReducePath best_reduce_path();
+// reduce_weighted_rows on the given path (the baseline where the CPU lacks it).
+void reduce_weighted_rows_on(ReducePath path, const WeightedRows& w, std::size_t first,
+                             std::size_t last);
+
 }  // namespace shmoe::moe

@@ -83,9 +83,9 @@ TEST(RoutePlan, EveryRowLandsWhereTheOrderSaysOnEveryPe) {
     Headers h(r, g, 8);
     for (int me = 0; me < P; ++me) {
       RoutePlan plan;
-      const std::string error = plan_routes(h.hx, g, me, P, L, r.ids[me].data(), bs, topk,
-                                            std::numeric_limits<std::size_t>::max(), "op", "cap",
-                                            plan);
+      const std::string error =
+          plan_routes(h.hx, g, me, P, L, r.ids[me].data(), bs, topk,
+                      std::numeric_limits<std::size_t>::max(), "op", "cap", plan);
       ASSERT_EQ(error, "");
       EXPECT_EQ(plan.positions, brute_force_positions(r, me)) << "trial " << trial << " PE " << me;
       for (int dst = 0; dst < P; ++dst) {
@@ -164,6 +164,17 @@ TEST(CopyEngineSplit, OnlySegmentsAboveTheThresholdAndTheAverage) {
   EXPECT_EQ(segments_for_copy_engine({64, 64, 64}, 1), (std::vector<bool>{false, false, false}));
 }
 
+// Every reduction path this CPU can run (the baseline always), so each one is held to the contract.
+std::vector<ReducePath> paths_this_cpu_has() {
+  std::vector<ReducePath> paths;
+  for (ReducePath p : {ReducePath::kBaseline, ReducePath::kAvx2, ReducePath::kAvx512})
+    if (reduce_path_available(p)) paths.push_back(p);
+  return paths;
+}
+const char* path_name(ReducePath p) {
+  return p == ReducePath::kAvx512 ? "avx512" : p == ReducePath::kAvx2 ? "avx2" : "baseline";
+}
+
 TEST(WeightedReduction, Fp32InIncreasingSlotOrderSkippingMissingExperts) {
   std::mt19937_64 rng(std::random_device{}());
   const int tokens = 7, topk = 3, hidden = 33;
@@ -173,28 +184,36 @@ TEST(WeightedReduction, Fp32InIncreasingSlotOrderSkippingMissingExperts) {
   for (auto& v : rows) v = value(rng);
   for (auto& w : weights) w = value(rng);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = rng() % 4 == 0 ? -1 : 1;
-  std::vector<float> out(static_cast<std::size_t>(tokens) * hidden, -7.0f);
-  WeightedRows w{DType::kFloat32, hidden, topk,
-                 reinterpret_cast<const std::byte*>(rows.data()), hidden * sizeof(float),
-                 ids.data(), weights.data(), out.data()};
-  reduce_weighted_rows(w, 2, 6);  // tokens 2..5 only
-  for (int t = 0; t < tokens; ++t) {
-    for (int h = 0; h < hidden; ++h) {
-      const float got = out[static_cast<std::size_t>(t) * hidden + h];
-      if (t < 2 || t >= 6) {
-        EXPECT_EQ(got, -7.0f) << "token " << t << " is outside [first, last)";
-        continue;
+  for (const ReducePath path : paths_this_cpu_has()) {
+    SCOPED_TRACE(path_name(path));
+    std::vector<float> out(static_cast<std::size_t>(tokens) * hidden, -7.0f);
+    WeightedRows w{DType::kFloat32,
+                   hidden,
+                   topk,
+                   reinterpret_cast<const std::byte*>(rows.data()),
+                   hidden * sizeof(float),
+                   ids.data(),
+                   weights.data(),
+                   out.data()};
+    reduce_weighted_rows_on(path, w, 2, 6);  // tokens 2..5 only
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < hidden; ++h) {
+        const float got = out[static_cast<std::size_t>(t) * hidden + h];
+        if (t < 2 || t >= 6) {
+          EXPECT_EQ(got, -7.0f) << "token " << t << " is outside [first, last)";
+          continue;
+        }
+        float fp32 = 0.0f;  // the order the contract names: increasing k, fp32
+        double fp64 = 0.0;
+        for (int k = 0; k < topk; ++k) {
+          if (ids[t * topk + k] < 0) continue;
+          const float x = rows[(static_cast<std::size_t>(t) * topk + k) * hidden + h];
+          fp32 += x * weights[t * topk + k];
+          fp64 += static_cast<double>(x) * weights[t * topk + k];
+        }
+        EXPECT_EQ(got, fp32) << "token " << t << " element " << h;
+        EXPECT_NEAR(got, fp64, 1e-5 * (1.0 + std::abs(fp64)));
       }
-      float fp32 = 0.0f;  // the order the contract names: increasing k, fp32
-      double fp64 = 0.0;
-      for (int k = 0; k < topk; ++k) {
-        if (ids[t * topk + k] < 0) continue;
-        const float x = rows[(static_cast<std::size_t>(t) * topk + k) * hidden + h];
-        fp32 += x * weights[t * topk + k];
-        fp64 += static_cast<double>(x) * weights[t * topk + k];
-      }
-      EXPECT_EQ(got, fp32) << "token " << t << " element " << h;
-      EXPECT_NEAR(got, fp64, 1e-5 * (1.0 + std::abs(fp64)));
     }
   }
 }
@@ -259,25 +278,28 @@ TEST(WeightedReduction, RowsReadInPlaceAcrossColumnSlices) {
   for (auto& w : weights) w = value(rng);
   std::vector<std::int32_t> ids(tokens * topk);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = rng() % 3 == 0 ? -1 : 0;
-  std::vector<std::uint16_t> out(static_cast<std::size_t>(tokens) * hidden, 0xFFFF);
-  WeightedRows w{DType::kBFloat16, hidden,         topk,       nullptr,      row_bytes,
-                 ids.data(),       weights.data(), out.data(), row_at.data()};
-  reduce_weighted_rows(w, 1, tokens);
-  for (int t = 0; t < tokens; ++t) {
-    for (int h = 0; h < hidden; ++h) {
-      const std::uint16_t got = out[static_cast<std::size_t>(t) * hidden + h];
-      if (t == 0) {
-        ASSERT_EQ(got, 0xFFFF) << "token 0 is outside [first, last)";
-        continue;
+  for (const ReducePath path : paths_this_cpu_has()) {
+    SCOPED_TRACE(path_name(path));
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(tokens) * hidden, 0xFFFF);
+    WeightedRows w{DType::kBFloat16, hidden,         topk,       nullptr,      row_bytes,
+                   ids.data(),       weights.data(), out.data(), row_at.data()};
+    reduce_weighted_rows_on(path, w, 1, tokens);
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < hidden; ++h) {
+        const std::uint16_t got = out[static_cast<std::size_t>(t) * hidden + h];
+        if (t == 0) {
+          ASSERT_EQ(got, 0xFFFF) << "token 0 is outside [first, last)";
+          continue;
+        }
+        float fp32 = 0.0f;
+        for (int k = 0; k < topk; ++k) {
+          const std::size_t i = static_cast<std::size_t>(t) * topk + k;
+          if (ids[i] < 0) continue;
+          const auto* row = reinterpret_cast<const std::uint16_t*>(row_at[i]);
+          fp32 += numeric::bf16_to_float({row[h]}) * weights[i];
+        }
+        ASSERT_EQ(got, numeric::float_to_bf16(fp32).bits) << "token " << t << " element " << h;
       }
-      float fp32 = 0.0f;
-      for (int k = 0; k < topk; ++k) {
-        const std::size_t i = static_cast<std::size_t>(t) * topk + k;
-        if (ids[i] < 0) continue;
-        const auto* row = reinterpret_cast<const std::uint16_t*>(row_at[i]);
-        fp32 += numeric::bf16_to_float({row[h]}) * weights[i];
-      }
-      ASSERT_EQ(got, numeric::float_to_bf16(fp32).bits) << "token " << t << " element " << h;
     }
   }
 }

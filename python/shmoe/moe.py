@@ -40,6 +40,28 @@ def _positive_int(call, name, v, low=1):
     return int(v)
 
 
+def _expert_counts(call, num_experts, num_topk):
+    """num_experts (divisible by the PE count) and num_topk (at most num_experts), checked."""
+    experts = _positive_int(call, "num_experts", num_experts)
+    if experts % state.n_pes:
+        raise ValueError(f"{call}: num_experts={num_experts} is not divisible by the "
+                         f"{state.n_pes} PEs")
+    topk = _positive_int(call, "num_topk", num_topk)
+    if topk > experts:
+        raise ValueError(f"{call}: num_topk={num_topk} is more than num_experts={num_experts}")
+    return experts, topk
+
+
+def _worker_counts(call, workers):
+    """(matrix, vector) worker counts; None is (0, 0), the PE's fair share of the cores."""
+    w = (0, 0) if workers is None else workers
+    if (not isinstance(w, (tuple, list)) or len(w) != 2
+            or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0
+                   for v in w)):
+        raise ValueError(f"{call}: workers={workers!r} must be (matrix, vector) counts")
+    return tuple(int(v) for v in w)
+
+
 def _dtype_name(call, dtype, allowed=DTYPES):
     if isinstance(dtype, str):
         name = dtype
@@ -200,14 +222,7 @@ class Buffer:
         def check():
             self.max_tokens_per_pe = _positive_int(call, "max_tokens_per_pe", max_tokens_per_pe)
             self.hidden = _positive_int(call, "hidden", hidden)
-            self.num_experts = _positive_int(call, "num_experts", num_experts)
-            self.num_topk = _positive_int(call, "num_topk", num_topk)
-            if self.num_experts % state.n_pes:
-                raise ValueError(f"{call}: num_experts={num_experts} is not divisible by the "
-                                 f"{state.n_pes} PEs")
-            if self.num_topk > self.num_experts:
-                raise ValueError(f"{call}: num_topk={num_topk} is more than num_experts="
-                                 f"{num_experts}")
+            self.num_experts, self.num_topk = _expert_counts(call, num_experts, num_topk)
             self.dtype = _dtype_name(call, dtype)
             self.fp8 = None if fp8 is None else _fp8_format(call, "fp8", fp8)
             if self.fp8 and self.dtype != "bfloat16":
@@ -217,12 +232,7 @@ class Buffer:
             self._threshold = 0 if doubleplane_threshold is None else _positive_int(
                 call, "doubleplane_threshold", doubleplane_threshold)
             self._max_recv_rows = _positive_int(call, "max_recv_rows", max_recv_rows, 0)
-            w = (0, 0) if workers is None else workers
-            if (not isinstance(w, (tuple, list)) or len(w) != 2
-                    or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0
-                           for v in w)):
-                raise ValueError(f"{call}: workers={workers!r} must be (matrix, vector) counts")
-            self._workers = tuple(int(v) for v in w)
+            self._workers = _worker_counts(call, workers)
 
         checked(call, check)
         self.num_local_experts = self.num_experts // state.n_pes
@@ -467,22 +477,11 @@ class MegaMoE:
         self.ffn_dim = _positive_int(call, "ffn_dim", ffn_dim, 2)
         if self.ffn_dim % 2:
             raise ValueError(f"{call}: ffn_dim={ffn_dim} must be even (SwiGLU splits it in halves)")
-        self.num_experts = _positive_int(call, "num_experts", num_experts)
-        if self.num_experts % state.n_pes:
-            raise ValueError(f"{call}: num_experts={num_experts} is not divisible by the "
-                             f"{state.n_pes} PEs")
-        self.num_topk = _positive_int(call, "num_topk", num_topk)
-        if self.num_topk > self.num_experts:
-            raise ValueError(f"{call}: num_topk={num_topk} is more than num_experts={num_experts}")
+        self.num_experts, self.num_topk = _expert_counts(call, num_experts, num_topk)
         self.mode = _fp8_format(call, "mode", mode)
         self.num_local_experts = self.num_experts // state.n_pes
         self._max_received = _positive_int(call, "max_received_tokens", max_received_tokens, 0)
-        w = (0, 0) if workers is None else workers
-        if (not isinstance(w, (tuple, list)) or len(w) != 2
-                or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0
-                       for v in w)):
-            raise ValueError(f"{call}: workers={workers!r} must be (matrix, vector) counts")
-        self._workers = tuple(int(v) for v in w)
+        self._workers = _worker_counts(call, workers)
         self.wave_rows = _positive_int(call, "wave_rows", wave_rows)
         self._op = None
         self.last_expert_token_counts = None

@@ -40,6 +40,19 @@ class Context {
   std::unique_ptr<moe::MoeContext> ctx_;
 };
 
+// The operator's shape, as both the context and its window-size query take it.
+moe::MoeConfig moe_config(int experts_per_pe, int max_bs, int hidden, int topk,
+                          const std::string& dtype, std::size_t max_recv_rows) {
+  moe::MoeConfig c;
+  c.experts_per_pe = experts_per_pe;
+  c.max_bs = max_bs;
+  c.hidden = hidden;
+  c.topk = topk;
+  c.dtype = dtype_named(dtype);
+  c.max_recv_rows = max_recv_rows;
+  return c;
+}
+
 }  // namespace
 
 numeric::Fp8Format fp8_format_named(const std::string& name) {
@@ -53,13 +66,7 @@ void bind_moe(py::module_& m) {
       .def(py::init([](int experts_per_pe, int max_bs, int hidden, int topk,
                        const std::string& dtype, std::size_t max_recv_rows, int matrix_workers,
                        int vector_workers, std::size_t doubleplane_threshold) {
-        moe::MoeConfig c;
-        c.experts_per_pe = experts_per_pe;
-        c.max_bs = max_bs;
-        c.hidden = hidden;
-        c.topk = topk;
-        c.dtype = dtype_named(dtype);
-        c.max_recv_rows = max_recv_rows;
+        moe::MoeConfig c = moe_config(experts_per_pe, max_bs, hidden, topk, dtype, max_recv_rows);
         c.workers = {matrix_workers, vector_workers};
         if (doubleplane_threshold != 0) c.doubleplane_threshold = doubleplane_threshold;
         return std::make_unique<Context>(c);
@@ -111,14 +118,8 @@ void bind_moe(py::module_& m) {
 
   m.def("moe_window_bytes", [](int experts_per_pe, int max_bs, int hidden, int topk,
                                const std::string& dtype, std::size_t max_recv_rows, int n_pes) {
-    moe::MoeConfig c;
-    c.experts_per_pe = experts_per_pe;
-    c.max_bs = max_bs;
-    c.hidden = hidden;
-    c.topk = topk;
-    c.dtype = dtype_named(dtype);
-    c.max_recv_rows = max_recv_rows;
-    return moe::MoeContext::window_bytes(c, n_pes);
+    return moe::MoeContext::window_bytes(
+        moe_config(experts_per_pe, max_bs, hidden, topk, dtype, max_recv_rows), n_pes);
   });
 
   // An MX FP8 row of n elements: n codes, then ceil(n / 32) E8M0 scales, padded to 16 bytes.

@@ -3,7 +3,7 @@ timed as bench/python_moe_bench_cxx.cpp times the C++ call (a barrier, then the 
 one dispatch and one combine, the received rows going back as the experts' output).
 
 With --raw, iterations alternate between the Buffer and the bare C++ operators under it (the
-extension's MoeContext with buffers allocated once, no Python work around the call), so that
+extension's MoeBuffer with buffers allocated once, no Python work around the call), so that
 both are timed on the same machine at the same moments: on a loaded machine this is the steadier
 measure of what the binding adds.
 
@@ -59,14 +59,10 @@ def main():
     nums, scales = np.empty(o.experts_per_pe, np.int32), np.empty(cap, np.float32)
     out = np.empty((o.tokens, o.hidden), np.uint16)
 
-    def a(array):
-        return array.__array_interface__["data"][0]
-
     def bare():
-        ctx.dispatch(False, a(raw_x), a(raw_idx), a(raw_w), o.tokens, a(expand_x), a(assist),
-                     a(count), a(nums), a(scales))
-        ctx.combine(False, a(expand_x), a(assist), a(count), a(raw_idx), a(raw_w), o.tokens,
-                    a(out))
+        ctx.dispatch(False, raw_x, raw_idx, raw_w, o.tokens, expand_x, assist, count, nums,
+                     scales)
+        ctx.combine(False, expand_x, assist, count, raw_idx, raw_w, o.tokens, out)
 
     variants = {"python" + (" (torch)" if o.torch else ""): binding}
     if o.raw:

@@ -98,6 +98,17 @@ SHMOE_API int shmoe_combine(shmoe_moe_t moe, shmoe_plane_t plane, const void* ex
                             const int32_t* expert_ids, const float* expert_scales, int bs,
                             void* x_out);
 
+/* What the last dispatch or combine on this moe measured on this PE (local query). */
+typedef struct {
+  double worker_us_max; /* the slowest worker, whole kernel */
+  int workers;
+  double comm_us; /* payload and control protocol only */
+  size_t bytes_sent; /* payload bytes this PE put into peers' windows */
+  size_t bytes_via_copy_engine;
+  int rows_received;
+} shmoe_moe_timing_t;
+SHMOE_API int shmoe_moe_last_timing(shmoe_moe_t moe, shmoe_moe_timing_t* timing);
+
 /* ---- MX FP8 rows (the weights of MegaMoE) ------------------------------------------------- */
 
 typedef enum { SHMOE_FP8_E4M3 = 0, SHMOE_FP8_E5M2 = 1 } shmoe_fp8_format_t;
@@ -109,6 +120,9 @@ SHMOE_API size_t shmoe_mx_row_bytes(int elems);
  * bytes at dst. Local (not collective). */
 SHMOE_API int shmoe_mx_quantize_rows(const float* src, size_t rows, int cols,
                                      shmoe_fp8_format_t format, uint8_t* dst);
+/* As shmoe_mx_quantize_rows, from bfloat16 bit patterns (the token rows of an FP8 dispatch). */
+SHMOE_API int shmoe_mx_quantize_bf16_rows(const uint16_t* src, size_t rows, int cols,
+                                          shmoe_fp8_format_t format, uint8_t* dst);
 /* The inverse: rows of shmoe_mx_row_bytes(cols) bytes to `rows` x `cols` fp32 values. */
 SHMOE_API int shmoe_mx_dequantize_rows(const uint8_t* src, size_t rows, int cols,
                                        shmoe_fp8_format_t format, float* dst);
@@ -144,6 +158,13 @@ SHMOE_API void shmoe_mega_moe_destroy(shmoe_mega_moe_t mega);
 SHMOE_API int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x,
                                  const int32_t* expert_ids, const float* routing_weights,
                                  int tokens, uint16_t* y, int32_t* expert_token_counts);
+/* As shmoe_mega_moe_run, through the unfused chain of operators (the same bits; for checks and
+ * comparisons). */
+SHMOE_API int shmoe_mega_moe_run_unfused(shmoe_mega_moe_t mega, const uint16_t* x,
+                                         const int32_t* expert_ids, const float* routing_weights,
+                                         int tokens, uint16_t* y, int32_t* expert_token_counts);
+/* Local: microseconds the last run spent in its kernel on this PE (0 before the first). */
+SHMOE_API double shmoe_mega_moe_last_kernel_us(shmoe_mega_moe_t mega);
 /* Symmetric heap bytes each of n_pes PEs needs for this config (SHMEM_SYMMETRIC_SIZE). */
 SHMOE_API size_t shmoe_mega_moe_symmetric_bytes(const shmoe_mega_moe_config_t* config, int n_pes);
 

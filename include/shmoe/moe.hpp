@@ -49,6 +49,9 @@ class Owned {
   Owned(const Owned&) = delete;
   Owned& operator=(const Owned&) = delete;
   Handle get() const { return h_; }
+  // Gives the handle up without destroying it (destruction is collective: an owner that cannot
+  // call it on every PE at the same point, such as a garbage collector, leaves it to exit).
+  Handle release() noexcept { return std::exchange(h_, nullptr); }
 
  private:
   Handle h_ = nullptr;
@@ -107,7 +110,23 @@ class MoeBuffer {
                                   in.x_out));
   }
 
+  // The receive window: recv_capacity() rows in expand_x's layout (shmoe_moe_receive_window).
+  void* receive_window() const {
+    void* window = nullptr;
+    std::size_t rows = 0;
+    detail::checked(shmoe_moe_receive_window(owned_.get(), &window, &rows));
+    return window;
+  }
+
+  // What the last dispatch or combine measured on this PE.
+  shmoe_moe_timing_t last_timing() const {
+    shmoe_moe_timing_t t{};
+    detail::checked(shmoe_moe_last_timing(owned_.get(), &t));
+    return t;
+  }
+
   shmoe_moe_t handle() const { return owned_.get(); }
+  shmoe_moe_t release() noexcept { return owned_.release(); }
 
  private:
   using Owned = detail::Owned<shmoe_moe_t, shmoe_moe_destroy>;
@@ -122,6 +141,12 @@ inline std::vector<std::uint8_t> mx_quantize_rows(const float* src, std::size_t 
                                                   shmoe_fp8_format_t format) {
   std::vector<std::uint8_t> out(rows * mx_row_bytes(cols));
   detail::checked(shmoe_mx_quantize_rows(src, rows, cols, format, out.data()));
+  return out;
+}
+inline std::vector<std::uint8_t> mx_quantize_bf16_rows(const std::uint16_t* src, std::size_t rows,
+                                                       int cols, shmoe_fp8_format_t format) {
+  std::vector<std::uint8_t> out(rows * mx_row_bytes(cols));
+  detail::checked(shmoe_mx_quantize_bf16_rows(src, rows, cols, format, out.data()));
   return out;
 }
 inline std::vector<float> mx_dequantize_rows(const std::uint8_t* src, std::size_t rows, int cols,
@@ -163,11 +188,21 @@ class MegaMoeLayer {
                                        in.tokens, in.y, in.expert_token_counts));
   }
 
+  // The same bits through the unfused chain of operators.
+  void run_unfused(const MegaMoeInput& in) {
+    detail::checked(shmoe_mega_moe_run_unfused(owned_.get(), in.x, in.expert_ids,
+                                               in.routing_weights, in.tokens, in.y,
+                                               in.expert_token_counts));
+  }
+
+  double last_kernel_us() const { return shmoe_mega_moe_last_kernel_us(owned_.get()); }
+
   static std::size_t symmetric_bytes(const shmoe_mega_moe_config_t& config, int n_pes) {
     return shmoe_mega_moe_symmetric_bytes(&config, n_pes);
   }
 
   shmoe_mega_moe_t handle() const { return owned_.get(); }
+  shmoe_mega_moe_t release() noexcept { return owned_.release(); }
 
  private:
   using Owned = detail::Owned<shmoe_mega_moe_t, shmoe_mega_moe_destroy>;

@@ -1,10 +1,16 @@
 """What the binding needs to know about an array argument (a numpy.ndarray, or a CPU
 torch.Tensor where torch is in use), and how results are made in the caller's kind of array.
+The binding takes numpy arrays (buffer protocol); a tensor is handed over as a numpy view of its
+memory (bfloat16 as uint16 bit patterns), zero-copy.
 
 torch is never imported here: a tensor can only come from a program that imported torch
 already, so sys.modules tells whether one may be given."""
 
+from __future__ import annotations
+
 import sys
+from types import ModuleType
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -15,17 +21,18 @@ _TORCH_NAMES = (
     "float64", "complex64", "complex128",
 )
 
-# numpy's dtype for each element type name (bfloat16: its bit patterns).
-def numpy_dtype(name):
+
+def numpy_dtype(name: str) -> np.dtype:
+    """numpy's dtype for an element type name (bfloat16: its bit patterns)."""
     return np.dtype(np.uint16) if name == "bfloat16" else np.dtype(name)
 
 
-def loaded_torch():
+def loaded_torch() -> Optional[ModuleType]:
     """The torch module if this program imported it, else None."""
     return sys.modules.get("torch")
 
 
-def torch_dtype_name(dtype):
+def torch_dtype_name(dtype: Any) -> Optional[str]:
     torch = loaded_torch()
     for name in _TORCH_NAMES:
         if getattr(torch, name, None) == dtype:
@@ -33,21 +40,34 @@ def torch_dtype_name(dtype):
     return None
 
 
-def is_tensor(obj):
+def is_tensor(obj: Any) -> bool:
     torch = loaded_torch()
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
 class ArrayArg:
-    """An argument's memory: address, size, element type, and the array itself."""
+    """An argument's memory: the numpy view the binding takes, its size and element type."""
 
-    __slots__ = ("obj", "address", "nbytes", "size", "shape", "dtype", "itemsize", "tensor")
+    __slots__ = ("obj", "buffer", "nbytes", "size", "shape", "dtype", "itemsize", "tensor")
+    obj: Any
+    buffer: np.ndarray
+    nbytes: int
+    size: int
+    shape: Tuple[int, ...]
+    dtype: str
+    itemsize: int
+    tensor: bool
 
-    def __repr__(self):
+    @property
+    def address(self) -> int:
+        """Where the memory is (for messages only: the binding takes `buffer`)."""
+        return int(self.buffer.__array_interface__["data"][0])
+
+    def __repr__(self) -> str:
         return f"{self.dtype}{list(self.shape)} at {self.address:#x}"
 
 
-def describe(obj, call, param, *, writable=False):
+def describe(obj: Any, call: str, param: str, *, writable: bool = False) -> ArrayArg:
     """The ArrayArg of `obj`, or TypeError/ValueError naming `param` of `call`."""
     a = ArrayArg()
     a.obj = obj
@@ -58,14 +78,9 @@ def describe(obj, call, param, *, writable=False):
         if writable and not obj.flags.writeable:
             raise ValueError(f"{call}: {param} is read-only, but the call writes it")
         a.tensor = False
-        a.address = obj.__array_interface__["data"][0]
-        a.nbytes = obj.nbytes
-        a.size = obj.size
-        a.shape = obj.shape
+        a.buffer = obj
         a.dtype = obj.dtype.name
-        a.itemsize = obj.itemsize
-        return a
-    if is_tensor(obj):
+    elif is_tensor(obj):
         if obj.device.type != "cpu":
             raise ValueError(f"{call}: {param} is on device {obj.device}; shmoe takes CPU tensors")
         if not obj.is_contiguous():
@@ -74,51 +89,43 @@ def describe(obj, call, param, *, writable=False):
         if name is None:
             raise TypeError(f"{call}: {param} has dtype {obj.dtype}, which shmoe does not carry")
         a.tensor = True
-        a.address = obj.data_ptr()
-        a.size = obj.numel()
-        a.itemsize = obj.element_size()
-        a.nbytes = a.size * a.itemsize
-        a.shape = tuple(obj.shape)
+        a.buffer = as_numpy(obj.detach())
         a.dtype = name
-        return a
-    kinds = "a numpy.ndarray" + (" or a CPU torch.Tensor" if loaded_torch() else "")
-    raise TypeError(f"{call}: {param} must be {kinds}, not {type(obj).__name__}")
+    else:
+        kinds = "a numpy.ndarray" + (" or a CPU torch.Tensor" if loaded_torch() else "")
+        raise TypeError(f"{call}: {param} must be {kinds}, not {type(obj).__name__}")
+    a.size = a.buffer.size
+    a.itemsize = a.buffer.itemsize
+    a.nbytes = a.buffer.nbytes
+    a.shape = tuple(a.buffer.shape)
+    return a
 
 
-def as_numpy(obj):
+def as_numpy(obj: Any) -> np.ndarray:
     """A numpy view of an array or tensor (bfloat16 tensors as their uint16 bit patterns)."""
     if isinstance(obj, np.ndarray):
         return obj
     torch = loaded_torch()
+    assert torch is not None
     if obj.dtype == torch.bfloat16:
         return obj.view(torch.int16).numpy().view(np.uint16)
     return obj.numpy()
 
 
-def from_numpy(array, tensor, dtype_name=None):
+def from_numpy(array: np.ndarray, tensor: bool, dtype_name: Optional[str] = None) -> Any:
     """`array` as a tensor when `tensor` (zero-copy; uint16 bits become bfloat16 when dtype_name
     says so), else as it is."""
     if not tensor:
         return array
     torch = loaded_torch()
+    assert torch is not None
     if dtype_name == "bfloat16":
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(array)
 
 
-class _Memory:
-    """Memory at an address, seen through numpy's array interface; keeps `owner` alive."""
-
-    def __init__(self, address, shape, dtype, owner=None):
-        self.owner = owner
-        self.__array_interface__ = {
-            "data": (address, False),
-            "shape": tuple(shape),
-            "typestr": dtype.str,
-            "version": 3,
-        }
-
-
-def array_at(address, shape, dtype, owner=None):
-    """A numpy array over memory the caller keeps valid (`owner` is kept alive with it)."""
-    return np.asarray(_Memory(address, shape, np.dtype(dtype), owner))
+def array_over(memory: Any, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A writable numpy array over the bytes of `memory` (an object with the buffer protocol,
+    which the array keeps alive)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer(memory, dtype=dtype, count=count).reshape(shape)

@@ -1,41 +1,71 @@
-"""The package's state on this PE: whether shmoe is initialised, which symmetric allocations are
-live (the arrays the binding accepts as symmetric), and which collective objects are still open
-(closed, in reverse order of creation, by shmoe.finalize())."""
+"""The package's state on this PE: whether shmoe is initialised, and which collective objects are
+still open (closed, in reverse order of creation, by shmoe.finalize()); and agreed(), the shape
+of every collective call: convert the arguments, then agree through the library."""
+
+from __future__ import annotations
 
 import atexit
-import bisect
 import os
 import sys
+from typing import Callable, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
 from . import _shmoe
 
 Error = _shmoe.Error
+T = TypeVar("T")
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
 
 
 class _State:
-    def __init__(self):
+    def __init__(self) -> None:
         self.initialized = False
         self.finalized = False
         self.my_pe = -1
         self.n_pes = 0
-        self.starts = []  # sorted start addresses of the live allocations
-        self.sizes = {}  # start -> bytes
-        self.resources = []  # open collective objects, oldest first
-        self.agreement = None  # scratch of _agree.py
+        self.world: Optional[_shmoe.TeamHandle] = None
+        self.resources: List[Closable] = []  # open collective objects, oldest first
         self.died = False  # an exception nobody caught is ending the program
 
 
 state = _State()
 
 
-def require_init(call):
+def require_init(call: str) -> None:
     if state.finalized:
         raise Error(f"{call}: shmoe.finalize() has been called; shmoe cannot be used any more")
     if not state.initialized:
         raise Error(f"{call}: call shmoe.init() first")
 
 
-def init():
+def world() -> _shmoe.TeamHandle:
+    assert state.world is not None
+    return state.world
+
+
+def agreed(call: str, convert: Callable[[], T],
+           values: Callable[[T], Sequence[Tuple[str, int]]] = lambda _: (),
+           team: Optional[_shmoe.TeamHandle] = None) -> T:
+    """The converted arguments of a collective call, once every PE of `team` (default: all) has
+    converted its own and the library has agreed on them (shmoe_agree): if `convert` raises
+    on any PE, that PE raises its own exception and every other one shmoe.Error naming it; the
+    `values` of the converted arguments must be the same on every PE."""
+    handle = world() if team is None else team
+    try:
+        result = convert()
+    except Exception as e:
+        try:
+            _shmoe.agree(handle, call, str(e))
+        except Error:
+            pass
+        raise
+    _shmoe.agree(handle, call, None, list(values(result)))
+    return result
+
+
+def init() -> None:
     """Starts this PE (collective). A second call does nothing."""
     if state.initialized:
         return
@@ -45,24 +75,22 @@ def init():
     state.initialized = True
     state.my_pe = _shmoe.my_pe()
     state.n_pes = _shmoe.n_pes()
-    from . import _agree  # noqa: PLC0415  (it imports this module)
-
-    state.agreement = _agree.Scratch(state.my_pe, state.n_pes)
+    state.world = _shmoe.team_world()
     _watch_uncaught_exceptions()
     atexit.register(_at_exit)
 
 
-def _watch_uncaught_exceptions():
+def _watch_uncaught_exceptions() -> None:
     previous = sys.excepthook
 
-    def hook(*exc_info):
+    def hook(*exc_info):  # type: ignore[no-untyped-def]
         state.died = True
         previous(*exc_info)
 
     sys.excepthook = hook
 
 
-def _at_exit():
+def _at_exit() -> None:
     """finalize() at a normal exit. A PE that an uncaught exception ends leaves at once instead,
     as a C program that crashes does (the launcher then stops the others): the collective
     close would wait for PEs that are still elsewhere in the program."""
@@ -73,46 +101,21 @@ def _at_exit():
     finalize()
 
 
-def finalize():
+def finalize() -> None:
     """Closes every open collective object (MoE buffers and layers, teams), then ends this PE's
     part of the job (collective). Symmetric arrays must not be used afterwards."""
     if not state.initialized:
         return
     for resource in reversed(list(state.resources)):
         resource.close()
-    state.starts.clear()
-    state.sizes.clear()
     state.initialized = False
     state.finalized = True
     _shmoe.finalize()
 
 
-def add_allocation(start, nbytes):
-    bisect.insort(state.starts, start)
-    state.sizes[start] = nbytes
-
-
-def remove_allocation(start):
-    del state.sizes[start]
-    state.starts.remove(start)
-
-
-def allocation_of(address, nbytes):
-    """The (start, size) of the live allocation that holds [address, address + nbytes), or
-    None."""
-    i = bisect.bisect_right(state.starts, address) - 1
-    if i < 0:
-        return None
-    start = state.starts[i]
-    size = state.sizes[start]
-    if address + nbytes <= start + size:
-        return start, size
-    return None
-
-
-def add_resource(obj):
+def add_resource(obj: Closable) -> None:
     state.resources.append(obj)
 
 
-def remove_resource(obj):
+def remove_resource(obj: Closable) -> None:
     state.resources.remove(obj)

@@ -1,26 +1,21 @@
 """The OpenSHMEM core: setup, symmetric arrays, RMA, signals, atomics and point-to-point waits.
 
-Every argument is checked before the C library sees it (it ends the process on bad arguments):
-a bad one raises TypeError, ValueError or shmoe.Error naming the call, the parameter and the
-value."""
+Every argument is converted before the C library sees it (it ends the process on bad
+arguments): a bad one raises TypeError, ValueError or shmoe.Error naming the call, the parameter
+and the value. Collective calls (zeros, empty, free) agree through the library first, so a bad
+argument on one PE raises on every PE."""
+
+from __future__ import annotations
 
 import numbers
 import operator
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _shmoe
-from ._arrays import array_at, describe, from_numpy, numpy_dtype
-from ._runtime import (
-    Error,
-    add_allocation,
-    allocation_of,
-    init,
-    finalize,
-    remove_allocation,
-    require_init,
-    state,
-)
+from ._arrays import ArrayArg, array_over, describe, from_numpy, numpy_dtype
+from ._runtime import Error, agreed, init, finalize, require_init, state
 
 __all__ = [
     "init", "finalize", "my_pe", "n_pes", "barrier_all", "sync_all", "quiet", "fence",
@@ -98,15 +93,7 @@ def fence():
 # ---- Symmetric arrays ------------------------------------------------------------------------
 
 
-class _Allocation:
-    """The owner of one symmetric allocation: every array over it keeps it alive."""
-
-    def __init__(self, address, nbytes):
-        self.address = address
-        self.nbytes = nbytes
-
-
-def _shape_of(call, shape):
+def _shape_of(call: str, shape: Any) -> Tuple[int, ...]:
     if isinstance(shape, numbers.Integral):
         shape = (shape,)
     try:
@@ -120,68 +107,85 @@ def _shape_of(call, shape):
     return shape
 
 
-def symmetric_numpy(call, shape, dtype, zero):
-    """A numpy array on the symmetric heap (collective: every PE, same shape and dtype)."""
+def symmetric_numpy(call: str, shape: Any, dtype: Callable[[], np.dtype],
+                    zero: bool) -> np.ndarray:
+    """A numpy array on the symmetric heap (collective: every PE, same shape and dtype, which
+    the PEs agree on before anything is allocated). `dtype` converts the caller's dtype."""
     require_init(call)
-    shape = _shape_of(call, shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    # A zero-size array still takes a byte, so that every array has its own symmetric address.
-    address = _shmoe.malloc(max(nbytes, 1))
-    if address == 0:
+
+    def convert() -> Tuple[Tuple[int, ...], np.dtype, int]:
+        t = dtype()
+        dims = _shape_of(call, shape)
+        return dims, t, int(np.prod(dims, dtype=np.int64)) * t.itemsize
+
+    dims, t, nbytes = agreed(call, convert, lambda c: [("bytes", c[2]), ("itemsize", c[1].itemsize)])
+    memory = _shmoe.malloc(nbytes)
+    if memory is None:
         raise MemoryError(
             f"{call}: the symmetric heap has no room for {nbytes} bytes; raise "
             "SHMEM_SYMMETRIC_SIZE (e.g. SHMEM_SYMMETRIC_SIZE=2G)")
-    add_allocation(address, max(nbytes, 1))
-    a = array_at(address, shape, dtype, _Allocation(address, nbytes))
+    a = array_over(memory, dims, t)
     if zero:
         a.fill(0)
         _shmoe.barrier_all()  # no PE may write into a peer's copy before it is zeroed
     return a
 
 
-def _numpy_dtype(call, dtype):
+_REFUSED_KINDS = {"O": "object", "U": "string", "S": "bytes", "V": "void"}
+
+
+def _numpy_dtype(call: str, dtype: Any) -> np.dtype:
     if is_tensor_dtype(dtype):
         raise TypeError(f"{call}: dtype {dtype} is a torch dtype: use "
                         f"shmoe.torch.{call.split('.')[-1]}")
     try:
-        return np.dtype(dtype)
+        t = np.dtype(dtype)
     except TypeError:
         hint = (" (numpy has no bfloat16: use shmoe.torch with torch.bfloat16)"
                 if str(dtype) == "bfloat16" else "")
         raise TypeError(f"{call}: dtype={dtype!r} is not a numpy dtype{hint}") from None
+    if t.kind in _REFUSED_KINDS or t.hasobject:
+        raise TypeError(f"{call}: dtype={t} holds {_REFUSED_KINDS.get(t.kind, 'object')} values, "
+                        "which cannot live in symmetric memory (a put would send this process's "
+                        "pointers or uninterpreted bytes); use a numeric or bool dtype")
+    return t
 
 
-def is_tensor_dtype(dtype):
+def is_tensor_dtype(dtype: Any) -> bool:
     from ._arrays import loaded_torch  # noqa: PLC0415
 
     torch = loaded_torch()
     return torch is not None and isinstance(dtype, torch.dtype)
 
 
-def zeros(shape, dtype=np.float64):
+def zeros(shape: Any, dtype: Any = np.float64) -> np.ndarray:
     """A numpy array of zeros on the symmetric heap (collective: every PE calls it with the same
     shape and dtype). Free it with shmoe.free (collective); shmoe.finalize frees what is left."""
-    return symmetric_numpy("shmoe.zeros", shape, _numpy_dtype("shmoe.zeros", dtype), True)
+    return symmetric_numpy("shmoe.zeros", shape, lambda: _numpy_dtype("shmoe.zeros", dtype), True)
 
 
-def empty(shape, dtype=np.float64):
+def empty(shape: Any, dtype: Any = np.float64) -> np.ndarray:
     """As zeros, without setting the elements."""
-    return symmetric_numpy("shmoe.empty", shape, _numpy_dtype("shmoe.empty", dtype), False)
+    return symmetric_numpy("shmoe.empty", shape, lambda: _numpy_dtype("shmoe.empty", dtype),
+                           False)
 
 
-def free(a):
+def free(a: Any) -> None:
     """Frees the symmetric array `a` (collective). Its memory, and that of every view of it, goes
     back to the heap: shmoe refuses them afterwards, and what they read is undefined."""
     call = "shmoe.free"
     require_init(call)
-    arg = describe(a, call, "a")
-    found = allocation_of(arg.address, arg.nbytes)
-    if found is None or found[0] != arg.address:
-        raise ValueError(
-            f"{call}: a (at {arg.address:#x}) is not an array from shmoe.zeros/empty (or "
-            "shmoe.torch.zeros/empty) that is still allocated")
-    remove_allocation(found[0])
-    _shmoe.free(found[0])
+
+    def convert() -> ArrayArg:
+        arg = describe(a, call, "a")
+        found = _shmoe.heap_allocation(arg.buffer)
+        if found is None or found[0] != 0:
+            raise ValueError(
+                f"{call}: a (at {arg.address:#x}) is not an array from shmoe.zeros/empty (or "
+                "shmoe.torch.zeros/empty) that is still allocated")
+        return arg
+
+    _shmoe.free(agreed(call, convert).buffer)
 
 
 def _pe(call, pe, param="pe"):
@@ -192,25 +196,26 @@ def _pe(call, pe, param="pe"):
     return int(pe)
 
 
-def symmetric(call, obj, param, pe=None, *, writable=False):
+def symmetric(call: str, obj: Any, param: str, pe: Optional[int] = None, *,
+              writable: bool = False) -> ArrayArg:
     """The ArrayArg of `obj`, which must lie in a live symmetric allocation (and, with `pe`, be
     reachable on that PE)."""
     arg = describe(obj, call, param, writable=writable)
-    if allocation_of(arg.address, arg.nbytes) is None:
+    if _shmoe.heap_allocation(arg.buffer) is None:
         raise ValueError(
             f"{call}: {param} (at {arg.address:#x}, {arg.nbytes} bytes) is not symmetric: it must "
             "lie in an array from shmoe.zeros/empty (or shmoe.torch.zeros/empty) that is still "
             "allocated")
-    if pe is not None and not _shmoe.addr_accessible(arg.address, pe):
+    if pe is not None and not _shmoe.addr_accessible(arg.buffer, pe):
         raise Error(f"{call}: {param} is not accessible on PE {pe}")
     return arg
 
 
-def is_symmetric(a):
+def is_symmetric(a: Any) -> bool:
     """Whether `a` lies in a live symmetric allocation."""
     require_init("shmoe.is_symmetric")
     arg = describe(a, "shmoe.is_symmetric", "a")
-    return allocation_of(arg.address, arg.nbytes) is not None
+    return _shmoe.heap_allocation(arg.buffer) is not None
 
 
 def peer_array(a, pe):
@@ -220,11 +225,11 @@ def peer_array(a, pe):
     require_init(call)
     pe = _pe(call, pe)
     arg = symmetric(call, a, "a")
-    address = _shmoe.ptr(arg.address, pe)
-    if address == 0:
+    memory = _shmoe.peer_view(arg.buffer, pe)
+    if memory is None:
         raise Error(f"{call}: PE {pe} cannot be reached by load/store from PE {state.my_pe} "
                     "(it runs on another host); use shmoe.get/put")
-    view = array_at(address, arg.shape, numpy_dtype(arg.dtype), a)
+    view = array_over(memory, arg.shape, numpy_dtype(arg.dtype))
     return from_numpy(view, arg.tensor, arg.dtype)
 
 
@@ -243,7 +248,7 @@ def put(dest, src, pe):
     d = symmetric(call, dest, "dest", pe)
     s = describe(src, call, "src")
     _same_shape(call, d, s)
-    _shmoe.putmem(d.address, s.address, d.nbytes, pe)
+    _shmoe.putmem(d.buffer, s.buffer, pe)
 
 
 def get(dest, src, pe):
@@ -254,7 +259,7 @@ def get(dest, src, pe):
     s = symmetric(call, src, "src", pe)
     d = describe(dest, call, "dest", writable=True)
     _same_shape(call, d, s)
-    _shmoe.getmem(d.address, s.address, d.nbytes, pe)
+    _shmoe.getmem(d.buffer, s.buffer, pe)
 
 
 def _signal(call, sig, param="sig", pe=None):
@@ -296,13 +301,13 @@ def put_signal(dest, src, sig, value, op, pe):
     g = _signal(call, sig, pe=pe)
     op = _choice(call, "op", op, _SIGNAL_OPS)
     value = _uint64(call, "value", value)
-    _shmoe.putmem_signal(d.address, s.address, d.nbytes, g.address, value, op, pe)
+    _shmoe.putmem_signal(d.buffer, s.buffer, g.buffer, value, op, pe)
 
 
 def signal_fetch(sig):
     call = "shmoe.signal_fetch"
     require_init(call)
-    return _shmoe.signal_fetch(_signal(call, sig).address)
+    return _shmoe.signal_fetch(_signal(call, sig).buffer)
 
 
 def signal_wait_until(sig, cmp, value):
@@ -312,14 +317,14 @@ def signal_wait_until(sig, cmp, value):
     require_init(call)
     g = _signal(call, sig)
     cmp = _choice(call, "cmp", cmp, _COMPARISONS)
-    return _shmoe.signal_wait_until(g.address, cmp, _uint64(call, "value", value))
+    return _shmoe.signal_wait_until(g.buffer, cmp, _uint64(call, "value", value))
 
 
 # ---- One element of a symmetric array: atomics and point-to-point waits ----------------------
 
 
-def _element(call, arg, index):
-    """The address of element `index` (an int, negative from the end, or a tuple of ints)."""
+def _element(call: str, arg: ArrayArg, index: Any) -> int:
+    """The byte offset of element `index` (an int, negative from the end, or a tuple of ints)."""
     if isinstance(index, tuple):
         if len(index) != len(arg.shape):
             raise ValueError(f"{call}: index {index} has {len(index)} subscripts but a has "
@@ -330,7 +335,7 @@ def _element(call, arg, index):
             flat = flat * n + i
     else:
         flat = _index_value(call, index, arg.size, "index")
-    return arg.address + flat * arg.itemsize
+    return flat * arg.itemsize
 
 
 def _index_value(call, i, n, param):
@@ -371,9 +376,9 @@ def _atomic(op, operands):
         pe = _pe(call, args[-1])
         arg = symmetric(call, a, "a", pe, writable=True)
         f = typed_function(call, f"atomic_{op}", "a", arg)
-        address = _element(call, arg, index)
+        offset = _element(call, arg, index)
         values = [_scalar(call, name, v, arg.dtype) for name, v in zip(operands, args[:-1])]
-        return f(address, *values, pe)
+        return f(arg.buffer, offset, *values, pe)
 
     atomic.__name__ = f"atomic_{op}"
     atomic.__qualname__ = atomic.__name__
@@ -398,7 +403,8 @@ def _p2p(kind, call, a, index, cmp, value):
     arg = symmetric(call, a, "a")
     f = typed_function(call, kind, "a", arg)
     cmp = _choice(call, "cmp", cmp, _COMPARISONS)
-    return f(_element(call, arg, index), cmp, _scalar(call, "value", value, arg.dtype))
+    return f(arg.buffer, _element(call, arg, index), cmp,
+             _scalar(call, "value", value, arg.dtype))
 
 
 def wait_until(a, index, cmp, value):

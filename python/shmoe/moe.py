@@ -9,18 +9,19 @@ Every call is collective over all PEs, in the same order. Arguments are numpy ar
 torch tensors (results come back as the same kind); bfloat16 data is a torch.bfloat16 tensor or
 a numpy uint16 array of bit patterns (shmoe.bfloat16 converts). A call that any PE refuses is
 refused on every PE (the refusing PE raises ValueError/TypeError naming the argument, the others
-shmoe.Error naming that PE), so none is left waiting."""
+shmoe.Error naming that PE), so none is left waiting. The values of the routing (expert numbers
+in range) are checked by the operators themselves, on every PE alike."""
+
+from __future__ import annotations
 
 import numbers
-import sys
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _shmoe
-from ._agree import checked
-from ._arrays import (array_at, as_numpy, from_numpy, is_tensor, loaded_torch, numpy_dtype,
-                      torch_dtype_name)
-from ._runtime import Error, add_resource, remove_resource, require_init, state
+from ._arrays import as_numpy, from_numpy, is_tensor, loaded_torch, numpy_dtype, torch_dtype_name
+from ._runtime import Error, add_resource, agreed, remove_resource, require_init, state
 
 __all__ = ["Buffer", "DispatchHandle", "MegaMoE", "quantize_mx", "dequantize_mx", "FP8_FORMATS"]
 
@@ -124,12 +125,14 @@ def _payload(call, obj, param, dtype, shape):
     return np.ascontiguousarray(a), tensor
 
 
-def _indices(call, obj, param, shape, num_experts):
+def _indices(call, obj, param, shape, num_experts, *, check_range):
+    """Expert indices as int32; `check_range` for a local call (a collective's operator checks
+    the range itself, on every PE)."""
     a, name, _ = _source(call, obj, param)
     if a.dtype.kind not in "iu":
         raise TypeError(f"{call}: {param} has dtype {name}; expert indices are integers")
     _shape(call, param, a, shape)
-    if a.size:
+    if check_range and a.size:
         bad = (a < -1) | (a >= num_experts)
         if bad.any():
             t, k = np.argwhere(bad)[0]
@@ -148,32 +151,6 @@ def _weights(call, obj, param, shape):
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def _address(a):
-    return a.__array_interface__["data"][0]
-
-
-class _Reusable:
-    """Large result arrays (a dispatch's received rows) that are reused once the caller holds no
-    view of them any more, so that each call does not fault in fresh pages."""
-
-    def __init__(self, nbytes, keep=3):
-        self.nbytes = nbytes
-        self.keep = keep
-        self.arrays = []
-        self.addresses = []
-
-    def take(self):
-        """(array, its address)."""
-        for i in range(len(self.arrays)):
-            if sys.getrefcount(self.arrays[i]) == 2:  # the list's and getrefcount's own
-                return self.arrays[i], self.addresses[i]
-        a = np.empty(self.nbytes, np.uint8)
-        if len(self.arrays) < self.keep:
-            self.arrays.append(a)
-            self.addresses.append(_address(a))
-        return a, _address(a)
-
-
 # ---- Dispatch and combine -------------------------------------------------------------------
 
 
@@ -181,22 +158,20 @@ class DispatchHandle:
     """What combine needs of a dispatch: where each received row came from, and this PE's
     routing. `assist_info` [rows, 3] holds (source PE, source token, top-k slot) of each row."""
 
-    def __init__(self, buffer, rows, meta, meta_at, capacity, topk_idx, topk_idx_at, topk_weights,
-                 topk_weights_at):
+    def __init__(self, buffer: "Buffer", rows: int, assist_info: np.ndarray,
+                 ep_recv_count: np.ndarray, topk_idx: np.ndarray,
+                 topk_weights: Optional[np.ndarray]) -> None:
         self.buffer = buffer
         self.num_recv_rows = rows
-        self.assist_info = meta[: rows * 3].reshape(rows, 3)
-        self.assist_info_at = meta_at
-        self.ep_recv_count_at = meta_at + 4 * capacity * 3  # inclusive prefix (expert, source)
+        self.assist_info_all = assist_info  # [capacity, 3]: what combine passes on
+        self.assist_info = assist_info[:rows]
+        self.ep_recv_count = ep_recv_count  # inclusive prefix over (expert, source PE)
         self.topk_idx = topk_idx  # int32 [tokens, topk]
-        self.topk_idx_at = topk_idx_at
         self.topk_weights = topk_weights  # float32 [tokens, topk] or None
-        self.topk_weights_at = topk_weights_at
-        self._meta = meta  # keeps the addresses valid
 
     @property
-    def num_tokens(self):
-        return self.topk_idx.shape[0]
+    def num_tokens(self) -> int:
+        return int(self.topk_idx.shape[0])
 
 
 class Buffer:
@@ -234,7 +209,7 @@ class Buffer:
             self._max_recv_rows = _positive_int(call, "max_recv_rows", max_recv_rows, 0)
             self._workers = _worker_counts(call, workers)
 
-        checked(call, check)
+        agreed(call, check)
         self.num_local_experts = self.num_experts // state.n_pes
         self._closed = False
         self._contexts = []
@@ -244,21 +219,19 @@ class Buffer:
                 self._fp8_row = _shmoe.mx_row_bytes(self.hidden)
                 self._fp8_ctx = self._context(self._fp8_row // 4, "int32")
                 self._quantized = np.empty((self.max_tokens_per_pe, self._fp8_row), np.uint8)
-                self._quantized_at = _address(self._quantized)
         except Error:
             for ctx in reversed(self._contexts):
                 ctx.close()
             raise
         self.recv_capacity = self._ctx.recv_capacity()
-        row_bytes = self._fp8_row if self.fp8 else self.hidden * numpy_dtype(self.dtype).itemsize
-        self._recv_rows = _Reusable(self.recv_capacity * row_bytes)
+        self._row_bytes = (self._fp8_row if self.fp8
+                           else self.hidden * numpy_dtype(self.dtype).itemsize)
         recv_ctx = self._fp8_ctx if self.fp8 else self._ctx
-        self._window_at = recv_ctx.receive_window()
-        self._window = array_at(self._window_at, (self.recv_capacity * row_bytes,), np.uint8)
+        self._window = np.frombuffer(recv_ctx.receive_window(), np.uint8)
         add_resource(self)
 
     def _context(self, hidden, dtype):
-        ctx = _shmoe.MoeContext(self.num_local_experts, self.max_tokens_per_pe, hidden,
+        ctx = _shmoe.MoeBuffer(self.num_local_experts, self.max_tokens_per_pe, hidden,
                                 self.num_topk, dtype, self._max_recv_rows, self._workers[0],
                                 self._workers[1], self._threshold)
         self._contexts.append(ctx)
@@ -295,7 +268,7 @@ class Buffer:
         tensor = is_tensor(topk_idx)
         idx = _indices(call, topk_idx, "topk_idx",
                        (("max_tokens_per_pe", self.max_tokens_per_pe), self.num_topk),
-                       self.num_experts)
+                       self.num_experts, check_range=True)
         routed = idx >= 0
         per_expert = np.bincount(idx[routed], minlength=self.num_experts).astype(np.int32)
         pe_of = np.where(routed, idx // self.num_local_experts, -1)
@@ -326,32 +299,30 @@ class Buffer:
             xs, tensor = _payload(call, x, "x", self.dtype,
                                   (("max_tokens_per_pe", self.max_tokens_per_pe), self.hidden))
             tokens = xs.shape[0]
-            idx = _indices(call, topk_idx, "topk_idx", (tokens, self.num_topk), self.num_experts)
+            idx = _indices(call, topk_idx, "topk_idx", (tokens, self.num_topk), self.num_experts,
+                           check_range=False)
             w = None if topk_weights is None else _weights(
                 call, topk_weights, "topk_weights", (tokens, self.num_topk))
             return xs, tensor, idx, w
 
-        xs, tensor, idx, w = checked(call, check)
+        xs, tensor, idx, w = agreed(call, check)
         tokens = xs.shape[0]
         L, P, cap = self.num_local_experts, state.n_pes, self.recv_capacity
         # The side-band outputs in one allocation: assist_info [cap, 3], ep_recv_count [L * P],
         # expert token counts [L].
         meta = np.empty(cap * 3 + L * P + L, np.int32)
-        meta_at = _address(meta)
-        scales = np.empty(cap, np.float32)
-        recv, recv_at = (self._window, self._window_at) if zero_copy else self._recv_rows.take()
-        if self.fp8:
-            _shmoe.quantize_tokens(self.hidden, self.fp8, _address(xs), tokens,
-                                   self._quantized_at, self._fp8_row)
-            ctx, source_at = self._fp8_ctx, self._quantized_at
-        else:
-            ctx, source_at = self._ctx, _address(xs)
-        idx_at = _address(idx)
-        w_at = 0 if w is None else _address(w)
-        rows = ctx.dispatch(self.double_plane, source_at, idx_at, w_at, tokens, recv_at, meta_at,
-                            meta_at + 4 * cap * 3, meta_at + 4 * (cap * 3 + L * P),
-                            _address(scales))
+        assist_info = meta[: cap * 3].reshape(cap, 3)
+        ep_recv_count = meta[cap * 3 : cap * 3 + L * P]
         counts = meta[cap * 3 + L * P :]
+        scales = np.empty(cap, np.float32)
+        recv = self._window if zero_copy else np.empty(cap * self._row_bytes, np.uint8)
+        if self.fp8:
+            _shmoe.quantize_mx_rows(xs, tokens, self.hidden, self.fp8, True, self._quantized)
+            ctx, source = self._fp8_ctx, self._quantized
+        else:
+            ctx, source = self._ctx, xs
+        rows = ctx.dispatch(self.double_plane, source, idx, w, tokens, recv, assist_info,
+                            ep_recv_count, counts, scales)
         if self.fp8:
             received = recv[: rows * self._fp8_row].reshape(rows, self._fp8_row)
             blocks = -(-self.hidden // MX_BLOCK)
@@ -362,7 +333,7 @@ class Buffer:
             recv_x = from_numpy(received.reshape(rows, self.hidden), tensor, self.dtype)
         recv_idx = np.repeat(np.arange(L, dtype=np.int64), counts)
         recv_w = None if w is None else from_numpy(scales[:rows], tensor)
-        handle = DispatchHandle(self, rows, meta, meta_at, cap, idx, idx_at, w, w_at)
+        handle = DispatchHandle(self, rows, assist_info, ep_recv_count, idx, w)
         return recv_x, from_numpy(recv_idx, tensor), recv_w, counts.tolist(), handle
 
     def combine(self, y, handle, topk_weights=None):
@@ -385,12 +356,10 @@ class Buffer:
                 w = _weights(call, topk_weights, "topk_weights", (handle.num_tokens, self.num_topk))
             return ys, tensor, w
 
-        ys, tensor, w = checked(call, check)
-        w_at = handle.topk_weights_at if w is handle.topk_weights else _address(w)
+        ys, tensor, w = agreed(call, check)
         out = np.empty((handle.num_tokens, self.hidden), numpy_dtype(self.dtype))
-        self._ctx.combine(self.double_plane, _address(ys), handle.assist_info_at,
-                          handle.ep_recv_count_at, handle.topk_idx_at, w_at, handle.num_tokens,
-                          _address(out))
+        self._ctx.combine(self.double_plane, ys, handle.assist_info_all, handle.ep_recv_count,
+                          handle.topk_idx, w, handle.num_tokens, out)
         return from_numpy(out, tensor, self.dtype)
 
     def last_timing(self):
@@ -442,7 +411,7 @@ def dequantize_mx(codes, scales, mode):
     rows[:, :n] = c.reshape(-1, n)
     rows[:, n : n + blocks] = s.reshape(-1, blocks)
     out = np.empty((rows.shape[0], n), np.float32)
-    _shmoe.dequantize_mx_rows(_address(rows), rows.shape[0], n, mode, _address(out))
+    _shmoe.dequantize_mx_rows(rows, rows.shape[0], n, mode, out)
     return from_numpy(out.reshape(c.shape), tensor)
 
 
@@ -450,8 +419,7 @@ def _mx_rows(values, mode):
     """float32 [rows, n] -> the operators' MX row layout: [rows, mx_row_bytes(n)] uint8."""
     n = values.shape[1]
     rows = np.zeros((values.shape[0], _shmoe.mx_row_bytes(n)), np.uint8)
-    _shmoe.quantize_mx_rows(_address(values), values.shape[0], n, mode, _address(rows),
-                            rows.shape[1])
+    _shmoe.quantize_mx_rows(values, values.shape[0], n, mode, False, rows)
     return rows
 
 
@@ -466,23 +434,30 @@ class MegaMoE:
     output into gate and up halves); num_experts (divisible by the PE count), num_topk; mode:
     "e4m3" or "e5m2". Options: max_received_tokens, workers ((matrix, vector), vector = 2 x
     matrix), wave_rows. load_weights (collective) gives this PE's experts; then
-    layer(x, topk_idx, topk_weights) (collective) returns the layer's output."""
+    layer(x, topk_idx, topk_weights) (collective) returns the layer's output. Creating it is
+    collective too (the PEs agree on its arguments)."""
 
     def __init__(self, tokens, model_dim, ffn_dim, num_experts, num_topk, mode="e4m3", *,
                  max_received_tokens=0, workers=None, wave_rows=128):
         call = "shmoe.moe.MegaMoE"
         require_init(call)
-        self.tokens = _positive_int(call, "tokens", tokens)
-        self.model_dim = _positive_int(call, "model_dim", model_dim)
-        self.ffn_dim = _positive_int(call, "ffn_dim", ffn_dim, 2)
-        if self.ffn_dim % 2:
-            raise ValueError(f"{call}: ffn_dim={ffn_dim} must be even (SwiGLU splits it in halves)")
-        self.num_experts, self.num_topk = _expert_counts(call, num_experts, num_topk)
-        self.mode = _fp8_format(call, "mode", mode)
+
+        def check():
+            self.tokens = _positive_int(call, "tokens", tokens)
+            self.model_dim = _positive_int(call, "model_dim", model_dim)
+            self.ffn_dim = _positive_int(call, "ffn_dim", ffn_dim, 2)
+            if self.ffn_dim % 2:
+                raise ValueError(f"{call}: ffn_dim={ffn_dim} must be even (SwiGLU splits it in "
+                                 "halves)")
+            self.num_experts, self.num_topk = _expert_counts(call, num_experts, num_topk)
+            self.mode = _fp8_format(call, "mode", mode)
+            self._max_received = _positive_int(call, "max_received_tokens", max_received_tokens,
+                                               0)
+            self._workers = _worker_counts(call, workers)
+            self.wave_rows = _positive_int(call, "wave_rows", wave_rows)
+
+        agreed(call, check)
         self.num_local_experts = self.num_experts // state.n_pes
-        self._max_received = _positive_int(call, "max_received_tokens", max_received_tokens, 0)
-        self._workers = _worker_counts(call, workers)
-        self.wave_rows = _positive_int(call, "wave_rows", wave_rows)
         self._op = None
         self.last_expert_token_counts = None
 
@@ -521,14 +496,13 @@ class MegaMoE:
         call = "MegaMoE.load_weights"
         require_init(call)
         D, F = self.model_dim, self.ffn_dim
-        rows1, rows2 = checked(call, lambda: (self._expert_rows(call, "w1", w1, F, D),
-                                              self._expert_rows(call, "w2", w2, D, F // 2)))
+        rows1, rows2 = agreed(call, lambda: (self._expert_rows(call, "w1", w1, F, D),
+                                             self._expert_rows(call, "w2", w2, D, F // 2)))
         self.close()
-        self._op = _shmoe.MegaMoe(
+        self._op = _shmoe.MegaMoE(
             self.tokens, D, F, self.num_topk, self.num_local_experts, self.mode,
             self._max_received, self._workers[0], self._workers[1], self.wave_rows,
-            [_address(rows1[e]) for e in range(self.num_local_experts)],
-            [_address(rows2[e]) for e in range(self.num_local_experts)])
+            rows1, rows2)
         add_resource(self)
 
     def __call__(self, x, topk_idx, topk_weights, *, fused=True):
@@ -543,15 +517,15 @@ class MegaMoE:
             xs, tensor = _payload(call, x, "x", "bfloat16",
                                   (("tokens", self.tokens), self.model_dim))
             n = xs.shape[0]
-            idx = _indices(call, topk_idx, "topk_idx", (n, self.num_topk), self.num_experts)
+            idx = _indices(call, topk_idx, "topk_idx", (n, self.num_topk), self.num_experts,
+                           check_range=False)
             w = _weights(call, topk_weights, "topk_weights", (n, self.num_topk))
             return xs, tensor, idx, w
 
-        xs, tensor, idx, w = checked(call, check)
+        xs, tensor, idx, w = agreed(call, check)
         y = np.empty((xs.shape[0], self.model_dim), np.uint16)
         counts = np.empty(self.num_local_experts, np.int32)
-        self._op.run(bool(fused), _address(xs), _address(idx), _address(w), xs.shape[0],
-                     _address(y), _address(counts))
+        self._op.run(bool(fused), xs, idx, w, xs.shape[0], y, counts)
         self.last_expert_token_counts = counts.tolist()
         return from_numpy(y, tensor, "bfloat16")
 

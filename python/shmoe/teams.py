@@ -1,10 +1,16 @@
-"""Teams (OpenSHMEM 1.5 section 9.4) and the team-based collectives on symmetric arrays."""
+"""Teams (OpenSHMEM 1.5 section 9.4) and the team-based collectives on symmetric arrays. Every
+collective converts its arguments and agrees through the library before it starts (a bad
+argument, or arguments that differ where they must not, raise on every PE of the team)."""
+
+from __future__ import annotations
 
 import numbers
+from typing import Any, Callable, Optional, Tuple
 
 from . import _shmoe
-from ._runtime import Error, add_resource, remove_resource, require_init, state
-from .core import _pe, supported_dtypes, symmetric, typed_function
+from ._arrays import ArrayArg
+from ._runtime import Error, add_resource, agreed, remove_resource, require_init
+from .core import supported_dtypes, symmetric, typed_function
 
 __all__ = [
     "Team", "team_world", "team_shared", "broadcast", "fcollect", "alltoall", "reduce",
@@ -17,7 +23,7 @@ class Team:
     """A team of PEs. team_world() and team_shared() are predefined; split_strided makes new
     ones (collective over the parent), which destroy() (collective over the team) ends."""
 
-    def __init__(self, handle, name, predefined):
+    def __init__(self, handle: Optional[_shmoe.TeamHandle], name: str, predefined: bool) -> None:
         self._handle = handle
         self._name = name
         self._predefined = predefined
@@ -25,7 +31,7 @@ class Team:
     def __repr__(self):
         return f"<shmoe.Team {self._name}>"
 
-    def handle(self, call):
+    def handle(self, call: str) -> _shmoe.TeamHandle:
         require_init(call)
         if self._handle is None:
             raise Error(f"{call}: team {self._name} has been destroyed")
@@ -50,30 +56,37 @@ class Team:
             raise TypeError(f"{call}: team must be a shmoe.Team, not {type(team).__name__}")
         return _shmoe.team_translate_pe(mine, int(pe), team.handle(call))
 
-    def split_strided(self, start, stride, size):
+    def split_strided(self, start: int, stride: int, size: int) -> Optional["Team"]:
         """The team of this team's PEs start, start + stride, ... (size of them); collective over
-        this team. Returns the new Team on its members and None on the other PEs."""
+        this team, which agrees on the arguments first. Returns the new Team on its members and
+        None on the other PEs."""
         call = "Team.split_strided"
         parent = self.handle(call)
         n = _shmoe.team_n_pes(parent)
-        for name, v in (("start", start), ("stride", stride), ("size", size)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise TypeError(f"{call}: {name} must be an int, not {type(v).__name__}")
-        if not 0 <= start < n:
-            raise ValueError(f"{call}: start={start} is out of range (0..{n - 1})")
-        if size < 1:
-            raise ValueError(f"{call}: size={size} is out of range (1..{n})")
-        if stride < 1:
-            raise ValueError(f"{call}: stride={stride} must be at least 1")
-        last = start + (size - 1) * stride
-        if last >= n:
-            raise ValueError(f"{call}: start={start}, stride={stride}, size={size} reach PE "
-                             f"{last} of a team of {n} PEs")
-        rc, handle = _shmoe.team_split_strided(parent, int(start), int(stride), int(size))
+
+        def convert() -> Tuple[int, int, int]:
+            for name, v in (("start", start), ("stride", stride), ("size", size)):
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                    raise TypeError(f"{call}: {name} must be an int, not {type(v).__name__}")
+            if not 0 <= start < n:
+                raise ValueError(f"{call}: start={start} is out of range (0..{n - 1})")
+            if size < 1:
+                raise ValueError(f"{call}: size={size} is out of range (1..{n})")
+            if stride < 1:
+                raise ValueError(f"{call}: stride={stride} must be at least 1")
+            last = start + (size - 1) * stride
+            if last >= n:
+                raise ValueError(f"{call}: start={start}, stride={stride}, size={size} reach PE "
+                                 f"{last} of a team of {n} PEs")
+            return int(start), int(stride), int(size)
+
+        args = agreed(call, convert,
+                      lambda a: [("start", a[0]), ("stride", a[1]), ("size", a[2])], parent)
+        rc, handle = _shmoe.team_split_strided(parent, *args)
         if rc != 0:
             raise Error(
                 f"{call}: the split ({start}, {stride}, {size}) of {self._name} was refused")
-        if handle == 0:
+        if handle is None:
             return None
         team = Team(handle, f"{self._name}.split({start}, {stride}, {size})", False)
         add_resource(team)
@@ -106,19 +119,19 @@ _world = Team(None, "world", True)
 _shared = Team(None, "shared", True)
 
 
-def team_world():
+def team_world() -> Team:
     require_init("shmoe.team_world")
     _world._handle = _shmoe.team_world()
     return _world
 
 
-def team_shared():
+def team_shared() -> Team:
     require_init("shmoe.team_shared")
     _shared._handle = _shmoe.team_shared()
     return _shared
 
 
-def _team(call, team):
+def _team(call: str, team: Any) -> Team:
     if team is None:
         return team_world()
     if not isinstance(team, Team):
@@ -128,8 +141,7 @@ def _team(call, team):
     return team
 
 
-def _operands(call, team, dest, src):
-    require_init(call)
+def _operands(call: str, team: Any, dest: Any, src: Any) -> Tuple[Team, ArrayArg, ArrayArg]:
     team = _team(call, team)
     d = symmetric(call, dest, "dest", writable=True)
     s = symmetric(call, src, "src")
@@ -138,54 +150,89 @@ def _operands(call, team, dest, src):
     return team, d, s
 
 
-def _check_status(call, rc):
+Converted = Tuple[ArrayArg, ArrayArg, int]
+
+
+def _collective(call: str, team: Any, convert: Callable[[Team], Converted],
+                value: str) -> Tuple[Team, ArrayArg, ArrayArg, int]:
+    """The team and operands of a collective, converted by convert(team) -> (dest, src, n), once
+    every member agrees; every member must pass the same src size and n (named `value`)."""
+    require_init(call)
+    t = _team(call, team)
+    d, s, n = agreed(call, lambda: convert(t), lambda c: [("bytes", c[1].nbytes), (value, c[2])],
+                     t.handle(call))
+    return t, d, s, n
+
+
+def _check_status(call: str, rc: int) -> None:
     if rc != 0:
         raise Error(f"{call}: the collective failed (status {rc})")
 
 
-def broadcast(team, dest, src, root):
-    """dest on every PE of `team` (None: the world) = src of the team's PE `root` (collective)."""
+def _int_arg(call: str, name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{call}: {name} must be an int, not {type(v).__name__}")
+    return int(v)
+
+
+def broadcast(team: Any, dest: Any, src: Any, root: int) -> None:
+    """dest on every PE of `team` (None: the world) = src of the team's PE `root` (collective;
+    every member passes the same root and sizes)."""
     call = "shmoe.broadcast"
-    team, d, s = _operands(call, team, dest, src)
-    n = team.n_pes()
-    if isinstance(root, bool) or not isinstance(root, numbers.Integral):
-        raise TypeError(f"{call}: root must be an int, not {type(root).__name__}")
-    if not 0 <= root < n:
-        raise ValueError(f"{call}: root={root} is out of range (0..{n - 1}, the team's PEs)")
-    if d.size != s.size:
-        raise ValueError(f"{call}: dest has {d.size} elements but src has {s.size}")
-    _check_status(call,
-                  _shmoe.broadcastmem(team._handle, d.address, s.address, s.nbytes, int(root)))
+
+    def convert(t: Team) -> Tuple[ArrayArg, ArrayArg, int]:
+        _, d, s = _operands(call, t, dest, src)
+        n = t.n_pes()
+        r = _int_arg(call, "root", root)
+        if not 0 <= r < n:
+            raise ValueError(f"{call}: root={root} is out of range (0..{n - 1}, the team's PEs)")
+        if d.size != s.size:
+            raise ValueError(f"{call}: dest has {d.size} elements but src has {s.size}")
+        return d, s, r
+
+    t, d, s, r = _collective(call, team, convert, "root")
+    _check_status(call, _shmoe.broadcastmem(t.handle(call), d.buffer, s.buffer, r))
 
 
-def fcollect(team, dest, src):
+def fcollect(team: Any, dest: Any, src: Any) -> None:
     """dest = the src of every PE of `team`, concatenated in team order (collective)."""
     call = "shmoe.fcollect"
-    team, d, s = _operands(call, team, dest, src)
-    n = team.n_pes()
-    if d.size != n * s.size:
-        raise ValueError(f"{call}: dest has {d.size} elements; it needs {n} x {s.size} (the team's "
-                         "PEs times the elements of src)")
-    _check_status(call, _shmoe.fcollectmem(team._handle, d.address, s.address, s.nbytes))
+
+    def convert(t: Team) -> Tuple[ArrayArg, ArrayArg, int]:
+        _, d, s = _operands(call, t, dest, src)
+        n = t.n_pes()
+        if d.size != n * s.size:
+            raise ValueError(f"{call}: dest has {d.size} elements; it needs {n} x {s.size} (the "
+                             "team's PEs times the elements of src)")
+        return d, s, n
+
+    t, d, s, _ = _collective(call, team, convert, "team size")
+    _check_status(call, _shmoe.fcollectmem(t.handle(call), d.buffer, s.buffer))
 
 
-def alltoall(team, dest, src):
+def alltoall(team: Any, dest: Any, src: Any) -> None:
     """Block j of src on team PE i lands in block i of dest on team PE j; src and dest hold
     n_pes blocks of equal size (collective)."""
     call = "shmoe.alltoall"
-    team, d, s = _operands(call, team, dest, src)
-    n = team.n_pes()
-    if s.size % n != 0:
-        raise ValueError(f"{call}: src has {s.size} elements, not a multiple of the team's {n} PEs")
-    if d.size != s.size:
-        raise ValueError(f"{call}: dest has {d.size} elements but src has {s.size}")
-    _check_status(call, _shmoe.alltoallmem(team._handle, d.address, s.address, s.nbytes // n))
+
+    def convert(t: Team) -> Tuple[ArrayArg, ArrayArg, int]:
+        _, d, s = _operands(call, t, dest, src)
+        n = t.n_pes()
+        if s.size % n != 0:
+            raise ValueError(f"{call}: src has {s.size} elements, not a multiple of the team's "
+                             f"{n} PEs")
+        if d.size != s.size:
+            raise ValueError(f"{call}: dest has {d.size} elements but src has {s.size}")
+        return d, s, s.nbytes // n
+
+    t, d, s, block = _collective(call, team, convert, "block bytes")
+    _check_status(call, _shmoe.alltoallmem(t.handle(call), d.buffer, s.buffer, block))
 
 
 _REDUCTIONS = ("and", "or", "xor", "max", "min", "sum", "prod")
 
 
-def reduce(team, dest, src, op):
+def reduce(team: Any, dest: Any, src: Any, op: str) -> None:
     """dest = op over the team's PEs of src, element by element (collective); op is one of and,
     or, xor, max, min, sum, prod."""
     call = "shmoe.reduce"
@@ -194,16 +241,23 @@ def reduce(team, dest, src, op):
     _reduce(f"shmoe.{op}_reduce", op, team, dest, src)
 
 
-def _reduce(call, op, team, dest, src):
-    team, d, s = _operands(call, team, dest, src)
-    f = typed_function(call, f"{op}_reduce", "src", s)
-    if d.size != s.size:
-        raise ValueError(f"{call}: dest has {d.size} elements but src has {s.size}")
-    _check_status(call, f(team._handle, d.address, s.address, s.size))
+def _reduce(call: str, op: str, team: Any, dest: Any, src: Any) -> None:
+    f: Any = None
+
+    def convert(t: Team) -> Tuple[ArrayArg, ArrayArg, int]:
+        nonlocal f
+        _, d, s = _operands(call, t, dest, src)
+        f = typed_function(call, f"{op}_reduce", "src", s)
+        if d.size != s.size:
+            raise ValueError(f"{call}: dest has {d.size} elements but src has {s.size}")
+        return d, s, d.nbytes
+
+    t, d, s, _ = _collective(call, team, convert, "dest bytes")
+    _check_status(call, f(t.handle(call), d.buffer, s.buffer))
 
 
-def _named_reduction(op):
-    def reduction(team, dest, src):
+def _named_reduction(op: str) -> Callable[[Any, Any, Any], None]:
+    def reduction(team: Any, dest: Any, src: Any) -> None:
         _reduce(f"shmoe.{op}_reduce", op, team, dest, src)
 
     reduction.__name__ = reduction.__qualname__ = f"{op}_reduce"

@@ -1,27 +1,24 @@
-// The parts of the _shmoe extension module. Each registers its functions on the module. The
-// Python package (python/shmoe) checks every argument before it calls them (symmetric memory,
-// PE ranges, sizes, element types), so these functions take plain addresses and sizes.
+// The parts of the _shmoe extension module, over shmoe's public API alone (shmem.h,
+// shmoe/runtime.hpp, shmoe/moe.hpp; the module links libshmoe.so). Memory crosses the boundary
+// as objects with the buffer protocol (numpy arrays, memoryviews), never as integer addresses;
+// the package converts torch tensors to numpy views first. The package has converted and
+// checked each argument's type and shape; collective calls have agreed (agree()) before they
+// get here, so what these functions check is what only the C++ side can see.
 #pragma once
 
 #include <pybind11/pybind11.h>
+#include <shmem.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
-#include "numeric/fp8.hpp"
+#include "shmoe/moe.h"
 
 namespace shmoe::python {
 
 namespace py = pybind11;
-
-// Memory addresses cross the boundary as integers.
-using Address = std::uintptr_t;
-
-template <typename T>
-T* at(Address a) {
-  return reinterpret_cast<T*>(a);
-}
 
 // Raised in Python as shmoe.Error (module.cpp registers it).
 class Refused : public std::runtime_error {
@@ -29,8 +26,31 @@ class Refused : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A team handle, as Python holds it.
+struct TeamHandle {
+  shmem_team_t team;
+};
+
+// A buffer argument's memory: its bytes, C-contiguous.
+struct Bytes {
+  std::byte* data;
+  std::size_t size;
+  template <typename T>
+  T* as() const {
+    return reinterpret_cast<T*>(data);
+  }
+};
+
+// The memory of `b` (writable: the call writes it); refuses a non-contiguous or read-only one,
+// naming `param`.
+Bytes bytes_of(const py::buffer& b, const char* param, bool writable = false);
+// The memory of `b`, or null bytes for None.
+Bytes bytes_or_null(const py::object& b, const char* param, bool writable = false);
+// The address of element `offset` bytes into `b`, which must hold `bytes` more bytes there.
+std::byte* element_of(const py::buffer& b, std::size_t offset, std::size_t bytes, bool writable);
+
 // Runs `f` with the GIL released (the calls may wait for other PEs); an exception of the library
-// (the MoE operators refuse bad input by throwing, on every PE alike) becomes shmoe.Error.
+// (the operators refuse bad input by throwing, on every PE alike) becomes shmoe.Error.
 template <typename F>
 auto released(F&& f) -> decltype(f()) {
   py::gil_scoped_release unlocked;
@@ -42,7 +62,7 @@ auto released(F&& f) -> decltype(f()) {
 }
 
 // "e4m3" or "e5m2"; anything else is refused.
-numeric::Fp8Format fp8_format_named(const std::string& name);
+shmoe_fp8_format_t fp8_format_named(const std::string& name);
 
 void bind_core(py::module_& m);
 void bind_amo(py::module_& m);

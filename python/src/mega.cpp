@@ -1,117 +1,101 @@
-// The MegaMoE layer (moe/mega_moe.hpp) as the class MegaMoe, and the MX FP8 quantizer of its
-// weight rows (numeric/mx.hpp, which moe/expert_ffn.hpp declares the row layout with).
-#include <pybind11/stl.h>
-
+// The MegaMoE layer (shmoe::MegaMoeLayer of shmoe/moe.hpp) as the class MegaMoE.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bindings.hpp"
-#include "moe/mega_moe.hpp"
+#include "shmoe/moe.hpp"
 
 namespace shmoe::python {
 namespace {
 
-// As moe.cpp's Context: destroyed collectively by close(), never by the garbage collector.
+// As moe.cpp's Buffer: destroyed collectively by close(), never by the garbage collector.
 class Mega {
  public:
-  Mega(const moe::MegaMoeConfig& c, const moe::MegaMoeWeights& w)
-      : op_(released([&] { return std::make_unique<moe::MegaMoe>(c, w); })) {}
-  ~Mega() { (void)op_.release(); }
+  Mega(const shmoe_mega_moe_config_t& c, const std::vector<const std::uint8_t*>& w1,
+       const std::vector<const std::uint8_t*>& w2)
+      : op_(released([&] { return std::make_unique<MegaMoeLayer>(c, w1, w2); })), config_(c) {}
+  ~Mega() {
+    if (op_) (void)op_->release();
+  }
   Mega(const Mega&) = delete;
   Mega& operator=(const Mega&) = delete;
 
-  moe::MegaMoe& get() {
+  MegaMoeLayer& get() {
     if (!op_) throw Refused("the MegaMoE layer is closed");
     return *op_;
   }
+  const shmoe_mega_moe_config_t& config() const { return config_; }
   void close() {
     released([&] { op_.reset(); });
   }
 
  private:
-  std::unique_ptr<moe::MegaMoe> op_;
+  std::unique_ptr<MegaMoeLayer> op_;
+  shmoe_mega_moe_config_t config_;
 };
 
-moe::MegaMoeConfig config_of(int tokens, int model_dim, int ffn_dim, int topk, int experts_per_pe,
-                             const std::string& format, std::size_t max_received_tokens,
-                             int matrix_workers, int vector_workers, int wave_rows) {
-  moe::MegaMoeConfig c;
-  c.tokens = tokens;
-  c.model_dim = model_dim;
-  c.ffn_dim = ffn_dim;
-  c.topk = topk;
-  c.experts_per_pe = experts_per_pe;
-  c.format = fp8_format_named(format);
-  c.max_received_tokens = max_received_tokens;
-  c.workers = {matrix_workers, vector_workers};
-  c.wave_rows = wave_rows;
-  return c;
+// One pointer per local expert: `weights` holds experts_per_pe blocks of rows x
+// mx_row_bytes(cols) bytes.
+std::vector<const std::uint8_t*> expert_rows(const py::buffer& weights, const char* param,
+                                             int experts, int rows, int cols) {
+  const Bytes b = bytes_of(weights, param);
+  const std::size_t per_expert = static_cast<std::size_t>(rows) * shmoe_mx_row_bytes(cols);
+  if (experts < 1 || b.size != per_expert * static_cast<std::size_t>(experts)) {
+    throw Refused(std::string(param) + " holds " + std::to_string(b.size) + " bytes, not " +
+                  std::to_string(experts) + " experts of " + std::to_string(per_expert));
+  }
+  std::vector<const std::uint8_t*> out;
+  for (int e = 0; e < experts; ++e) out.push_back(b.as<std::uint8_t>() + e * per_expert);
+  return out;
 }
 
 }  // namespace
 
 void bind_mega(py::module_& m) {
-  py::class_<Mega>(m, "MegaMoe")
+  py::class_<Mega>(m, "MegaMoE")
       .def(py::init([](int tokens, int model_dim, int ffn_dim, int topk, int experts_per_pe,
                        const std::string& format, std::size_t max_received_tokens,
-                       int matrix_workers, int vector_workers, int wave_rows,
-                       const std::vector<Address>& w1, const std::vector<Address>& w2) {
-        moe::MegaMoeWeights w;
-        for (Address a : w1) w.w1.push_back(at<const std::uint8_t>(a));
-        for (Address a : w2) w.w2.push_back(at<const std::uint8_t>(a));
+                       int matrix_workers, int vector_workers, int wave_rows, const py::buffer& w1,
+                       const py::buffer& w2) {
+        const shmoe_mega_moe_config_t c{tokens,
+                                        model_dim,
+                                        ffn_dim,
+                                        topk,
+                                        experts_per_pe,
+                                        fp8_format_named(format),
+                                        max_received_tokens,
+                                        matrix_workers,
+                                        vector_workers,
+                                        wave_rows};
         return std::make_unique<Mega>(
-            config_of(tokens, model_dim, ffn_dim, topk, experts_per_pe, format, max_received_tokens,
-                      matrix_workers, vector_workers, wave_rows),
-            w);
+            c, expert_rows(w1, "w1", experts_per_pe, ffn_dim, model_dim),
+            expert_rows(w2, "w2", experts_per_pe, model_dim, ffn_dim / 2));
       }))
-      .def("run",
-           [](Mega& self, bool fused, Address x, Address expert_ids, Address weights, int tokens,
-              Address y, Address counts) {
-             moe::MegaMoe& op = self.get();
-             const moe::MegaMoeArgs a{
-                 at<const std::uint16_t>(x), at<const std::int32_t>(expert_ids),
-                 at<const float>(weights),   tokens,
-                 at<std::uint16_t>(y),       at<std::int32_t>(counts)};
-             released([&] { fused ? op.run(a) : op.run_unfused(a); });
-           })
+      .def(
+          "run",
+          [](Mega& self, bool fused, const py::buffer& x, const py::buffer& expert_ids,
+             const py::buffer& weights, int tokens, const py::buffer& y, const py::buffer& counts) {
+            MegaMoeLayer& op = self.get();
+            const Bytes in = bytes_of(x, "x"), ids = bytes_of(expert_ids, "expert_ids");
+            const Bytes w = bytes_of(weights, "routing_weights");
+            const Bytes out = bytes_of(y, "y", true), n = bytes_of(counts, "counts", true);
+            const auto& c = self.config();
+            const std::size_t t = tokens > 0 ? static_cast<std::size_t>(tokens) : 0;
+            const std::size_t row = static_cast<std::size_t>(c.model_dim) * 2;
+            const std::size_t routes = t * static_cast<std::size_t>(c.topk) * 4;
+            if (in.size < t * row || out.size < t * row || ids.size < routes || w.size < routes ||
+                n.size < static_cast<std::size_t>(c.experts_per_pe) * 4) {
+              throw Refused("MegaMoE.run: an array is smaller than tokens=" +
+                            std::to_string(tokens) + " needs");
+            }
+            const MegaMoeInput a{in.as<std::uint16_t>(),  ids.as<std::int32_t>(),
+                                 w.as<float>(),           tokens,
+                                 out.as<std::uint16_t>(), n.as<std::int32_t>()};
+            released([&] { fused ? op.run(a) : op.run_unfused(a); });
+          })
       .def("last_kernel_us", [](Mega& self) { return self.get().last_kernel_us(); })
       .def("close", &Mega::close);
-
-  m.def("mega_symmetric_bytes", [](int tokens, int model_dim, int ffn_dim, int topk,
-                                   int experts_per_pe, const std::string& format,
-                                   std::size_t max_received_tokens, int n_pes, bool unfused) {
-    return moe::MegaMoe::symmetric_bytes(config_of(tokens, model_dim, ffn_dim, topk, experts_per_pe,
-                                                   format, max_received_tokens, 0, 0, 128),
-                                         n_pes, unfused);
-  });
-
-  // rows x cols fp32 values -> rows of MxRow{cols} layout, `stride` bytes apart.
-  m.def("quantize_mx_rows", [](Address src, std::size_t rows, int cols, const std::string& format,
-                               Address out, std::size_t stride) {
-    const numeric::Fp8Format f = fp8_format_named(format);
-    const moe::MxRow layout{cols};
-    released([&] {
-      for (std::size_t r = 0; r < rows; ++r) {
-        std::uint8_t* row = at<std::uint8_t>(out) + r * stride;
-        numeric::quantize_mx(at<const float>(src) + r * static_cast<std::size_t>(cols), cols, f,
-                             row, row + layout.scales_offset());
-      }
-    });
-  });
-  // The inverse: rows of MxRow{cols} layout (mx_row_bytes(cols) apart) -> rows x cols fp32.
-  m.def("dequantize_mx_rows",
-        [](Address rows_in, std::size_t rows, int cols, const std::string& format, Address out) {
-          const numeric::Fp8Format f = fp8_format_named(format);
-          const moe::MxRow layout{cols};
-          released([&] {
-            for (std::size_t r = 0; r < rows; ++r) {
-              const std::uint8_t* row = at<const std::uint8_t>(rows_in) + r * layout.bytes();
-              numeric::dequantize_mx(row, row + layout.scales_offset(), cols, f,
-                                     at<float>(out) + r * static_cast<std::size_t>(cols));
-            }
-          });
-        });
 }
 
 }  // namespace shmoe::python

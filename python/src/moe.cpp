@@ -1,136 +1,193 @@
-// The MoE dispatch and combine operators (moe/moe.hpp) as the class MoeContext, and the MX FP8
-// row layout and token quantizer that FP8 dispatch uses (moe/expert_ffn.hpp).
-#include "moe/moe.hpp"
+// The MoE dispatch and combine operators (shmoe::MoeBuffer of shmoe/moe.hpp) as the class
+// MoeBuffer, and the MX FP8 row helpers that FP8 dispatch and MegaMoE's weights use.
+#include "shmoe/moe.hpp"
 
 #include <memory>
 #include <string>
 
 #include "bindings.hpp"
-#include "moe/expert_ffn.hpp"
 
 namespace shmoe::python {
 namespace {
 
-moe::DType dtype_named(const std::string& name) {
-  auto t = moe::parse_dtype(name);
-  if (!t) throw Refused("MoeContext: dtype '" + name + "' is not an MoE element type");
-  return *t;
-}
-
-// A MoeContext whose collective destruction happens in close(), called by the package in the
-// same order on every PE; a context the garbage collector finds still open is left to the
-// process's end rather than freed at a moment the other PEs know nothing of.
-class Context {
- public:
-  explicit Context(const moe::MoeConfig& c)
-      : ctx_(released([&] { return std::make_unique<moe::MoeContext>(c); })) {}
-  ~Context() { (void)ctx_.release(); }
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
-
-  moe::MoeContext& get() {
-    if (!ctx_) throw Refused("the MoE context is closed");
-    return *ctx_;
-  }
-  void close() {
-    released([&] { ctx_.reset(); });
-  }
-
- private:
-  std::unique_ptr<moe::MoeContext> ctx_;
+struct DTypeInfo {
+  shmoe_dtype_t code;
+  std::size_t bytes;
 };
 
-// The operator's shape, as both the context and its window-size query take it.
-moe::MoeConfig moe_config(int experts_per_pe, int max_bs, int hidden, int topk,
-                          const std::string& dtype, std::size_t max_recv_rows) {
-  moe::MoeConfig c;
-  c.experts_per_pe = experts_per_pe;
-  c.max_bs = max_bs;
-  c.hidden = hidden;
-  c.topk = topk;
-  c.dtype = dtype_named(dtype);
-  c.max_recv_rows = max_recv_rows;
-  return c;
+DTypeInfo dtype_named(const std::string& name) {
+  if (name == "int32") return {SHMOE_DTYPE_INT32, 4};
+  if (name == "float16") return {SHMOE_DTYPE_FLOAT16, 2};
+  if (name == "bfloat16") return {SHMOE_DTYPE_BFLOAT16, 2};
+  if (name == "float32") return {SHMOE_DTYPE_FLOAT32, 4};
+  throw Refused("MoeBuffer: dtype '" + name + "' is not one of int32, float16, bfloat16, float32");
+}
+
+// Refuses an array smaller than the call reads or writes (the package sizes them; this keeps a
+// mistake there from becoming a write past an array).
+void require_bytes(const Bytes& b, std::size_t need, const char* param) {
+  if (b.data != nullptr && b.size < need) {
+    throw Refused(std::string(param) + " holds " + std::to_string(b.size) +
+                  " bytes; the call needs " + std::to_string(need));
+  }
+}
+
+// A shmoe::MoeBuffer whose collective destruction happens in close(), called by the package in
+// the same order on every PE; one the garbage collector finds still open is left to the
+// process's end rather than destroyed at a moment the other PEs know nothing of.
+class Buffer {
+ public:
+  Buffer(const shmoe_moe_config_t& c, std::size_t elem)
+      : buf_(released([&] { return std::make_unique<MoeBuffer>(c); })),
+        config_(c),
+        elem_(elem),
+        capacity_(buf_->recv_capacity()) {}
+  ~Buffer() {
+    if (buf_) (void)buf_->release();
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  MoeBuffer& get() {
+    if (!buf_) throw Refused("the MoE buffer is closed");
+    return *buf_;
+  }
+  void close() {
+    released([&] { buf_.reset(); });
+  }
+  std::size_t capacity() const { return capacity_; }
+  std::size_t row_bytes() const { return static_cast<std::size_t>(config_.hidden) * elem_; }
+  int topk() const { return config_.topk; }
+  int experts_per_pe() const { return config_.experts_per_pe; }
+
+ private:
+  std::unique_ptr<MoeBuffer> buf_;
+  shmoe_moe_config_t config_;
+  std::size_t elem_;
+  std::size_t capacity_;
+};
+
+shmoe_plane_t plane_of(bool double_plane) {
+  return double_plane ? SHMOE_PLANE_DOUBLE : SHMOE_PLANE_CLASSIC;
 }
 
 }  // namespace
 
-numeric::Fp8Format fp8_format_named(const std::string& name) {
-  if (name == "e4m3") return numeric::Fp8Format::kE4M3;
-  if (name == "e5m2") return numeric::Fp8Format::kE5M2;
-  throw Refused("FP8 format '" + name + "' is not one of e4m3, e5m2");
-}
-
 void bind_moe(py::module_& m) {
-  py::class_<Context>(m, "MoeContext")
+  py::class_<Buffer>(m, "MoeBuffer")
       .def(py::init([](int experts_per_pe, int max_bs, int hidden, int topk,
                        const std::string& dtype, std::size_t max_recv_rows, int matrix_workers,
                        int vector_workers, std::size_t doubleplane_threshold) {
-        moe::MoeConfig c = moe_config(experts_per_pe, max_bs, hidden, topk, dtype, max_recv_rows);
-        c.workers = {matrix_workers, vector_workers};
-        if (doubleplane_threshold != 0) c.doubleplane_threshold = doubleplane_threshold;
-        return std::make_unique<Context>(c);
+        const DTypeInfo t = dtype_named(dtype);
+        const shmoe_moe_config_t c{experts_per_pe, max_bs,         hidden,
+                                   topk,           t.code,         max_recv_rows,
+                                   matrix_workers, vector_workers, doubleplane_threshold};
+        return std::make_unique<Buffer>(c, t.bytes);
       }))
-      .def("recv_capacity", [](Context& c) { return c.get().recv_capacity(); })
+      .def("recv_capacity", &Buffer::capacity)
+      // The receive window's bytes (recv_capacity rows), where dispatch's rows land.
       .def("receive_window",
-           [](Context& c) { return reinterpret_cast<std::uintptr_t>(c.get().receive_window()); })
+           [](Buffer& b) {
+             void* w = b.get().receive_window();
+             return py::memoryview::from_memory(
+                 w, static_cast<py::ssize_t>(b.capacity() * b.row_bytes()));
+           })
       .def("dispatch",
-           [](Context& c, bool double_plane, Address x, Address expert_ids, Address scales, int bs,
-              Address expand_x, Address assist_info, Address ep_recv_count,
-              Address expert_token_nums, Address expand_scales) {
-             moe::MoeContext& ctx = c.get();
-             const moe::DispatchArgs in{at<const void>(x), at<const std::int32_t>(expert_ids),
-                                        at<const float>(scales), bs};
-             const moe::DispatchOutputs out{
-                 at<void>(expand_x), at<std::int32_t>(assist_info), at<std::int32_t>(ep_recv_count),
-                 at<std::int32_t>(expert_token_nums), at<float>(expand_scales)};
+           [](Buffer& b, bool double_plane, const py::buffer& x, const py::buffer& expert_ids,
+              const py::object& scales, int bs, const py::buffer& expand_x,
+              const py::buffer& assist_info, const py::buffer& ep_recv_count,
+              const py::buffer& expert_token_nums, const py::object& expand_scales) {
+             MoeBuffer& op = b.get();
+             const std::size_t tokens = bs > 0 ? static_cast<std::size_t>(bs) : 0;
+             const std::size_t routes = tokens * static_cast<std::size_t>(b.topk());
+             const Bytes in = bytes_of(x, "x"), ids = bytes_of(expert_ids, "expert_ids");
+             const Bytes w = bytes_or_null(scales, "scales");
+             const Bytes out = bytes_of(expand_x, "expand_x", true);
+             const Bytes meta = bytes_of(assist_info, "assist_info", true);
+             const Bytes prefix = bytes_of(ep_recv_count, "ep_recv_count", true);
+             const Bytes nums = bytes_of(expert_token_nums, "expert_token_nums", true);
+             const Bytes out_w = bytes_or_null(expand_scales, "expand_scales", true);
+             require_bytes(in, tokens * b.row_bytes(), "x");
+             require_bytes(ids, routes * 4, "expert_ids");
+             require_bytes(w, routes * 4, "scales");
+             require_bytes(out, b.capacity() * b.row_bytes(), "expand_x");
+             require_bytes(meta, b.capacity() * 12, "assist_info");
+             const std::size_t experts = static_cast<std::size_t>(b.experts_per_pe());
+             require_bytes(nums, experts * 4, "expert_token_nums");
+             require_bytes(prefix, experts * static_cast<std::size_t>(shmem_n_pes()) * 4,
+                           "ep_recv_count");
+             require_bytes(out_w, b.capacity() * 4, "expand_scales");
              return released([&] {
-               return double_plane ? moe::dispatch_doubleplane(ctx, in, out)
-                                   : moe::dispatch_classic(ctx, in, out);
+               return op.dispatch({in.data, ids.as<std::int32_t>(), w.as<float>(), bs},
+                                  {out.data, meta.as<std::int32_t>(), prefix.as<std::int32_t>(),
+                                   nums.as<std::int32_t>(), out_w.as<float>()},
+                                  plane_of(double_plane));
              });
            })
       .def("combine",
-           [](Context& c, bool double_plane, Address expand_x, Address assist_info,
-              Address ep_recv_count, Address expert_ids, Address scales, int bs, Address x_out) {
-             moe::MoeContext& ctx = c.get();
-             const moe::CombineArgs in{at<const void>(expand_x),
-                                       at<const std::int32_t>(assist_info),
-                                       at<const std::int32_t>(ep_recv_count),
-                                       at<const std::int32_t>(expert_ids),
-                                       at<const float>(scales),
-                                       bs,
-                                       at<void>(x_out)};
+           [](Buffer& b, bool double_plane, const py::buffer& expand_x,
+              const py::buffer& assist_info, const py::buffer& ep_recv_count,
+              const py::buffer& expert_ids, const py::buffer& scales, int bs,
+              const py::buffer& x_out) {
+             MoeBuffer& op = b.get();
+             const std::size_t tokens = bs > 0 ? static_cast<std::size_t>(bs) : 0;
+             const Bytes rows = bytes_of(expand_x, "expand_x");
+             const Bytes meta = bytes_of(assist_info, "assist_info");
+             const Bytes prefix = bytes_of(ep_recv_count, "ep_recv_count");
+             const Bytes ids = bytes_of(expert_ids, "expert_ids");
+             const Bytes w = bytes_of(scales, "scales");
+             const Bytes out = bytes_of(x_out, "x_out", true);
+             require_bytes(ids, tokens * static_cast<std::size_t>(b.topk()) * 4, "expert_ids");
+             require_bytes(w, tokens * static_cast<std::size_t>(b.topk()) * 4, "scales");
+             require_bytes(out, tokens * b.row_bytes(), "x_out");
              released([&] {
-               double_plane ? moe::combine_doubleplane(ctx, in) : moe::combine_classic(ctx, in);
+               op.combine({rows.data, meta.as<std::int32_t>(), prefix.as<std::int32_t>(),
+                           ids.as<std::int32_t>(), w.as<float>(), bs, out.data},
+                          plane_of(double_plane));
              });
            })
       .def("last_timing",
-           [](Context& c) {
-             const moe::OpTiming& t = c.get().last_timing();
+           [](Buffer& b) {
+             const shmoe_moe_timing_t t = b.get().last_timing();
              py::dict d;
-             d["worker_us"] = t.worker_us;
+             d["worker_us"] = t.worker_us_max;
+             d["workers"] = t.workers;
              d["comm_us"] = t.comm_us;
              d["bytes_sent"] = t.bytes_sent;
              d["bytes_via_copy_engine"] = t.bytes_via_copy_engine;
+             d["rows_received"] = t.rows_received;
              return d;
            })
-      .def("close", &Context::close);
-
-  m.def("moe_window_bytes", [](int experts_per_pe, int max_bs, int hidden, int topk,
-                               const std::string& dtype, std::size_t max_recv_rows, int n_pes) {
-    return moe::MoeContext::window_bytes(
-        moe_config(experts_per_pe, max_bs, hidden, topk, dtype, max_recv_rows), n_pes);
-  });
+      .def("close", &Buffer::close);
 
   // An MX FP8 row of n elements: n codes, then ceil(n / 32) E8M0 scales, padded to 16 bytes.
-  m.def("mx_row_bytes", [](int n) { return moe::MxRow{n}.bytes(); });
-  m.def("quantize_tokens", [](int hidden, const std::string& format, Address x_bf16,
-                              std::size_t rows, Address out, std::size_t stride) {
-    const moe::ExpertFfnShape shape{hidden, 2, fp8_format_named(format)};
-    released([&] {
-      moe::quantize_tokens(shape, at<const std::uint16_t>(x_bf16), rows, at<std::byte>(out),
-                           stride);
+  m.def("mx_row_bytes", [](int n) { return shmoe_mx_row_bytes(n); });
+  // rows x cols values (float32, or bfloat16 bits as uint16) -> rows of mx_row_bytes(cols).
+  m.def("quantize_mx_rows", [](const py::buffer& src, std::size_t rows, int cols,
+                               const std::string& format, bool bf16, const py::buffer& out) {
+    const Bytes s = bytes_of(src, "src"), d = bytes_of(out, "out", true);
+    const std::size_t n = rows * static_cast<std::size_t>(cols > 0 ? cols : 0);
+    require_bytes(s, n * (bf16 ? 2 : 4), "src");
+    require_bytes(d, rows * shmoe_mx_row_bytes(cols), "out");
+    const shmoe_fp8_format_t f = fp8_format_named(format);
+    const int rc = released([&] {
+      return bf16 ? shmoe_mx_quantize_bf16_rows(s.as<std::uint16_t>(), rows, cols, f,
+                                                d.as<std::uint8_t>())
+                  : shmoe_mx_quantize_rows(s.as<float>(), rows, cols, f, d.as<std::uint8_t>());
     });
+    if (rc != 0) throw Refused(shmoe_moe_last_error());
+  });
+  // The inverse: rows of mx_row_bytes(cols) -> rows x cols float32.
+  m.def("dequantize_mx_rows", [](const py::buffer& src, std::size_t rows, int cols,
+                                 const std::string& format, const py::buffer& out) {
+    const Bytes s = bytes_of(src, "src"), d = bytes_of(out, "out", true);
+    require_bytes(s, rows * shmoe_mx_row_bytes(cols), "src");
+    require_bytes(d, rows * static_cast<std::size_t>(cols > 0 ? cols : 0) * 4, "out");
+    const shmoe_fp8_format_t f = fp8_format_named(format);
+    const int rc = released([&] {
+      return shmoe_mx_dequantize_rows(s.as<std::uint8_t>(), rows, cols, f, d.as<float>());
+    });
+    if (rc != 0) throw Refused(shmoe_moe_last_error());
   });
 }
 

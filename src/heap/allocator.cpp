@@ -87,6 +87,16 @@ std::optional<std::size_t> BestFitAllocator::allocation_size(std::size_t offset)
   return u->second;
 }
 
+std::optional<std::pair<std::size_t, std::size_t>> BestFitAllocator::allocation_holding(
+    std::size_t offset, std::size_t bytes) const {
+  auto u = used_.upper_bound(offset);
+  if (u == used_.begin()) return std::nullopt;
+  --u;
+  const auto [start, size] = *u;
+  if (offset - start > size || bytes > size - (offset - start)) return std::nullopt;
+  return std::pair{start, size};
+}
+
 std::size_t BestFitAllocator::largest_free_block() const {
   return free_by_size_.empty() ? 0 : std::prev(free_by_size_.end())->first;
 }

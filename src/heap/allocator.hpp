@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <utility>
 
 namespace shmoe::heap {
 
@@ -27,6 +28,9 @@ class BestFitAllocator {
   bool release(std::size_t offset);
   // Size of the live allocation at `offset` (rounded to the granularity), or nullopt.
   std::optional<std::size_t> allocation_size(std::size_t offset) const;
+  // The live allocation (start, size) that holds [offset, offset + bytes), or nullopt.
+  std::optional<std::pair<std::size_t, std::size_t>> allocation_holding(std::size_t offset,
+                                                                        std::size_t bytes) const;
 
   std::size_t capacity() const { return capacity_; }
   std::size_t free_bytes() const { return free_bytes_; }

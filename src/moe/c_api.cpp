@@ -1,9 +1,12 @@
 // The dispatch and combine entry points of include/shmoe/moe.h over the C++ operators.
+#include <algorithm>
 #include <string>
 
 #include "moe/c_api_guard.hpp"
 #include "moe/moe.hpp"
+#include "shmem/last_error.hpp"
 #include "shmoe/moe.h"
+#include "shmoe/runtime.h"
 
 struct shmoe_moe {
   shmoe::moe::MoeContext context;
@@ -11,12 +14,8 @@ struct shmoe_moe {
 
 namespace shmoe::moe::c_api {
 
-namespace {
-thread_local std::string g_last_error;
-}
-
 void set_last_error(std::string text) {
-  g_last_error = std::move(text);
+  shmoe::set_last_error(std::move(text));
 }
 
 }  // namespace shmoe::moe::c_api
@@ -27,7 +26,7 @@ using shmoe::moe::c_api::require;
 extern "C" {
 
 const char* shmoe_moe_last_error(void) {
-  return shmoe::moe::c_api::g_last_error.c_str();
+  return shmoe_last_error();
 }
 
 int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe) {
@@ -55,6 +54,22 @@ int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe) {
 
 void shmoe_moe_destroy(shmoe_moe_t moe) {
   delete moe;
+}
+
+int shmoe_moe_last_timing(shmoe_moe_t moe, shmoe_moe_timing_t* timing) {
+  return guarded([&] {
+    auto& m = require(moe, "shmoe_moe_last_timing", "moe");
+    auto& out = require(timing, "shmoe_moe_last_timing", "timing");
+    const shmoe::moe::OpTiming& t = m.context.last_timing();
+    out = shmoe_moe_timing_t{};
+    for (double us : t.worker_us) out.worker_us_max = std::max(out.worker_us_max, us);
+    out.workers = static_cast<int>(t.worker_us.size());
+    out.comm_us = t.comm_us;
+    out.bytes_sent = t.bytes_sent;
+    out.bytes_via_copy_engine = t.bytes_via_copy_engine;
+    out.rows_received = t.rows_received;
+    return int{SHMOE_MOE_OK};
+  });
 }
 
 size_t shmoe_moe_recv_capacity(shmoe_moe_t moe) {

@@ -50,6 +50,23 @@ void check_rows(const void* src, const void* dst, int cols, const char* fn) {
   if (cols < 1) throw MoeError(std::string(fn) + ": cols=" + std::to_string(cols) + " is not >= 1");
 }
 
+// Rows of `cols` values of T at src into MX rows at dst, by `quantize` (fp32 or bf16 values).
+template <typename T, typename Quantize>
+int quantize_rows(const T* src, std::size_t rows, int cols, shmoe_fp8_format_t format,
+                  std::uint8_t* dst, const char* fn, Quantize quantize) {
+  return guarded([&] {
+    check_rows(src, dst, cols, fn);
+    const auto f = format_of(format, fn);
+    const shmoe::moe::MxRow layout{cols};
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::uint8_t* row = dst + r * layout.bytes();
+      quantize(src + r * static_cast<std::size_t>(cols), static_cast<std::size_t>(cols), f, row,
+               row + layout.scales_offset(), shmoe::numeric::MxKernel::kAuto);
+    }
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -60,18 +77,14 @@ size_t shmoe_mx_row_bytes(int elems) {
 
 int shmoe_mx_quantize_rows(const float* src, size_t rows, int cols, shmoe_fp8_format_t format,
                            uint8_t* dst) {
-  return guarded([&] {
-    constexpr const char* fn = "shmoe_mx_quantize_rows";
-    check_rows(src, dst, cols, fn);
-    const auto f = format_of(format, fn);
-    const shmoe::moe::MxRow layout{cols};
-    for (std::size_t r = 0; r < rows; ++r) {
-      std::uint8_t* row = dst + r * layout.bytes();
-      shmoe::numeric::quantize_mx(src + r * static_cast<std::size_t>(cols), cols, f, row,
-                                  row + layout.scales_offset());
-    }
-    return int{SHMOE_MOE_OK};
-  });
+  return quantize_rows(src, rows, cols, format, dst, "shmoe_mx_quantize_rows",
+                       shmoe::numeric::quantize_mx);
+}
+
+int shmoe_mx_quantize_bf16_rows(const uint16_t* src, size_t rows, int cols,
+                                shmoe_fp8_format_t format, uint8_t* dst) {
+  return quantize_rows(src, rows, cols, format, dst, "shmoe_mx_quantize_bf16_rows",
+                       shmoe::numeric::quantize_mx_bf16);
 }
 
 int shmoe_mx_dequantize_rows(const uint8_t* src, size_t rows, int cols, shmoe_fp8_format_t format,
@@ -120,6 +133,20 @@ int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* 
     m.layer.run({x, expert_ids, routing_weights, tokens, y, expert_token_counts});
     return int{SHMOE_MOE_OK};
   });
+}
+
+int shmoe_mega_moe_run_unfused(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* expert_ids,
+                               const float* routing_weights, int tokens, uint16_t* y,
+                               int32_t* expert_token_counts) {
+  return guarded([&] {
+    auto& m = require(mega, "shmoe_mega_moe_run_unfused", "mega");
+    m.layer.run_unfused({x, expert_ids, routing_weights, tokens, y, expert_token_counts});
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+double shmoe_mega_moe_last_kernel_us(shmoe_mega_moe_t mega) {
+  return mega == nullptr ? 0.0 : mega->layer.last_kernel_us();
 }
 
 size_t shmoe_mega_moe_symmetric_bytes(const shmoe_mega_moe_config_t* config, int n_pes) {

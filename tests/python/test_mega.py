@@ -108,8 +108,7 @@ def test_mega_refusals():
         layer(x.astype(np.float32), idx, w)
     with pytest.raises(ValueError, match=r"MegaMoE.__call__: x has 5 rows, more than tokens=4"):
         layer(np.zeros((5, 32), np.uint16), np.zeros((5, 1), np.int64), np.ones((5, 1), np.float32))
-    with pytest.raises(ValueError, match=rf"MegaMoE.__call__: topk_idx\[2\]\[0\]={n} is out of "
-                                         rf"range"):
+    with pytest.raises(shmoe.Error, match=rf"PE 0: expert_ids\[2\]\[0\]={n} is out of range"):
         layer(x, np.where(np.arange(4)[:, None] == 2, n, 0), w)
     y = layer(x, idx, w)  # still works after the refusals
     assert y.shape == (4, 32) and not y.any()  # zero tokens give a zero output

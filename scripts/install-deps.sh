@@ -15,6 +15,7 @@ packages=(
   # The Python package (python/) and its tests (tests/python): pybind11 for the system python3,
   # NumPy, pytest, and PyTorch for the tensor tests (about 80 s to fetch and install).
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  python3-mypy  # checks the package's type hints and the extension's .pyi (tests/python)
 )
 missing=()
 for p in "${packages[@]}"; do

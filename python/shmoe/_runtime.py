@@ -7,7 +7,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from typing import Callable, List, Optional, Protocol, Sequence, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
 from . import _shmoe
 
@@ -46,7 +46,7 @@ def world() -> _shmoe.TeamHandle:
 
 
 def agreed(call: str, convert: Callable[[], T],
-           values: Callable[[T], Sequence[Tuple[str, int]]] = lambda _: (),
+           values: Callable[[Any], Sequence[Tuple[str, int]]] = lambda _: (),
            team: Optional[_shmoe.TeamHandle] = None) -> T:
     """The converted arguments of a collective call, once every PE of `team` (default: all) has
     converted its own and the library has agreed on them (shmoe_agree): if `convert` raises

@@ -315,12 +315,12 @@ class Buffer:
         ep_recv_count = meta[cap * 3 : cap * 3 + L * P]
         counts = meta[cap * 3 + L * P :]
         scales = np.empty(cap, np.float32)
-        recv = self._window if zero_copy else np.empty(cap * self._row_bytes, np.uint8)
         if self.fp8:
             _shmoe.quantize_mx_rows(xs, tokens, self.hidden, self.fp8, True, self._quantized)
             ctx, source = self._fp8_ctx, self._quantized
         else:
             ctx, source = self._ctx, xs
+        recv = self._window if zero_copy else np.frombuffer(ctx.take_rows(), np.uint8)
         rows = ctx.dispatch(self.double_plane, source, idx, w, tokens, recv, assist_info,
                             ep_recv_count, counts, scales)
         if self.fp8:

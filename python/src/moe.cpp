@@ -3,7 +3,10 @@
 #include "shmoe/moe.hpp"
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings.hpp"
 
@@ -32,6 +35,51 @@ void require_bytes(const Bytes& b, std::size_t need, const char* param) {
   }
 }
 
+// Host blocks of one size for dispatch's received rows, reused once Python holds no view of
+// them: a block of the decode shape is tens of MiB, above glibc's mmap threshold, so a fresh
+// allocation per call would fault in every page again (it made dispatch several times slower).
+class BlockPool {
+ public:
+  explicit BlockPool(std::size_t bytes) : bytes_(bytes) {}
+  std::size_t bytes() const { return bytes_; }
+  std::unique_ptr<std::byte[]> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return std::unique_ptr<std::byte[]>(new std::byte[bytes_ == 0 ? 1 : bytes_]);
+    auto b = std::move(free_.back());
+    free_.pop_back();
+    return b;
+  }
+  void give(std::unique_ptr<std::byte[]> b) {
+    std::lock_guard lock(mutex_);
+    if (free_.size() < kKeep) free_.push_back(std::move(b));
+  }
+
+ private:
+  static constexpr std::size_t kKeep = 3;
+  std::size_t bytes_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<std::byte[]>> free_;
+};
+
+// One block, as Python sees it (buffer protocol); it goes back to its pool when the last array
+// over it dies.
+class HostBlock {
+ public:
+  explicit HostBlock(std::shared_ptr<BlockPool> pool)
+      : pool_(std::move(pool)), data_(pool_->take()) {}
+  ~HostBlock() { pool_->give(std::move(data_)); }
+  HostBlock(const HostBlock&) = delete;
+  HostBlock& operator=(const HostBlock&) = delete;
+  py::buffer_info info() {
+    return py::buffer_info(reinterpret_cast<std::uint8_t*>(data_.get()),
+                           static_cast<py::ssize_t>(pool_->bytes()));
+  }
+
+ private:
+  std::shared_ptr<BlockPool> pool_;
+  std::unique_ptr<std::byte[]> data_;
+};
+
 // A shmoe::MoeBuffer whose collective destruction happens in close(), called by the package in
 // the same order on every PE; one the garbage collector finds still open is left to the
 // process's end rather than destroyed at a moment the other PEs know nothing of.
@@ -41,7 +89,8 @@ class Buffer {
       : buf_(released([&] { return std::make_unique<MoeBuffer>(c); })),
         config_(c),
         elem_(elem),
-        capacity_(buf_->recv_capacity()) {}
+        capacity_(buf_->recv_capacity()),
+        rows_(std::make_shared<BlockPool>(capacity_ * row_bytes())) {}
   ~Buffer() {
     if (buf_) (void)buf_->release();
   }
@@ -58,6 +107,7 @@ class Buffer {
   std::size_t capacity() const { return capacity_; }
   std::size_t row_bytes() const { return static_cast<std::size_t>(config_.hidden) * elem_; }
   int topk() const { return config_.topk; }
+  std::unique_ptr<HostBlock> take_rows() const { return std::make_unique<HostBlock>(rows_); }
   int experts_per_pe() const { return config_.experts_per_pe; }
 
  private:
@@ -65,6 +115,7 @@ class Buffer {
   shmoe_moe_config_t config_;
   std::size_t elem_;
   std::size_t capacity_;
+  std::shared_ptr<BlockPool> rows_;  // blocks of recv_capacity rows
 };
 
 shmoe_plane_t plane_of(bool double_plane) {
@@ -74,6 +125,7 @@ shmoe_plane_t plane_of(bool double_plane) {
 }  // namespace
 
 void bind_moe(py::module_& m) {
+  py::class_<HostBlock>(m, "HostBlock", py::buffer_protocol()).def_buffer(&HostBlock::info);
   py::class_<Buffer>(m, "MoeBuffer")
       .def(py::init([](int experts_per_pe, int max_bs, int hidden, int topk,
                        const std::string& dtype, std::size_t max_recv_rows, int matrix_workers,
@@ -85,6 +137,8 @@ void bind_moe(py::module_& m) {
         return std::make_unique<Buffer>(c, t.bytes);
       }))
       .def("recv_capacity", &Buffer::capacity)
+      // recv_capacity rows of host memory for a dispatch's output, from the buffer's pool.
+      .def("take_rows", &Buffer::take_rows)
       // The receive window's bytes (recv_capacity rows), where dispatch's rows land.
       .def("receive_window",
            [](Buffer& b) {

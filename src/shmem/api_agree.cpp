@@ -91,9 +91,11 @@ int agree(shmem_team_t handle, const char* call, const char* refusal, const std:
   collectives::reduce<std::uint64_t, collectives::Min>(*team, all, mine, std::size(mine));
   if (all[0] != kNobody) {
     const int refuser = static_cast<int>(all[0]);
+    // Every refusing PE gives its own reason; the others that of the lowest refusing PE. A
+    // reason that starts with the call's name already (as the package's are) does not get it
+    // twice.
     std::string reason = reason_of(*team, refuser, refusal);
-    // A reason that starts with the call's name already (as the package's messages do) is not
-    // given the name twice.
+    if (refusal != nullptr) reason = refusal;
     const std::string prefix = std::string(call) + ": ";
     if (reason.starts_with(prefix)) reason.erase(0, prefix.size());
     t_last_error = refusal != nullptr

@@ -11,8 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "shmoe/moe.h"
 
@@ -60,6 +62,34 @@ auto released(F&& f) -> decltype(f()) {
     throw Refused(e.what());
   }
 }
+
+// Owns a collective object of the C++ API (shmoe::MoeBuffer, shmoe::MegaMoeLayer) whose
+// destruction happens in close(), which the package calls in the same order on every PE; one the
+// garbage collector finds still open gives its handle up and leaves it to the process's end,
+// rather than destroying it at a moment the other PEs know nothing of.
+template <typename T>
+class Collective {
+ public:
+  Collective(std::unique_ptr<T> object, const char* closed)
+      : object_(std::move(object)), closed_(closed) {}
+  ~Collective() {
+    if (object_) (void)object_->release();
+  }
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+
+  T& get() const {
+    if (!object_) throw Refused(closed_);
+    return *object_;
+  }
+  void close() {
+    released([&] { object_.reset(); });
+  }
+
+ private:
+  std::unique_ptr<T> object_;
+  const char* closed_;
+};
 
 // "e4m3" or "e5m2"; anything else is refused.
 shmoe_fp8_format_t fp8_format_named(const std::string& name);

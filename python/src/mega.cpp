@@ -9,29 +9,17 @@
 namespace shmoe::python {
 namespace {
 
-// As moe.cpp's Buffer: destroyed collectively by close(), never by the garbage collector.
-class Mega {
+// A shmoe::MegaMoeLayer (closed collectively, see Collective) with its configuration.
+class Mega : public Collective<MegaMoeLayer> {
  public:
   Mega(const shmoe_mega_moe_config_t& c, const std::vector<const std::uint8_t*>& w1,
        const std::vector<const std::uint8_t*>& w2)
-      : op_(released([&] { return std::make_unique<MegaMoeLayer>(c, w1, w2); })), config_(c) {}
-  ~Mega() {
-    if (op_) (void)op_->release();
-  }
-  Mega(const Mega&) = delete;
-  Mega& operator=(const Mega&) = delete;
-
-  MegaMoeLayer& get() {
-    if (!op_) throw Refused("the MegaMoE layer is closed");
-    return *op_;
-  }
+      : Collective(released([&] { return std::make_unique<MegaMoeLayer>(c, w1, w2); }),
+                   "the MegaMoE layer is closed"),
+        config_(c) {}
   const shmoe_mega_moe_config_t& config() const { return config_; }
-  void close() {
-    released([&] { op_.reset(); });
-  }
 
  private:
-  std::unique_ptr<MegaMoeLayer> op_;
   shmoe_mega_moe_config_t config_;
 };
 

@@ -80,38 +80,25 @@ class HostBlock {
   std::unique_ptr<std::byte[]> data_;
 };
 
-// A shmoe::MoeBuffer whose collective destruction happens in close(), called by the package in
-// the same order on every PE; one the garbage collector finds still open is left to the
-// process's end rather than destroyed at a moment the other PEs know nothing of.
-class Buffer {
+// A shmoe::MoeBuffer (closed collectively, see Collective) with its shape and a pool of host
+// blocks for dispatch's received rows.
+class Buffer : public Collective<MoeBuffer> {
  public:
   Buffer(const shmoe_moe_config_t& c, std::size_t elem)
-      : buf_(released([&] { return std::make_unique<MoeBuffer>(c); })),
+      : Collective(released([&] { return std::make_unique<MoeBuffer>(c); }),
+                   "the MoE buffer is closed"),
         config_(c),
         elem_(elem),
-        capacity_(buf_->recv_capacity()),
+        capacity_(get().recv_capacity()),
         rows_(std::make_shared<BlockPool>(capacity_ * row_bytes())) {}
-  ~Buffer() {
-    if (buf_) (void)buf_->release();
-  }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
 
-  MoeBuffer& get() {
-    if (!buf_) throw Refused("the MoE buffer is closed");
-    return *buf_;
-  }
-  void close() {
-    released([&] { buf_.reset(); });
-  }
   std::size_t capacity() const { return capacity_; }
   std::size_t row_bytes() const { return static_cast<std::size_t>(config_.hidden) * elem_; }
   int topk() const { return config_.topk; }
-  std::unique_ptr<HostBlock> take_rows() const { return std::make_unique<HostBlock>(rows_); }
   int experts_per_pe() const { return config_.experts_per_pe; }
+  std::unique_ptr<HostBlock> take_rows() const { return std::make_unique<HostBlock>(rows_); }
 
  private:
-  std::unique_ptr<MoeBuffer> buf_;
   shmoe_moe_config_t config_;
   std::size_t elem_;
   std::size_t capacity_;

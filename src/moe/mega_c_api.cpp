@@ -67,6 +67,16 @@ int quantize_rows(const T* src, std::size_t rows, int cols, shmoe_fp8_format_t f
   });
 }
 
+// One run of the layer, fused or through the unfused chain.
+int run_layer(shmoe_mega_moe_t mega, const char* fn, bool unfused,
+              const shmoe::moe::MegaMoeArgs& args) {
+  return guarded([&] {
+    auto& m = require(mega, fn, "mega");
+    unfused ? m.layer.run_unfused(args) : m.layer.run(args);
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -128,21 +138,15 @@ void shmoe_mega_moe_destroy(shmoe_mega_moe_t mega) {
 int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* expert_ids,
                        const float* routing_weights, int tokens, uint16_t* y,
                        int32_t* expert_token_counts) {
-  return guarded([&] {
-    auto& m = require(mega, "shmoe_mega_moe_run", "mega");
-    m.layer.run({x, expert_ids, routing_weights, tokens, y, expert_token_counts});
-    return int{SHMOE_MOE_OK};
-  });
+  return run_layer(mega, "shmoe_mega_moe_run", false,
+                   {x, expert_ids, routing_weights, tokens, y, expert_token_counts});
 }
 
 int shmoe_mega_moe_run_unfused(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* expert_ids,
                                const float* routing_weights, int tokens, uint16_t* y,
                                int32_t* expert_token_counts) {
-  return guarded([&] {
-    auto& m = require(mega, "shmoe_mega_moe_run_unfused", "mega");
-    m.layer.run_unfused({x, expert_ids, routing_weights, tokens, y, expert_token_counts});
-    return int{SHMOE_MOE_OK};
-  });
+  return run_layer(mega, "shmoe_mega_moe_run_unfused", true,
+                   {x, expert_ids, routing_weights, tokens, y, expert_token_counts});
 }
 
 double shmoe_mega_moe_last_kernel_us(shmoe_mega_moe_t mega) {

@@ -56,6 +56,28 @@ expect_refusal "--output-dir naming a file" "--output-dir=/etc/hostname: cannot 
 expect_refusal "received rows beyond any call" "--max-recv-rows: Value 274877906945 not in range" \
   "$moe" dispatch --pes 2 --bs 8 --hidden 16 --max-recv-rows 274877906945
 
+# Every float option refuses NaN and infinity (a NaN zipf exponent once looped forever), on both
+# command lines; a seed is a non-negative integer (-1 once wrapped to 2^64-1).
+for cmd in dispatch mega; do
+  for opt in "--zipf-s nan" "--zipf-s inf" "--drop nan" "--drop -inf" "--timeout nan" "--timeout inf"; do
+    expect_refusal "$cmd $opt" "${opt%% *}: Value ${opt#* } not a finite number in range" \
+      "$moe" $cmd --pes 2 --routing zipf $opt
+  done
+  expect_refusal "$cmd --seed -1" "--seed: Value -1 is not an integer in range [0 - 18446744073709551615]" \
+    "$moe" $cmd --pes 2 --seed -1
+done
+
+# No tokens anywhere is a legitimate step: every operator runs and verifies it.
+for op in dispatch combine pipeline dispatch-doubleplane combine-doubleplane; do
+  out=$("$moe" $op --pes 2 --bs 0 --hidden 16 --topk 2 --experts-per-pe 2 --timeout 60 2>&1)
+  if (($? == 0)) && (($(grep -c "verify=pass" <<<"$out") == 2)) && grep -q "bs=0" <<<"$out"; then
+    echo "ok: $op --bs 0"
+  else
+    echo "FAIL: $op --bs 0: $out" | head -5
+    failures=$((failures + 1))
+  fi
+done
+
 # A writable --output-dir gets its CSV.
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "cli_checks.hpp"
 #include "moe/config_check.hpp"
 
 namespace shmoe::tools {
@@ -68,16 +69,17 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o) {
       ->check(CLI::Range(1, 1000000));
   app.add_option("--trace", o.trace, "write one fused call's worker timeline (Chrome trace JSON)");
   app.add_option("--csv", o.csv, "append the perf line to this CSV file");
-  app.add_option("--seed", o.routing.seed, "input seed (default: fresh, printed)");
+  app.add_option("--seed", o.routing.seed, "input seed (default: fresh, printed)")
+      ->check(digits_only());
   app.add_option("--routing", routing, "uniform | zipf | hot")
       ->check(CLI::IsMember({"uniform", "zipf", "hot"}));
-  app.add_option("--zipf-s", o.routing.zipf_s)->check(CLI::Range(0.0, 10.0));
+  app.add_option("--zipf-s", o.routing.zipf_s)->check(finite_range(0.0, 10.0));
   app.add_option("--drop", o.routing.drop, "probability of a -1 (no expert) entry")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_range(0.0, 1.0));
   app.add_option("--empty-pes", o.routing.empty_pes, "the last N PEs have no tokens")
       ->check(CLI::Range(0, 64));
   app.add_option("--timeout", o.routing.timeout_s, "stop the whole run after this many seconds")
-      ->check(CLI::Range(1.0, 1e6));
+      ->check(finite_range(1.0, 1e6));
 }
 
 int finish_mega_options(const MegaOptionText& text, MegaOptions& o) {

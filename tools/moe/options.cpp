@@ -3,6 +3,7 @@
 #include <map>
 #include <tuple>
 
+#include "cli_checks.hpp"
 #include "moe/config_check.hpp"
 
 namespace shmoe::tools {
@@ -105,13 +106,13 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
   app.add_option("--experts-per-pe", epp, "experts per PE (-expertPerPe)")->delimiter(',');
   app.add_option("--dtype", dtypes, "int32 | float16 | bfloat16 | float32 (-type int32_t ...)")
       ->delimiter(',');
-  app.add_option("--seed", o.seed, "input seed (default: fresh, printed)");
+  app.add_option("--seed", o.seed, "input seed (default: fresh, printed)")->check(digits_only());
   app.add_option("--routing", routing,
                  "uniform | zipf | hot (every token's first slot to expert 0)")
       ->check(CLI::IsMember({"uniform", "zipf", "hot"}));
-  app.add_option("--zipf-s", o.zipf_s, "zipf exponent")->check(CLI::Range(0.0, 10.0));
+  app.add_option("--zipf-s", o.zipf_s, "zipf exponent")->check(finite_range(0.0, 10.0));
   app.add_option("--drop", o.drop, "probability of a -1 (no expert) entry")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_range(0.0, 1.0));
   app.add_option("--empty-pes", o.empty_pes, "the last N PEs have no tokens")
       ->check(CLI::Range(0, 64));
   app.add_option("--iterations", o.iterations, "verified back-to-back calls")
@@ -130,7 +131,7 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
   app.add_option("--threshold", o.threshold,
                  "double plane: smallest segment for the copy engine, bytes");
   app.add_option("--timeout", o.timeout_s, "stop the whole run after this many seconds")
-      ->check(CLI::Range(1.0, 1e6));
+      ->check(finite_range(1.0, 1e6));
 }
 
 int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {

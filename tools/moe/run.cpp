@@ -181,20 +181,23 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   moe::MoeContext ctx(moe_config(o, c));
   const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
   const std::size_t cap = ctx.recv_capacity();
+  // The outputs are required even when no row can arrive (--bs 0 gives a capacity of 0): a
+  // buffer of at least one row is never null.
+  const std::size_t min_rows = std::max<std::size_t>(cap, 1);
   Buffers b;
   if (o.copy_out) {
-    b.expand_x.resize(cap * row_bytes);
-    b.expert_out.resize(cap * row_bytes);
+    b.expand_x.resize(min_rows * row_bytes);
+    b.expert_out.resize(min_rows * row_bytes);
   }
   // Where dispatch's rows are read and where the experts' outputs go.
   std::byte* const expand_x =
       o.copy_out ? b.expand_x.data() : static_cast<std::byte*>(ctx.receive_window());
   std::byte* const expert_out = o.copy_out ? b.expert_out.data() : expand_x;
-  b.x_out.resize(static_cast<std::size_t>(c.bs) * row_bytes);
-  b.assist_info.resize(cap * 3);
+  b.x_out.resize(static_cast<std::size_t>(std::max(c.bs, 1)) * row_bytes);
+  b.assist_info.resize(min_rows * 3);
   b.ep_recv_count.resize(static_cast<std::size_t>(P) * c.experts_per_pe);
   b.expert_token_nums.resize(c.experts_per_pe);
-  b.expand_scales.resize(cap);
+  b.expand_scales.resize(min_rows);
   const bool double_plane = op_uses_double_plane(o);
   const bool check_dispatch_out = !op_is_combine(o.op);
   const bool do_combine = op_is_combine(o.op) || o.op == MoeOp::kPipeline;

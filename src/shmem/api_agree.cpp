@@ -8,9 +8,12 @@
 #include <iterator>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "shmem/agreement.hpp"
 #include "shmem/collectives.hpp"
 #include "shmem/last_error.hpp"
 #include "shmem/runtime.hpp"
@@ -55,8 +58,52 @@ std::string reason_of(Team& team, int refuser, const char* mine) {
   return me ? std::string(mine) : std::string(text.data());
 }
 
-int agree(shmem_team_t handle, const char* call, const char* refusal, const std::int64_t* values,
-          const char* const* names, int n_values) {
+}  // namespace
+
+std::string agree_on(Team& team, const char* call, const char* refusal, const AgreedValue* values,
+                     int n_values) {
+  // Word 0: the lowest refusing member; then each value's min and (as its complement) max.
+  // Always every word, whatever n_values: a refusing PE may pass no values where the others
+  // pass some, and the reduction must be the same size on every member. A value this PE does
+  // not pass is neutral (the most for the min, the least for the max).
+  std::uint64_t mine[1 + 2 * kMaxAgreedValues];
+  std::fill(std::begin(mine), std::end(mine), kNobody);
+  mine[0] = refusal != nullptr ? static_cast<std::uint64_t>(team.my_index()) : kNobody;
+  for (int i = 0; i < n_values; ++i) {
+    mine[1 + 2 * i] = ordered(values[i].value);
+    mine[2 + 2 * i] = ~ordered(values[i].value);
+  }
+  std::uint64_t all[1 + 2 * kMaxAgreedValues];
+  collectives::reduce<std::uint64_t, collectives::Min>(team, all, mine, std::size(mine));
+  if (all[0] != kNobody) {
+    const int refuser = static_cast<int>(all[0]);
+    // Every refusing PE gives its own reason; the others that of the lowest refusing PE. A
+    // reason that starts with the call's name already (as the package's are) does not get it
+    // twice.
+    std::string reason = reason_of(team, refuser, refusal);
+    if (refusal != nullptr) reason = refusal;
+    const std::string prefix = std::string(call) + ": ";
+    if (reason.starts_with(prefix)) reason.erase(0, prefix.size());
+    return refusal != nullptr
+               ? fmt::format("{}: {}", call, reason)
+               : fmt::format("{}: PE {} refused the call: {}", call, refuser, reason);
+  }
+  for (int i = 0; i < n_values; ++i) {
+    const std::int64_t low = from_ordered(all[1 + 2 * i]), high = from_ordered(~all[2 + 2 * i]);
+    if (low != high) {
+      return fmt::format(
+          "{}: the PEs disagree on {} (values from {} to {}; this PE passed {}): every PE must "
+          "pass the same",
+          call, values[i].name, low, high, values[i].value);
+    }
+  }
+  return {};
+}
+
+namespace {
+
+int agree_from_c(shmem_team_t handle, const char* call, const char* refusal,
+                 const std::int64_t* values, const char* const* names, int n_values) {
   const char* fn = "shmoe_agree";
   if (call == nullptr) call = fn;
   if (n_values < 0 || n_values > SHMOE_AGREE_MAX_VALUES || (n_values > 0 && values == nullptr)) {
@@ -64,11 +111,13 @@ int agree(shmem_team_t handle, const char* call, const char* refusal, const std:
                                n_values, SHMOE_AGREE_MAX_VALUES);
     return -1;
   }
+  AgreedValue agreed[kMaxAgreedValues];
   for (int i = 0; i < n_values; ++i) {
     if (names == nullptr || names[i] == nullptr) {
       t_last_error = fmt::format("{}: value_names[{}] is NULL", fn, i);
       return -1;
     }
+    agreed[i] = {names[i], values[i]};
   }
   Team* team = runtime(fn).teams().resolve(handle, fn, "team");
   if (team == nullptr) {
@@ -76,47 +125,36 @@ int agree(shmem_team_t handle, const char* call, const char* refusal, const std:
     return -1;
   }
   std::lock_guard lock(team->mutex());
-  // Word 0: the lowest refusing member; then each value's min and (as its complement) max.
-  // Always every word, whatever n_values: a refusing PE may pass no values where the others
-  // pass some, and the reduction must be the same size on every member. A value this PE does
-  // not pass is neutral (the most for the min, the least for the max).
-  std::uint64_t mine[1 + 2 * SHMOE_AGREE_MAX_VALUES];
-  std::fill(std::begin(mine), std::end(mine), kNobody);
-  mine[0] = refusal != nullptr ? static_cast<std::uint64_t>(team->my_index()) : kNobody;
-  for (int i = 0; i < n_values; ++i) {
-    mine[1 + 2 * i] = ordered(values[i]);
-    mine[2 + 2 * i] = ~ordered(values[i]);
-  }
-  std::uint64_t all[1 + 2 * SHMOE_AGREE_MAX_VALUES];
-  collectives::reduce<std::uint64_t, collectives::Min>(*team, all, mine, std::size(mine));
-  if (all[0] != kNobody) {
-    const int refuser = static_cast<int>(all[0]);
-    // Every refusing PE gives its own reason; the others that of the lowest refusing PE. A
-    // reason that starts with the call's name already (as the package's are) does not get it
-    // twice.
-    std::string reason = reason_of(*team, refuser, refusal);
-    if (refusal != nullptr) reason = refusal;
-    const std::string prefix = std::string(call) + ": ";
-    if (reason.starts_with(prefix)) reason.erase(0, prefix.size());
-    t_last_error = refusal != nullptr
-                       ? fmt::format("{}: {}", call, reason)
-                       : fmt::format("{}: PE {} refused the call: {}", call, refuser, reason);
-    return -1;
-  }
-  for (int i = 0; i < n_values; ++i) {
-    const std::int64_t low = from_ordered(all[1 + 2 * i]), high = from_ordered(~all[2 + 2 * i]);
-    if (low != high) {
-      t_last_error = fmt::format(
-          "{}: the PEs disagree on {} (values from {} to {}; this PE passed {}): every PE must "
-          "pass the same",
-          call, names[i], low, high, values[i]);
-      return -1;
-    }
-  }
-  return 0;
+  std::string verdict = agree_on(*team, call, refusal, agreed, n_values);
+  if (verdict.empty()) return 0;
+  t_last_error = std::move(verdict);
+  return -1;
 }
 
 }  // namespace
+
+std::optional<std::pair<std::size_t, std::size_t>> heap_allocation_of(Runtime& rt, const void* p,
+                                                                      std::size_t bytes) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const auto base = reinterpret_cast<std::uintptr_t>(rt.heap_base());
+  if (p == nullptr || a < base || a - base >= rt.heap_size()) return std::nullopt;
+  std::lock_guard lock(rt.heap_mutex());
+  return rt.allocator().allocation_holding(a - base, bytes);
+}
+
+void check_within_allocation(Runtime& rt, const void* target, std::size_t bytes, const char* fn,
+                             const char* param) {
+  const auto a = reinterpret_cast<std::uintptr_t>(target);
+  const auto base = reinterpret_cast<std::uintptr_t>(rt.heap_base());
+  if (a < base || a - base >= rt.heap_size()) return;  // the program's data: one object each
+  if (!heap_allocation_of(rt, target, bytes)) {
+    api_error(fn,
+              "{}={} ({} bytes) does not lie inside one live allocation of the symmetric heap: "
+              "it runs past the end of its allocation, or that was freed (SHMOE_DEBUG=1 checks "
+              "this)",
+              param, target, bytes);
+  }
+}
 
 void set_last_error(std::string text) {
   t_last_error = std::move(text);
@@ -137,7 +175,7 @@ const char* shmoe_last_error(void) {
 int shmoe_agree(shmem_team_t team, const char* call, const char* refusal, const int64_t* values,
                 const char* const* value_names, int n_values) {
   try {
-    return shmoe::agree(team, call, refusal, values, value_names, n_values);
+    return shmoe::agree_from_c(team, call, refusal, values, value_names, n_values);
   } catch (const std::exception& e) {
     shmoe::t_last_error = fmt::format("shmoe_agree: {}", e.what());
     return -1;
@@ -146,11 +184,7 @@ int shmoe_agree(shmem_team_t team, const char* call, const char* refusal, const 
 
 int shmoe_heap_allocation(const void* p, size_t bytes, void** start, size_t* size) {
   auto& rt = shmoe::runtime("shmoe_heap_allocation");
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  const auto base = reinterpret_cast<std::uintptr_t>(rt.heap_base());
-  if (p == nullptr || a < base || a - base >= rt.heap_size()) return 0;
-  std::lock_guard lock(rt.heap_mutex());
-  const auto found = rt.allocator().allocation_holding(a - base, bytes);
+  const auto found = shmoe::heap_allocation_of(rt, p, bytes);
   if (!found) return 0;
   if (start != nullptr) *start = rt.heap_base() + found->first;
   if (size != nullptr) *size = found->second;

@@ -1,8 +1,14 @@
 // Collective routines (OpenSHMEM 1.5 section 9.9) on teams, and the deprecated active-set forms,
 // which run the same algorithms on an internal team per active set (team.hpp): their pSync and
 // pWrk arguments are accepted and never touched.
+#include <cstdint>
+#include <initializer_list>
 #include <mutex>
+#include <set>
+#include <string>
 
+#include "common/log.hpp"
+#include "shmem/agreement.hpp"
 #include "shmem/collectives.hpp"
 #include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
@@ -25,14 +31,59 @@ Locked lock_team(shmem_team_t handle, const char* fn) {
   return l;
 }
 
+// `count` items of `size` bytes, refused by name where the product overflows (it would wrap to
+// a small size that passes every later check).
+std::size_t bytes_of(const char* fn, const char* what, std::size_t count, std::size_t size) {
+  if (size != 0 && count > SIZE_MAX / size) {
+    shmoe::api_error(fn, "{}={} times {} bytes is more than the address space holds", what, count,
+                     size);
+  }
+  return count * size;
+}
+
+// dest must be symmetric for all its bytes (a stack array, or a count that runs past the heap,
+// is refused by name instead of written).
 void check_dest(Team& team, const void* dest, std::size_t bytes, const char* fn) {
   if (bytes > 0) shmoe::symmetric_offset(team.runtime(), dest, bytes, fn, "dest");
+}
+
+// A reduction's dest must be symmetric (OpenSHMEM 1.5 section 9.9.9), and a symmetric one must
+// hold all its elements (a count past the heap is refused by name). A private dest (a stack
+// variable) works here, since reductions go through the team's scratch, and programs in the
+// wild pass one; so it is refused only under SHMOE_DEBUG, and otherwise said once per call name.
+void check_reduce_dest(Team& team, const void* dest, std::size_t bytes, const char* fn) {
+  const auto& rt = team.runtime();
+  if (rt.is_symmetric(dest, 1) || rt.config().debug_allocations) {
+    check_dest(team, dest, bytes, fn);
+    return;
+  }
+  static std::mutex mutex;
+  static std::set<std::string> told;
+  std::lock_guard lock(mutex);
+  if (told.insert(fn).second) {
+    shmoe::log::warn(
+        "{}: dest={} is not symmetric (OpenSHMEM requires a symmetric dest; shmoe accepts this "
+        "one, and refuses it under SHMOE_DEBUG=1); said once",
+        fn, dest);
+  }
+}
+
+// Under SHMOE_DEBUG, every member passed the same `values` (the specification requires it: a
+// count or root that differs corrupts memory or hangs), checked by one agreement and refused by
+// name on every member. Off, it costs one load.
+void check_same(Team& team, const char* fn, std::initializer_list<shmoe::AgreedValue> values) {
+  if (!team.runtime().config().debug_allocations) return;
+  const std::string verdict =
+      shmoe::agree_on(team, fn, nullptr, values.begin(), static_cast<int>(values.size()));
+  if (!verdict.empty()) shmoe::log::fatal(verdict);
 }
 
 int broadcast(const char* fn, shmem_team_t handle, void* dest, const void* source,
               std::size_t bytes, int root) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr || root < 0 || root >= l.team->size()) return -1;
+  check_same(*l.team, fn,
+             {{"PE_root", root}, {"nelems (bytes)", static_cast<std::int64_t>(bytes)}});
   if (bytes == 0) return 0;
   check_dest(*l.team, dest, bytes, fn);
   coll::broadcast(*l.team, dest, source, bytes, root, true);
@@ -43,8 +94,9 @@ int fcollect(const char* fn, shmem_team_t handle, void* dest, const void* source
              std::size_t bytes) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr) return -1;
+  check_same(*l.team, fn, {{"nelems (bytes)", static_cast<std::int64_t>(bytes)}});
   if (bytes == 0) return 0;
-  check_dest(*l.team, dest, bytes * l.team->size(), fn);
+  check_dest(*l.team, dest, bytes_of(fn, "nelems", bytes, l.team->size()), fn);
   coll::fcollect(*l.team, dest, source, bytes);
   return 0;
 }
@@ -62,8 +114,9 @@ int alltoall(const char* fn, shmem_team_t handle, void* dest, const void* source
              std::size_t bytes) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr) return -1;
+  check_same(*l.team, fn, {{"nelems (bytes)", static_cast<std::int64_t>(bytes)}});
   if (bytes == 0) return 0;
-  check_dest(*l.team, dest, bytes * l.team->size(), fn);
+  check_dest(*l.team, dest, bytes_of(fn, "nelems", bytes, l.team->size()), fn);
   coll::alltoall(*l.team, dest, source, bytes);
   return 0;
 }
@@ -78,9 +131,13 @@ int alltoalls(const char* fn, shmem_team_t handle, void* dest, const void* sourc
               ptrdiff_t sst, std::size_t nelems, std::size_t elem) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr) return -1;
+  check_same(*l.team, fn,
+             {{"dst", dst}, {"sst", sst}, {"nelems", static_cast<std::int64_t>(nelems)}});
   if (nelems == 0) return 0;
   check_strides(dst, sst, fn);
-  check_dest(*l.team, dest, ((l.team->size() * nelems - 1) * dst + 1) * elem, fn);
+  const std::size_t blocks = bytes_of(fn, "nelems", nelems, l.team->size());
+  const std::size_t span = bytes_of(fn, "nelems", blocks - 1, static_cast<std::size_t>(dst)) + 1;
+  check_dest(*l.team, dest, bytes_of(fn, "nelems", span, elem), fn);
   coll::alltoalls(*l.team, dest, source, dst, sst, nelems, elem);
   return 0;
 }
@@ -89,7 +146,10 @@ template <typename T, typename Op>
 int reduce(const char* fn, shmem_team_t handle, T* dest, const T* source, std::size_t n) {
   auto l = lock_team(handle, fn);
   if (l.team == nullptr) return -1;
-  if (n != 0) coll::reduce<T, Op>(*l.team, dest, source, n);
+  check_same(*l.team, fn, {{"nreduce", static_cast<std::int64_t>(n)}});
+  if (n == 0) return 0;
+  check_reduce_dest(*l.team, dest, bytes_of(fn, "nreduce", n, sizeof(T)), fn);
+  coll::reduce<T, Op>(*l.team, dest, source, n);
   return 0;
 }
 
@@ -123,16 +183,20 @@ extern "C" {
 #define SHMOE_DEF_TEAM_COLL(T, N)                                                                \
   int pshmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems,         \
                              int PE_root) {                                                      \
-    return broadcast("shmem_" #N "_broadcast", team, dest, source, nelems * sizeof(T), PE_root); \
+    return broadcast("shmem_" #N "_broadcast", team, dest, source,                               \
+                     bytes_of("shmem_" #N "_broadcast", "nelems", nelems, sizeof(T)), PE_root);  \
   }                                                                                              \
   int pshmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
-    return collect("shmem_" #N "_collect", team, dest, source, nelems * sizeof(T));              \
+    return collect("shmem_" #N "_collect", team, dest, source,                                   \
+                   bytes_of("shmem_" #N "_collect", "nelems", nelems, sizeof(T)));               \
   }                                                                                              \
   int pshmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems) {        \
-    return fcollect("shmem_" #N "_fcollect", team, dest, source, nelems * sizeof(T));            \
+    return fcollect("shmem_" #N "_fcollect", team, dest, source,                                 \
+                    bytes_of("shmem_" #N "_fcollect", "nelems", nelems, sizeof(T)));             \
   }                                                                                              \
   int pshmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems) {        \
-    return alltoall("shmem_" #N "_alltoall", team, dest, source, nelems * sizeof(T));            \
+    return alltoall("shmem_" #N "_alltoall", team, dest, source,                                 \
+                    bytes_of("shmem_" #N "_alltoall", "nelems", nelems, sizeof(T)));             \
   }                                                                                              \
   int pshmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst,         \
                              ptrdiff_t sst, size_t nelems) {                                     \
@@ -215,7 +279,7 @@ SHMOE_WEAK_ALIAS(shmem_sync)
       shmoe::api_error(fn, "PE_root={} is out of range (0..{})", PE_root, PE_size - 1);     \
     }                                                                                       \
     std::lock_guard lock(team.mutex());                                                     \
-    check_dest(team, dest, nelems * sizeof(T), fn);                                         \
+    check_dest(team, dest, bytes_of(fn, "nelems", nelems, sizeof(T)), fn);                  \
     coll::broadcast(team, dest, source, nelems * sizeof(T), PE_root, false);                \
   }                                                                                         \
   void pshmem_collect##BITS(void* dest, const void* source, size_t nelems, int PE_start,    \
@@ -225,7 +289,7 @@ SHMOE_WEAK_ALIAS(shmem_sync)
     const auto call = active_set(fn, PE_start, logPE_stride, PE_size);                      \
     Team& team = call.team();                                                               \
     std::lock_guard lock(team.mutex());                                                     \
-    check_dest(team, dest, nelems * sizeof(T), fn);                                         \
+    check_dest(team, dest, bytes_of(fn, "nelems", nelems, sizeof(T)), fn);                  \
     coll::collect(team, dest, source, nelems * sizeof(T));                                  \
   }                                                                                         \
   void pshmem_fcollect##BITS(void* dest, const void* source, size_t nelems, int PE_start,   \
@@ -235,7 +299,7 @@ SHMOE_WEAK_ALIAS(shmem_sync)
     const auto call = active_set(fn, PE_start, logPE_stride, PE_size);                      \
     Team& team = call.team();                                                               \
     std::lock_guard lock(team.mutex());                                                     \
-    check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                               \
+    check_dest(team, dest, bytes_of(fn, "nelems", nelems, sizeof(T) * PE_size), fn);        \
     coll::fcollect(team, dest, source, nelems * sizeof(T));                                 \
   }                                                                                         \
   void pshmem_alltoall##BITS(void* dest, const void* source, size_t nelems, int PE_start,   \
@@ -246,7 +310,7 @@ SHMOE_WEAK_ALIAS(shmem_sync)
     Team& team = call.team();                                                               \
     std::lock_guard lock(team.mutex());                                                     \
     if (nelems == 0) return;                                                                \
-    check_dest(team, dest, nelems * sizeof(T) * PE_size, fn);                               \
+    check_dest(team, dest, bytes_of(fn, "nelems", nelems, sizeof(T) * PE_size), fn);        \
     coll::alltoall(team, dest, source, nelems * sizeof(T));                                 \
   }                                                                                         \
   void pshmem_alltoalls##BITS(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
@@ -280,6 +344,7 @@ SHMOE_DEF_ACTIVE_SET_SIZED(64, uint64_t)
     Team& team = call.team();                                                            \
     if (nreduce < 0) shmoe::api_error(fn, "nreduce={} is negative", nreduce);            \
     std::lock_guard lock(team.mutex());                                                  \
+    check_reduce_dest(team, dest, bytes_of(fn, "nreduce", nreduce, sizeof(T)), fn);      \
     coll::reduce<T, coll::CLASS>(team, dest, source, static_cast<std::size_t>(nreduce)); \
   }                                                                                      \
   SHMOE_WEAK_ALIAS(shmem_##N##_##OP##_to_all)

@@ -122,15 +122,21 @@ int pshmem_ctx_create(long options, shmem_ctx_t* ctx) {
     *ctx = SHMEM_CTX_INVALID;
     return -1;
   }
-  *ctx = new shmoe_ctx{options, true, rt.transport().open_channel()};
+  *ctx = new shmoe_ctx{options, rt.transport().open_channel()};
+  shmoe::live_contexts::add(*ctx);
   return 0;
 }
 
 void pshmem_ctx_destroy(shmem_ctx_t ctx) {
-  if (ctx == SHMEM_CTX_DEFAULT || ctx == SHMEM_CTX_INVALID) return;
+  if (ctx == SHMEM_CTX_INVALID) return;  // as the specification says: no effect
+  if (ctx == SHMEM_CTX_DEFAULT) {
+    shmoe::api_error("shmem_ctx_destroy",
+                     "ctx=SHMEM_CTX_DEFAULT cannot be destroyed (only contexts that "
+                     "shmem_ctx_create or shmem_team_create_ctx made)");
+  }
   shmoe::check_ctx(ctx, "shmem_ctx_destroy");
   pshmem_ctx_quiet(ctx);
-  ctx->live = false;
+  shmoe::live_contexts::remove(ctx);
   delete ctx;
 }
 

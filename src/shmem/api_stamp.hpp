@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "shmem/agreement.hpp"
 #include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
 
@@ -88,7 +89,11 @@ int transfer(shmem_ctx_t ctx, const void* target, const char* param, LocalBuffer
     api_error(fn, "{}=NULL, but the call moves {} bytes: only a zero-length call may pass NULL",
               local.param, bytes);
   }
-  move(rt.transport(), channel_of(ctx), pe, symmetric_offset(rt, target, bytes, fn, param));
+  const std::size_t offset = symmetric_offset(rt, target, bytes, fn, param);
+  if (rt.config().debug_allocations) [[unlikely]] {
+    check_within_allocation(rt, target, bytes, fn, param);
+  }
+  move(rt.transport(), channel_of(ctx), pe, offset);
   return pe;
 }
 

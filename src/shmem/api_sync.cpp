@@ -50,11 +50,13 @@ extern "C" {
   }                                                                                                \
   int pshmem_##N##_test_all(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) {    \
     check_cmp(cmp, "shmem_" #N "_test_all");                                                       \
+    check_ivars(ivars, nelems, "shmem_" #N "_test_all");                                           \
     shmoe::run_wait_progress();                                                                    \
     return test_all(ivars, nelems, status, cmp, Scalar<T>{cmp_value}) ? 1 : 0;                     \
   }                                                                                                \
   size_t pshmem_##N##_test_any(T* ivars, size_t nelems, const int* status, int cmp, T cmp_value) { \
     check_cmp(cmp, "shmem_" #N "_test_any");                                                       \
+    check_ivars(ivars, nelems, "shmem_" #N "_test_any");                                           \
     shmoe::run_wait_progress();                                                                    \
     return AnyScan::found(                                                                         \
         test_any(ivars, nelems, status, cmp, Scalar<T>{cmp_value}, AnyScan::start(nelems)));       \
@@ -62,18 +64,21 @@ extern "C" {
   size_t pshmem_##N##_test_some(T* ivars, size_t nelems, size_t* indices, const int* status,       \
                                 int cmp, T cmp_value) {                                            \
     check_cmp(cmp, "shmem_" #N "_test_some");                                                      \
+    check_ivars(ivars, nelems, "shmem_" #N "_test_some");                                          \
     shmoe::run_wait_progress();                                                                    \
     return test_some(ivars, nelems, indices, status, cmp, Scalar<T>{cmp_value});                   \
   }                                                                                                \
   int pshmem_##N##_test_all_vector(T* ivars, size_t nelems, const int* status, int cmp,            \
                                    T* cmp_values) {                                                \
     check_cmp(cmp, "shmem_" #N "_test_all_vector");                                                \
+    check_ivars(ivars, nelems, "shmem_" #N "_test_all_vector");                                    \
     shmoe::run_wait_progress();                                                                    \
     return test_all(ivars, nelems, status, cmp, cmp_values) ? 1 : 0;                               \
   }                                                                                                \
   size_t pshmem_##N##_test_any_vector(T* ivars, size_t nelems, const int* status, int cmp,         \
                                       T* cmp_values) {                                             \
     check_cmp(cmp, "shmem_" #N "_test_any_vector");                                                \
+    check_ivars(ivars, nelems, "shmem_" #N "_test_any_vector");                                    \
     shmoe::run_wait_progress();                                                                    \
     return AnyScan::found(                                                                         \
         test_any(ivars, nelems, status, cmp, cmp_values, AnyScan::start(nelems)));                 \
@@ -81,6 +86,7 @@ extern "C" {
   size_t pshmem_##N##_test_some_vector(T* ivars, size_t nelems, size_t* indices,                   \
                                        const int* status, int cmp, T* cmp_values) {                \
     check_cmp(cmp, "shmem_" #N "_test_some_vector");                                               \
+    check_ivars(ivars, nelems, "shmem_" #N "_test_some_vector");                                   \
     shmoe::run_wait_progress();                                                                    \
     return test_some(ivars, nelems, indices, status, cmp, cmp_values);                             \
   }                                                                                                \

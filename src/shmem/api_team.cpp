@@ -104,8 +104,8 @@ int pshmem_team_split_strided(shmem_team_t parent_team, int start, int stride, i
   if (size < 1) {
     refusal = fmt::format("size={} is not positive", size);
   } else if (start < 0 || start >= n) {
-    refusal = fmt::format("start={} is out of range for a parent team of {} PEs (0..{})", start,
-                          n, n - 1);
+    refusal = fmt::format("start={} is out of range for a parent team of {} PEs (0..{})", start, n,
+                          n - 1);
   } else if (stride == 0 && size > 1) {
     refusal = fmt::format("stride=0 with size={} names PE {} {} times", size, start, size);
   } else if (last < 0 || last >= n) {
@@ -196,7 +196,7 @@ int pshmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
 
 int pshmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
   if (team == nullptr) return -1;
-  if (ctx == SHMEM_CTX_INVALID || !ctx->live) {
+  if (!shmoe::live_contexts::contains(ctx)) {
     *team = SHMEM_TEAM_INVALID;
     return -1;
   }

@@ -39,6 +39,17 @@ inline void check_cmp(int cmp, const char* fn) {
   }
 }
 
+// The words a wait or test reads: NULL is refused by name (reading it would crash the PE) unless
+// the call reads no element.
+inline void check_ivars(const void* ivars, std::size_t n, const char* fn) {
+  if (ivars == nullptr && n > 0) {
+    shmoe::api_error(fn,
+                     "ivars=NULL, but the call reads {} element{}: pass the address of a "
+                     "symmetric data object",
+                     n, n == 1 ? "" : "s");
+  }
+}
+
 template <typename T>
 bool compare(T a, int cmp, T b) {
   switch (cmp) {
@@ -158,6 +169,7 @@ template <typename T, typename Values>
 void wait_all(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
               const Values& v) {
   check_cmp(cmp, fn);
+  check_ivars(ivars, n, fn);
   shmoe::wait_until([&] { return test_all(ivars, n, status, cmp, v); },
                     [&] { return describe(fn, ivars, n, status, cmp, v); });
 }
@@ -166,6 +178,7 @@ template <typename T, typename Values>
 std::size_t wait_any(const char* fn, T* ivars, std::size_t n, const int* status, int cmp,
                      const Values& v) {
   check_cmp(cmp, fn);
+  check_ivars(ivars, n, fn);
   if (!any_included(n, status)) return SIZE_MAX;
   const std::size_t start = AnyScan::start(n);
   std::size_t found = SIZE_MAX;
@@ -178,6 +191,7 @@ template <typename T, typename Values>
 std::size_t wait_some(const char* fn, T* ivars, std::size_t n, std::size_t* indices,
                       const int* status, int cmp, const Values& v) {
   check_cmp(cmp, fn);
+  check_ivars(ivars, n, fn);
   if (!any_included(n, status)) return 0;
   std::size_t count = 0;
   shmoe::wait_until([&] { return (count = test_some(ivars, n, indices, status, cmp, v)) > 0; },
@@ -190,6 +204,7 @@ std::size_t wait_some(const char* fn, T* ivars, std::size_t n, std::size_t* indi
 template <typename T>
 int test_one(const char* fn, T* ivar, int cmp, T value) {
   check_cmp(cmp, fn);
+  check_ivars(ivar, 1, fn);
   shmoe::run_wait_progress();
   return compare(load(ivar), cmp, value) ? 1 : 0;
 }

@@ -20,6 +20,7 @@
 #include "shmem.h"
 #include "shmem/barrier.hpp"
 #include "shmem/hang_watch.hpp"
+#include "shmem/live_contexts.hpp"
 #include "shmem/pe_service.hpp"
 #include "transport/selection.hpp"
 #include "transport/transport.hpp"
@@ -29,7 +30,6 @@
 // UCX endpoints, so its quiet waits for its own operations only); nullptr for the default one.
 struct shmoe_ctx {
   long options = 0;
-  bool live = true;
   std::unique_ptr<shmoe::transport::Channel> channel;
   struct shmoe_team* team = nullptr;  // the team it was created on; nullptr: SHMEM_TEAM_WORLD
   // PE numbers given to this context are team numbers: world PE = start + pe * stride.
@@ -174,8 +174,10 @@ inline std::size_t symmetric_offset(const Runtime& rt, const void* addr, std::si
 }
 
 inline void check_ctx(shmem_ctx_t ctx, const char* fn) {
-  if (ctx == nullptr || !ctx->live) [[unlikely]] {
-    api_error(fn, "ctx={} is not a live context (SHMEM_CTX_INVALID or destroyed)",
+  if (ctx != SHMEM_CTX_DEFAULT && !live_contexts::contains(ctx)) [[unlikely]] {
+    api_error(fn,
+              "ctx={} is not a live context (SHMEM_CTX_DEFAULT or one shmem_ctx_create or "
+              "shmem_team_create_ctx made and shmem_ctx_destroy has not destroyed)",
               static_cast<const void*>(ctx));
   }
 }

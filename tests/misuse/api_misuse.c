@@ -51,6 +51,55 @@ int main(int argc, char** argv) {
     if (me == 0) shmem_set_lock(&lock);
     shmem_barrier_all();
     if (me == 1) shmem_clear_lock(&lock);
+  } else if (strcmp(mode, "wait_null") == 0) {
+    shmem_long_wait_until(NULL, SHMEM_CMP_EQ, 0);
+  } else if (strcmp(mode, "test_all_null") == 0) {
+    printf("PE %d: test_all=%d\n", me, shmem_long_test_all(NULL, 3, NULL, SHMEM_CMP_EQ, 0));
+  } else if (strcmp(mode, "garbage_ctx") == 0) {
+    shmem_ctx_long_p((shmem_ctx_t)(uintptr_t)0xdeadbeef0, word, 1, 0);
+  } else if (strcmp(mode, "ctx_after_destroy") == 0) {
+    shmem_ctx_t ctx;
+    if (shmem_ctx_create(0, &ctx) != 0) return 3;
+    shmem_ctx_long_p(ctx, word, 1, 0);
+    shmem_ctx_destroy(ctx);
+    shmem_ctx_quiet(ctx);
+  } else if (strcmp(mode, "ctx_destroy_twice") == 0) {
+    shmem_ctx_t ctx;
+    if (shmem_ctx_create(0, &ctx) != 0) return 3;
+    shmem_ctx_destroy(ctx);
+    shmem_ctx_destroy(ctx);
+  } else if (strcmp(mode, "destroy_default_ctx") == 0) {
+    shmem_ctx_destroy(SHMEM_CTX_DEFAULT);
+  } else if (strcmp(mode, "ctx_ok") == 0) { /* contexts used rightly still work */
+    shmem_ctx_t ctx;
+    if (shmem_ctx_create(0, &ctx) != 0) return 3;
+    shmem_ctx_long_atomic_add(ctx, word, me + 1, 0);
+    shmem_ctx_quiet(ctx);
+    shmem_ctx_destroy(ctx);
+    shmem_ctx_destroy(SHMEM_CTX_INVALID); /* no effect, as the specification says */
+    shmem_barrier_all();
+    if (me == 0) printf("PE 0: sum=%ld want=%d\n", *word, n * (n + 1) / 2);
+  } else if (strcmp(mode, "reduce_past_heap") == 0) {
+    shmem_long_sum_reduce(SHMEM_TEAM_WORLD, word, word + 2, (size_t)1 << 60);
+  } else if (strcmp(mode, "reduce_to_stack") == 0) {
+    long mine[2] = {me, me};
+    shmem_long_sum_reduce(SHMEM_TEAM_WORLD, mine, word, 2);
+  } else if (strcmp(mode, "fcollect_overflow") == 0) {
+    shmem_long_fcollect(SHMEM_TEAM_WORLD, word, word, SIZE_MAX / 4);
+  } else if (strcmp(mode, "fcollect_counts_differ") == 0) { /* under SHMOE_DEBUG=1 */
+    long* dest = shmem_calloc(2 * (size_t)n, sizeof(long));
+    shmem_long_fcollect(SHMEM_TEAM_WORLD, dest, word, me == n - 1 ? 2 : 1);
+  } else if (strcmp(mode, "iput_past_allocation") == 0) { /* under SHMOE_DEBUG=1 */
+    long* next = shmem_calloc(4, sizeof(long)); /* the neighbour the stride would write into */
+    long src[4] = {1, 2, 3, 4};
+    shmem_long_iput(word, src, 2, 1, 4, (me + 1) % n); /* elements 0, 2, 4, 6 of a 4-long array */
+    printf("PE %d: neighbour %ld\n", me, next[0]);
+  } else if (strcmp(mode, "debug_ok") == 0) { /* under SHMOE_DEBUG=1: right use passes */
+    long* dest = shmem_calloc((size_t)n, sizeof(long));
+    shmem_long_iput(word, word, 2, 2, 2, (me + 1) % n);
+    shmem_long_fcollect(SHMEM_TEAM_WORLD, dest, word, 1);
+    shmem_long_sum_reduce(SHMEM_TEAM_WORLD, word + 1, word, 1);
+    printf("PE %d: debug ok\n", me);
   } else if (strcmp(mode, "lock_ok") == 0) { /* the correct use still works */
     for (int i = 0; i < 10; ++i) {
       shmem_set_lock(&lock);

@@ -52,6 +52,26 @@ check set_twice 2 nonzero \
   "shmem_set_lock: this PE already holds the lock at symmetric offset 0x[0-9a-f]+ \(OpenSHMEM locks are not recursive"
 check clear_by_other 2 nonzero "PE 1: .*shmem_clear_lock: this PE does not hold the lock"
 check lock_ok 4 0 "PE 0: count=40 want=40"
+check wait_null 2 nonzero "shmem_long_wait_until: ivars=NULL, but the call reads 1 element"
+check test_all_null 2 nonzero "shmem_long_test_all: ivars=NULL, but the call reads 3 elements"
+check garbage_ctx 2 nonzero "shmem_long_p: ctx=0xdeadbeef0 is not a live context"
+check ctx_after_destroy 2 nonzero "shmem_ctx_quiet: ctx=0x[0-9a-f]+ is not a live context"
+check ctx_destroy_twice 2 nonzero "shmem_ctx_destroy: ctx=0x[0-9a-f]+ is not a live context"
+check destroy_default_ctx 2 nonzero "shmem_ctx_destroy: ctx=SHMEM_CTX_DEFAULT cannot be destroyed"
+check ctx_ok 3 0 "PE 0: sum=6 want=6"
+check reduce_past_heap 2 nonzero \
+  "shmem_long_sum_reduce: dest=0x[0-9a-f]+ \(9223372036854775808 bytes\) is not symmetric: it runs past the end of the symmetric heap"
+check reduce_to_stack 2 0 "shmem_long_sum_reduce: dest=0x[0-9a-f]+ is not symmetric \(OpenSHMEM requires a symmetric dest; shmoe accepts this one, and refuses it under SHMOE_DEBUG=1\); said once"
+SHMOE_DEBUG=1 check reduce_to_stack 2 nonzero "shmem_long_sum_reduce: dest=0x[0-9a-f]+ \(16 bytes\) is not symmetric"
+check fcollect_overflow 2 nonzero "shmem_long_fcollect: nelems=[0-9]+ times 8 bytes is more than"
+# The costlier checks, under SHMOE_DEBUG=1: counts that differ between PEs are refused on every
+# PE by the library's agreement; a stride that runs into the next allocation is refused by name.
+SHMOE_DEBUG=1 check fcollect_counts_differ 3 nonzero \
+  "PE 0: .*shmem_long_fcollect: the PEs disagree on nelems \(bytes\) \(values from 8 to 16; this PE passed 8\)" \
+  "PE 2: .*shmem_long_fcollect: the PEs disagree on nelems \(bytes\) \(values from 8 to 16; this PE passed 16\)"
+SHMOE_DEBUG=1 check iput_past_allocation 2 nonzero \
+  "shmem_long_iput: dest=0x[0-9a-f]+ \(56 bytes\) does not lie inside one live allocation"
+SHMOE_DEBUG=1 check debug_ok 3 0 "PE 0: debug ok" "PE 2: debug ok"
 
 echo "$failures failed"
 exit $((failures > 0))

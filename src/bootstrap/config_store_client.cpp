@@ -179,6 +179,14 @@ struct ConfigStoreClient::Impl {
     return make_error("config store at {} closed the connection", where);
   }
 
+  // The store ended the connection (it may shed one that has not proved the key yet, in a
+  // flood): the constructor then connects again.
+  bool closed_by_store = false;
+  [[noreturn]] void fail_closed() {
+    closed_by_store = !shut.load();
+    fail(closed_error());
+  }
+
   [[noreturn]] void fail(Error e) {
     broken = e.what();
     {
@@ -205,7 +213,7 @@ struct ConfigStoreClient::Impl {
         continue;
       }
       if (errno == EINTR) continue;
-      if (errno == EPIPE || errno == ECONNRESET || shut.load()) fail(closed_error());
+      if (errno == EPIPE || errno == ECONNRESET || shut.load()) fail_closed();
       fail(make_error("lost the connection to the config store at {}: {}", where,
                       errno_text(errno)));
     }
@@ -219,9 +227,9 @@ struct ConfigStoreClient::Impl {
         len -= static_cast<std::size_t>(n);
         continue;
       }
-      if (n == 0) fail(closed_error());
+      if (n == 0) fail_closed();
       if (errno == EINTR) continue;
-      if (shut.load() || errno == ECONNRESET) fail(closed_error());
+      if (shut.load() || errno == ECONNRESET) fail_closed();
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         fail(make_error("config store at {} did not answer within {:.1f} s", where,
                         std::chrono::duration<double>(rcvtimeo).count()));
@@ -368,36 +376,49 @@ ConfigStoreClient::ConfigStoreClient(const StoreAddress& address, const Hello& h
   auto deadline = start + connect_timeout;
   milliseconds pause{20};
   std::string error;
+  std::string mac;
+  Reply r;
   while (true) {
     auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
     // Even a zero timeout gets one real attempt.
     impl_->fd = try_connect(address, std::max(left, milliseconds{10}), error);
-    if (impl_->fd >= 0) break;
-    auto now = Clock::now();
-    if (now >= deadline) {
-      throw make_error("cannot reach the config store at {} after {:.1f} s: {}", impl_->where,
-                       seconds(now - start), error);
+    if (impl_->fd < 0) {
+      auto now = Clock::now();
+      if (now >= deadline) {
+        throw make_error("cannot reach the config store at {} after {:.1f} s: {}", impl_->where,
+                         seconds(now - start), error);
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+      pause = std::min(pause * 2, milliseconds{100});
+      continue;
     }
-    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
-    pause = std::min(pause * 2, milliseconds{100});
+    try {
+      // A store greets at once when it accepts; one that cannot accept (out of descriptors)
+      // leaves the connection in its backlog, unanswered.
+      const std::string server_nonce = read_challenge(std::max(connect_timeout, kGreetingWait));
+      wire::Writer w(static_cast<std::uint8_t>(Op::kHello));
+      w.u16(wire::kProtocolVersion)
+          .u8(static_cast<std::uint8_t>(hello.role))
+          .i32(hello.rank)
+          .i32(hello.size)
+          .i32(hello.pid)
+          .str(hello.host)
+          .str(key.job_id())
+          .str(auth::random_bytes(auth::kNonceBytes));
+      mac =
+          auth::hello_mac(key, server_nonce, std::string_view(w.frame()).substr(wire::kHeaderSize));
+      w.str(mac);
+      r = impl_->request(w, connect_timeout + kReplySlack);
+      break;
+    } catch (const Error&) {
+      // Closed by the store before the hello was answered (shed in a flood of strangers'
+      // connections): connect again while there is time.
+      if (!impl_->closed_by_store || Clock::now() >= deadline) throw;
+      impl_ = std::make_unique<Impl>();
+      impl_->where = address.str();
+      std::this_thread::sleep_for(pause);
+    }
   }
-
-  // A store greets at once when it accepts; one that cannot accept (out of descriptors) leaves
-  // the connection in its backlog, unanswered.
-  const std::string server_nonce = read_challenge(std::max(connect_timeout, kGreetingWait));
-  wire::Writer w(static_cast<std::uint8_t>(Op::kHello));
-  w.u16(wire::kProtocolVersion)
-      .u8(static_cast<std::uint8_t>(hello.role))
-      .i32(hello.rank)
-      .i32(hello.size)
-      .i32(hello.pid)
-      .str(hello.host)
-      .str(key.job_id())
-      .str(auth::random_bytes(auth::kNonceBytes));
-  const std::string mac =
-      auth::hello_mac(key, server_nonce, std::string_view(w.frame()).substr(wire::kHeaderSize));
-  w.str(mac);
-  Reply r = impl_->request(w, connect_timeout + kReplySlack);
   if (r.status == Status::kRefused) {
     std::string reason = "(no reason given)";
     try {

@@ -264,7 +264,11 @@ const Pe* pe_of_rank(const std::vector<Pe>& pes, int rank) {
 // wait timed out: the line names the PE the verdict blames, and then the one that stopped.
 std::string failure_line(const std::vector<Pe>& pes, const Pe& failed,
                          const std::optional<HangVerdict>& hang, int running) {
-  const std::string rest = fmt::format("stopping the other {} PEs", running);
+  // The others may all have exited already (each on its own, or told by the store): then there
+  // is nothing to stop, and saying "stopping the other 0 PEs" would be wrong.
+  const std::string rest = running == 0   ? std::string("no other PE was still running")
+                           : running == 1 ? std::string("stopping the other PE still running")
+                                          : fmt::format("stopping the other {} PEs", running);
   if (!hang || hang->culprits.empty()) {
     return fmt::format("PE {} (pid {}) {}; {}", failed.rank, failed.pid,
                        describe_status(failed.status), rest);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 
 #include "common/env.hpp"
 #include "common/error.hpp"
@@ -24,6 +25,14 @@ Flag::Value Flag::parse(std::string_view text, const char*) {
 Text::Value Text::parse(std::string_view text, const char*) {
   return std::string(text);
 }
+template <class E>
+E Choice<E>::parse(std::string_view text, const char* variable) {
+  if (auto v = choice_named<E>(text)) return *v;
+  throw make_error("{}={} is not one of the accepted values: {}", variable, text, choice_list<E>());
+}
+template struct Choice<Transport>;
+template struct Choice<Barrier>;
+
 template <std::int64_t Min, std::int64_t Max>
 std::int64_t Integer<Min, Max>::parse(std::string_view text, const char* variable) {
   return env::parse_int(text, variable, Min, Max);
@@ -116,12 +125,23 @@ const Raw& raw_of(const Snapshot& s, std::string_view name) {
 #undef SHMOE_SETTING
 #undef SHMOE_INT_SETTING
 
+// The listing's accepted values of a kind: a choice's list, nothing for the others.
+template <class K>
+constexpr std::string (*choices_of())() {
+  return nullptr;
+}
+template <class K>
+requires std::is_enum_v<typename K::Value>
+constexpr std::string (*choices_of())() {
+  return &choice_list<typename K::Value>;
+}
+
 std::span<const Entry> table() {
   static const Entry entries[] = {
 #define SHMOE_SETTING(id, variable, kind_name, fallback, shown, meaning) \
-  {variable, kind::kind_name::kName, 0, 0, shown, meaning},
+  {variable, kind::kind_name::kName, 0, 0, shown, meaning, choices_of<kind::kind_name>()},
 #define SHMOE_INT_SETTING(id, variable, min, max, fallback, shown, meaning) \
-  {variable, kind::Integer<min, max>::kName, min, max, shown, meaning},
+  {variable, kind::Integer<min, max>::kName, min, max, shown, meaning, nullptr},
 #include "common/settings.def"
 #undef SHMOE_SETTING
 #undef SHMOE_INT_SETTING

@@ -11,8 +11,53 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace shmoe::settings {
+
+// The choice settings' values, parsed once here; their users switch on the enum.
+enum class Transport { kAuto, kShm, kUcx };       // SHMOE_TRANSPORT
+enum class Barrier { kDissemination, kCentral };  // SHMOE_BARRIER
+
+// Each choice's accepted spellings, in the order listings show them.
+template <class E>
+struct ChoiceNames;
+template <>
+struct ChoiceNames<Transport> {
+  static constexpr std::pair<std::string_view, Transport> kAll[] = {
+      {"auto", Transport::kAuto}, {"shm", Transport::kShm}, {"ucx", Transport::kUcx}};
+};
+template <>
+struct ChoiceNames<Barrier> {
+  static constexpr std::pair<std::string_view, Barrier> kAll[] = {
+      {"dissemination", Barrier::kDissemination}, {"central", Barrier::kCentral}};
+};
+
+// The spelling of a choice, and the accepted spellings joined ("auto, shm, ucx").
+template <class E>
+std::string_view name_of(E value) {
+  for (const auto& [name, v] : ChoiceNames<E>::kAll) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+template <class E>
+std::string choice_list() {
+  std::string out;
+  for (const auto& [name, v] : ChoiceNames<E>::kAll) {
+    out += out.empty() ? "" : ", ";
+    out += name;
+  }
+  return out;
+}
+// The value spelled `text`, or nullopt.
+template <class E>
+std::optional<E> choice_named(std::string_view text) {
+  for (const auto& [name, v] : ChoiceNames<E>::kAll) {
+    if (name == text) return v;
+  }
+  return std::nullopt;
+}
 
 // How a variable's text becomes a value. Each parse throws shmoe::Error naming the variable.
 namespace kind {
@@ -44,6 +89,13 @@ struct Integer {
   using Value = std::int64_t;
   static Value parse(std::string_view text, const char* variable);
   static constexpr const char* kName = "integer";
+};
+// One of a fixed set of spellings (ChoiceNames<E>); anything else is refused with the list.
+template <class E>
+struct Choice {
+  using Value = E;
+  static Value parse(std::string_view text, const char* variable);
+  static constexpr const char* kName = "choice";
 };
 }  // namespace kind
 
@@ -80,6 +132,7 @@ struct Entry {
   std::int64_t min, max;      // the allowed range of an integer; 0, 0 otherwise
   const char* shown_default;  // as README.md shows it
   const char* meaning;        // README.md's text
+  std::string (*choices)();   // a choice's accepted values ("auto, shm, ucx"); nullptr otherwise
 };
 std::span<const Entry> table();
 

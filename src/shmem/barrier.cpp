@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "common/backoff.hpp"
-#include "common/settings.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/settings.hpp"
 
 namespace shmoe {
 namespace {
@@ -23,18 +23,18 @@ std::uint32_t release_value(std::uint64_t epoch) {
 }  // namespace
 
 Barrier::Algorithm Barrier::choose(bool oversubscribed) {
-  auto forced = settings::barrier();
-  return forced ? parse(*forced) : oversubscribed ? Algorithm::kCentral : Algorithm::kDissemination;
+  if (auto forced = settings::barrier()) return *forced;
+  return oversubscribed ? Algorithm::kCentral : Algorithm::kDissemination;
 }
 
 std::string_view Barrier::name(Algorithm algorithm) {
-  return algorithm == Algorithm::kCentral ? "central" : "dissemination";
+  return settings::name_of(algorithm);
 }
 
 Barrier::Algorithm Barrier::parse(std::string_view name) {
-  if (name == "dissemination") return Algorithm::kDissemination;
-  if (name == "central") return Algorithm::kCentral;
-  throw make_error("SHMOE_BARRIER={} is not a barrier algorithm (dissemination or central)", name);
+  if (auto algorithm = settings::choice_named<Algorithm>(name)) return *algorithm;
+  throw make_error("PE 0 chose the barrier '{}', which is not one of {}", name,
+                   settings::choice_list<Algorithm>());
 }
 
 Barrier::Barrier(transport::Transport& transport, std::size_t flags_offset, std::byte* local_flags,

@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/settings.hpp"
 #include "common/wait_state.hpp"
 #include "transport/transport.hpp"
 
@@ -45,7 +46,7 @@ struct PeSet {
 
 class Barrier {
  public:
-  enum class Algorithm { kDissemination, kCentral };
+  using Algorithm = settings::Barrier;  // SHMOE_BARRIER
 
   // Layout of the reserved bytes, one cache line per word: the dissemination round counters,
   // then the number of the last barrier this PE entered (read only by hang reports), then the

@@ -36,13 +36,6 @@ std::string local_host_id() {
   return system_host_name();
 }
 
-TransportMode parse_transport_mode(const std::string& text) {
-  if (text == "auto") return TransportMode::kAuto;
-  if (text == "shm") return TransportMode::kShm;
-  if (text == "ucx") return TransportMode::kUcx;
-  throw make_error("SHMOE_TRANSPORT={} is not a transport (auto, shm or ucx)", text);
-}
-
 // A value stored under kAbortKey by shmem_global_exit: "exit=<status>;<message>".
 int abort_status(std::string& message) {
   if (message.rfind("exit=", 0) == 0) {
@@ -96,7 +89,7 @@ RuntimeConfig read_runtime_config() {
   c.debug_allocations = settings::debug();
   c.host = local_host_id();
   c.system_host = system_host_name();
-  c.transport = parse_transport_mode(settings::transport());
+  c.transport = settings::transport();
   c.ucx = transport::read_ucx_options();
   WaitPolicy& w = wait_policy();
   w.hang_timeout = settings::hang_timeout();
@@ -127,8 +120,8 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
   }
   bootstrap::rendezvous(launch_, server_ ? server_->port() : 0, config_.init_timeout);
   const bootstrap::StoreAddress& store = launch_.store;
-  bootstrap::Hello hello{bootstrap::PeerRole::kPe, rank_, size_, static_cast<int>(::getpid()),
-                         config_.host, launch_.job_key};
+  bootstrap::Hello hello{bootstrap::PeerRole::kPe,     rank_,        size_,
+                         static_cast<int>(::getpid()), config_.host, launch_.job_key};
   // The PE's only connection to the store: requests, and the events it pushes (abort, hang).
   client_ = std::make_unique<bootstrap::ConfigStoreClient>(store, hello, config_.init_timeout);
   try {

@@ -11,7 +11,7 @@ namespace {
 
 std::string encode(const HostIdentity& id) {
   return encode_record(
-      [&](Writer& w) { w.str(id.host).str(id.system_host).str(mode_name(id.mode)); });
+      [&](Writer& w) { w.str(id.host).str(id.system_host).str(settings::name_of(id.mode)); });
 }
 
 struct PeerIdentity {
@@ -32,10 +32,6 @@ PeerIdentity decode(const std::string& text, int pe) {
 
 }  // namespace
 
-const char* mode_name(Mode mode) {
-  return mode == Mode::kShm ? "shm" : mode == Mode::kUcx ? "ucx" : "auto";
-}
-
 // Every PE must use the same mode: a PE that maps a peer while the peer expects UCX would wait
 // for operations that never come.
 PeerPlan plan_peers(bootstrap::StoreCollectives& collectives, int rank, int size,
@@ -47,11 +43,11 @@ PeerPlan plan_peers(bootstrap::StoreCollectives& collectives, int rank, int size
   plan.mapped.assign(size, false);
   int other_host_pe = -1;  // the first PE on a host other than PE 0's
   for (int pe = 0; pe < size; ++pe) {
-    if (peers[pe].mode != mode_name(me.mode)) {
+    if (peers[pe].mode != settings::name_of(me.mode)) {
       throw make_error(
           "PE {} has SHMOE_TRANSPORT={} but PE {} has SHMOE_TRANSPORT={}: set the same "
           "value for every PE",
-          pe, peers[pe].mode, rank, mode_name(me.mode));
+          pe, peers[pe].mode, rank, settings::name_of(me.mode));
     }
     if (other_host_pe < 0 && peers[pe].host != peers[0].host) other_host_pe = pe;
     plan.mapped[pe] = pe == rank || (me.mode != Mode::kUcx && peers[pe].host == me.host);

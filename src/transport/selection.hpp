@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bootstrap/config_store.hpp"
+#include "common/settings.hpp"
 #include "heap/segment.hpp"
 #include "transport/shm_transport.hpp"
 #include "transport/transport.hpp"
@@ -22,9 +23,7 @@ class RoutedTransport;
 
 // How PEs reach each other (SHMOE_TRANSPORT): kAuto maps the PEs of this host and uses UCX for
 // the others; kShm refuses a job that spans hosts; kUcx uses UCX for every peer, even on one host.
-enum class Mode { kAuto, kShm, kUcx };
-
-const char* mode_name(Mode mode);
+using Mode = settings::Transport;
 
 // What this PE tells the others before any transport exists.
 struct HostIdentity {

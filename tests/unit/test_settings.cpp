@@ -42,7 +42,7 @@ class Settings : public ::testing::Test {
   void TearDown() override {
     for (const char* v :
          {"SHMOE_WAIT_SPIN", "SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE", "SHMOE_INIT_TIMEOUT",
-          "SHMOE_DEBUG", "SHMOE_TRANSPORT", "SHMOE_HOST_ID"}) {
+          "SHMOE_DEBUG", "SHMOE_TRANSPORT", "SHMOE_HOST_ID", "SHMOE_BARRIER"}) {
       set(v, std::nullopt);
     }
   }
@@ -52,7 +52,8 @@ TEST_F(Settings, DefaultsApplyWhenUnset) {
   EXPECT_EQ(symmetric_size(), std::size_t{512} << 20);
   EXPECT_EQ(init_timeout(), std::chrono::seconds(60));
   EXPECT_FALSE(debug());
-  EXPECT_EQ(transport(), "auto");
+  EXPECT_EQ(transport(), Transport::kAuto);
+  EXPECT_FALSE(barrier().has_value());
   EXPECT_EQ(ucx_progress_thread(), 1);
   EXPECT_FALSE(wait_spin().has_value());
   EXPECT_FALSE(host_id().has_value());
@@ -68,9 +69,40 @@ TEST_F(Settings, ValuesSetAreParsed) {
   EXPECT_EQ(wait_spin(), 37);
   EXPECT_EQ(init_timeout(), std::chrono::milliseconds(2500));
   EXPECT_TRUE(debug());
-  EXPECT_EQ(transport(), "ucx");
+  EXPECT_EQ(transport(), Transport::kUcx);
   EXPECT_EQ(host_id(), "node-7");
   EXPECT_EQ(text_of("SHMOE_WAIT_SPIN"), "37");
+}
+
+// A choice is parsed once, to its enum; anything else is refused with every accepted value, and
+// listings show them.
+TEST_F(Settings, ChoicesAreParsedOnceAndListedWhenRefused) {
+  set("SHMOE_BARRIER", "central");
+  EXPECT_EQ(barrier(), Barrier::kCentral);
+  set("SHMOE_TRANSPORT", "shm");
+  EXPECT_EQ(transport(), Transport::kShm);
+  set("SHMOE_TRANSPORT", "bogus");
+  EXPECT_EQ(error_of("SHMOE_TRANSPORT"),
+            "SHMOE_TRANSPORT=bogus is not one of the accepted values: auto, shm, ucx");
+  EXPECT_THROW(transport(), Error);
+  set("SHMOE_BARRIER", "Central");  // spellings are exact
+  EXPECT_EQ(error_of("SHMOE_BARRIER"),
+            "SHMOE_BARRIER=Central is not one of the accepted values: dissemination, central");
+  set("SHMOE_BARRIER", std::nullopt);
+  set("SHMOE_TRANSPORT", std::nullopt);
+  for (const Entry& e : table()) {
+    const std::string_view v = e.variable;
+    if (v == "SHMOE_TRANSPORT") {
+      EXPECT_EQ(e.choices(), "auto, shm, ucx");
+    } else if (v == "SHMOE_BARRIER") {
+      EXPECT_EQ(e.choices(), "dissemination, central");
+    } else if (v == "SHMOE_WAIT_SPIN") {
+      EXPECT_EQ(e.choices, nullptr);
+    }
+  }
+  EXPECT_EQ(name_of(Transport::kUcx), "ucx");
+  EXPECT_EQ(choice_named<Barrier>("dissemination"), Barrier::kDissemination);
+  EXPECT_FALSE(choice_named<Barrier>("tree").has_value());
 }
 
 TEST_F(Settings, EnvironmentIsReadOnceUntilReread) {
@@ -94,7 +126,8 @@ TEST_F(Settings, BadValueNamesVariableValueAndRange) {
   EXPECT_EQ(error_text([] { symmetric_size_in_force(); }),
             "SHMEM_SYMMETRIC_SIZE='lots' is not a size (expected e.g. 4096, 512M, 2G)");
   // A bad value stops only its own users.
-  EXPECT_EQ(transport(), "auto");
+  EXPECT_EQ(transport(), Transport::kAuto);
+  EXPECT_FALSE(barrier().has_value());
 }
 
 TEST_F(Settings, SymmetricSizeFallsBackToTheOldName) {

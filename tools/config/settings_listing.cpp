@@ -19,6 +19,7 @@ std::string plain(const std::string& markdown) {
 }
 
 std::string kind_of(const settings::Entry& e) {
+  if (e.choices != nullptr) return fmt::format("{} of {}", e.kind, e.choices());
   return e.min == e.max ? e.kind : fmt::format("{} {}..{}", e.kind, e.min, e.max);
 }
 

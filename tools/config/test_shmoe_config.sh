@@ -72,6 +72,14 @@ case $case_name in
     if SHMOE_WAIT_SPIN=lots "$tool" --env >"$out"; then fail "--env accepted SHMOE_WAIT_SPIN=lots"; fi
     grep -q "SHMOE_WAIT_SPIN='lots' is not an integer (allowed range 0..1073741824)" "$out" \
       || fail "--env did not name the bad value and the allowed range"
+    # A choice that shmem_init would refuse is refused here too, with every accepted value; the
+    # listing shows a choice's values.
+    if SHMOE_TRANSPORT=bogus "$tool" --env >"$out"; then fail "--env accepted SHMOE_TRANSPORT=bogus"; fi
+    grep -q "SHMOE_TRANSPORT=bogus is not one of the accepted values: auto, shm, ucx" "$out" \
+      || fail "--env did not name the accepted transports"
+    SHMOE_BARRIER=central "$tool" --env >"$out" || fail "--env refused SHMOE_BARRIER=central"
+    grep -A3 '^SHMOE_BARRIER$' "$out" | grep -q 'kind:     choice of dissemination, central' \
+      || fail "--env does not list SHMOE_BARRIER's values"
     ;;
   segment_matches_pe)
     # What --diagnose plans /dev/shm for must be what a PE maps, the runtime's own state included.

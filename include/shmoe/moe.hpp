@@ -133,7 +133,7 @@ class MoeBuffer {
   Owned owned_;
 };
 
-// Rows of MX FP8 (the weight layout of MegaMoeLayer).
+// Rows of MX FP8 (the weight layout of MegaMoELayer).
 inline std::size_t mx_row_bytes(int elems) {
   return shmoe_mx_row_bytes(elems);
 }
@@ -156,7 +156,7 @@ inline std::vector<float> mx_dequantize_rows(const std::uint8_t* src, std::size_
   return out;
 }
 
-struct MegaMoeInput {
+struct MegaMoEInput {
   const std::uint16_t* x = nullptr;  // BF16 bit patterns
   const std::int32_t* expert_ids = nullptr;
   const float* routing_weights = nullptr;
@@ -166,14 +166,14 @@ struct MegaMoeInput {
 };
 
 // A whole MoE layer. w1 and w2: one pointer per local expert to its MX FP8 rows (shmoe/moe.h).
-class MegaMoeLayer {
+class MegaMoELayer {
  public:
-  MegaMoeLayer(const shmoe_mega_moe_config_t& config, const std::vector<const std::uint8_t*>& w1,
+  MegaMoELayer(const shmoe_mega_moe_config_t& config, const std::vector<const std::uint8_t*>& w1,
                const std::vector<const std::uint8_t*>& w2) {
     const auto expected =
         static_cast<std::size_t>(config.experts_per_pe > 0 ? config.experts_per_pe : 0);
     if (w1.size() != expected || w2.size() != expected) {
-      throw MoeError(SHMOE_MOE_REFUSED, "shmoe::MegaMoeLayer: w1 and w2 need experts_per_pe=" +
+      throw MoeError(SHMOE_MOE_REFUSED, "shmoe::MegaMoELayer: w1 and w2 need experts_per_pe=" +
                                             std::to_string(config.experts_per_pe) +
                                             " pointers, not " + std::to_string(w1.size()) +
                                             " and " + std::to_string(w2.size()));
@@ -183,13 +183,13 @@ class MegaMoeLayer {
     owned_ = Owned(h);
   }
 
-  void run(const MegaMoeInput& in) {
+  void run(const MegaMoEInput& in) {
     detail::checked(shmoe_mega_moe_run(owned_.get(), in.x, in.expert_ids, in.routing_weights,
                                        in.tokens, in.y, in.expert_token_counts));
   }
 
   // The same bits through the unfused chain of operators.
-  void run_unfused(const MegaMoeInput& in) {
+  void run_unfused(const MegaMoEInput& in) {
     detail::checked(shmoe_mega_moe_run_unfused(owned_.get(), in.x, in.expert_ids,
                                                in.routing_weights, in.tokens, in.y,
                                                in.expert_token_counts));

@@ -63,7 +63,7 @@ auto released(F&& f) -> decltype(f()) {
   }
 }
 
-// Owns a collective object of the C++ API (shmoe::MoeBuffer, shmoe::MegaMoeLayer) whose
+// Owns a collective object of the C++ API (shmoe::MoeBuffer, shmoe::MegaMoELayer) whose
 // destruction happens in close(), which the package calls in the same order on every PE; one the
 // garbage collector finds still open gives its handle up and leaves it to the process's end,
 // rather than destroying it at a moment the other PEs know nothing of.

@@ -1,4 +1,4 @@
-// The MegaMoE layer (shmoe::MegaMoeLayer of shmoe/moe.hpp) as the class MegaMoE.
+// The MegaMoE layer (shmoe::MegaMoELayer of shmoe/moe.hpp) as the class MegaMoE.
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,12 +9,12 @@
 namespace shmoe::python {
 namespace {
 
-// A shmoe::MegaMoeLayer (closed collectively, see Collective) with its configuration.
-class Mega : public Collective<MegaMoeLayer> {
+// A shmoe::MegaMoELayer (closed collectively, see Collective) with its configuration.
+class Mega : public Collective<MegaMoELayer> {
  public:
   Mega(const shmoe_mega_moe_config_t& c, const std::vector<const std::uint8_t*>& w1,
        const std::vector<const std::uint8_t*>& w2)
-      : Collective(released([&] { return std::make_unique<MegaMoeLayer>(c, w1, w2); }),
+      : Collective(released([&] { return std::make_unique<MegaMoELayer>(c, w1, w2); }),
                    "the MegaMoE layer is closed"),
         config_(c) {}
   const shmoe_mega_moe_config_t& config() const { return config_; }
@@ -64,7 +64,7 @@ void bind_mega(py::module_& m) {
           "run",
           [](Mega& self, bool fused, const py::buffer& x, const py::buffer& expert_ids,
              const py::buffer& weights, int tokens, const py::buffer& y, const py::buffer& counts) {
-            MegaMoeLayer& op = self.get();
+            MegaMoELayer& op = self.get();
             const Bytes in = bytes_of(x, "x"), ids = bytes_of(expert_ids, "expert_ids");
             const Bytes w = bytes_of(weights, "routing_weights");
             const Bytes out = bytes_of(y, "y", true), n = bytes_of(counts, "counts", true);
@@ -77,7 +77,7 @@ void bind_mega(py::module_& m) {
               throw Refused("MegaMoE.run: an array is smaller than tokens=" +
                             std::to_string(tokens) + " needs");
             }
-            const MegaMoeInput a{in.as<std::uint16_t>(),  ids.as<std::int32_t>(),
+            const MegaMoEInput a{in.as<std::uint16_t>(),  ids.as<std::int32_t>(),
                                  w.as<float>(),           tokens,
                                  out.as<std::uint16_t>(), n.as<std::int32_t>()};
             released([&] { fused ? op.run(a) : op.run_unfused(a); });

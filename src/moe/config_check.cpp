@@ -36,7 +36,7 @@ std::string config_error(const MoeConfig& c, int n_pes, const MoeConfigNames& n)
   return e;
 }
 
-std::string config_error(const MegaMoeConfig& c, int n_pes, const MegaConfigNames& n) {
+std::string config_error(const MegaMoEConfig& c, int n_pes, const MegaConfigNames& n) {
   std::string e = out_of_range(n.tokens, c.tokens, 0, 1 << 20);
   if (e.empty()) e = out_of_range(n.model_dim, c.model_dim, 1, 1 << 16);
   if (e.empty() && (c.ffn_dim < 2 || c.ffn_dim > (1 << 17) || c.ffn_dim % 2 != 0)) {

@@ -1,4 +1,4 @@
-// The rules an operator's configuration must follow, written once: MoeContext and MegaMoe refuse
+// The rules an operator's configuration must follow, written once: MoeContext and MegaMoE refuse
 // a configuration that breaks one, and shmoe-moe checks its options against the same rules
 // before it starts any PE, naming each field as its user spells it.
 #pragma once
@@ -33,6 +33,6 @@ struct MegaConfigNames {
 
 // What is wrong with `c` on `n_pes` PEs, or "" when nothing is.
 std::string config_error(const MoeConfig& c, int n_pes, const MoeConfigNames& names = {});
-std::string config_error(const MegaMoeConfig& c, int n_pes, const MegaConfigNames& names = {});
+std::string config_error(const MegaMoEConfig& c, int n_pes, const MegaConfigNames& names = {});
 
 }  // namespace shmoe::moe

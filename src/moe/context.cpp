@@ -59,8 +59,6 @@ std::vector<bool> segments_for_copy_engine(const std::vector<std::size_t>& segme
 
 MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.n_pes = shmem_n_pes();
-  s.me = shmem_my_pe();
   if (const std::string e = config_error(config, s.n_pes); !e.empty())
     throw MoeError("MoeContext: " + e);
   s.cfg = config;
@@ -72,8 +70,8 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
 
   const Window wl = window_layout(c, s.n_pes);
   const std::size_t off = wl.total;
-  s.window = static_cast<std::byte*>(shmem_calloc(1, off));
-  if (s.window == nullptr) {
+  if (!s.open_window(off, {wl.headers, wl.combine_done, wl.recv_rows, wl.combine_rows},
+                     c.experts_per_pe)) {
     throw MoeError(fmt::format(
         "MoeContext: the symmetric windows need {} bytes per PE (recv rows {} x {} bytes, combine "
         "rows {} x {} bytes), more than is free in the symmetric heap: raise SHMEM_SYMMETRIC_SIZE "
@@ -82,12 +80,8 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   }
   s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
-  s.combine_done = FlagArray(s.window + wl.combine_done, s.n_pes);
   s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
-  s.headers = HeaderExchange(s.window + wl.headers, s.n_pes, c.experts_per_pe);
-  s.recv_rows = s.window + wl.recv_rows;
   s.recv_meta = reinterpret_cast<RowMeta*>(s.window + wl.recv_meta);
-  s.combine_rows = s.window + wl.combine_rows;
   for (int pe = 0; pe < s.n_pes; ++pe)
     s.peer_recv_rows.push_back(static_cast<const std::byte*>(shmem_ptr(s.recv_rows, pe)));
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
@@ -96,8 +90,7 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
 
 MoeContext::~MoeContext() {
   state_->engine.reset();
-  state_->pool.reset();
-  shmem_free(state_->window);
+  state_->close();
 }
 
 std::size_t MoeContext::window_bytes(const MoeConfig& config, int n_pes) {

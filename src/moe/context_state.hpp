@@ -9,42 +9,31 @@
 #include "kernel/copy_engine.hpp"
 #include "kernel/worker_pool.hpp"
 #include "moe/moe.hpp"
-#include "moe/protocol.hpp"
-#include "moe/route_plan.hpp"
+#include "moe/operator_state.hpp"
 
 namespace shmoe::moe {
 
-struct MoeContext::State {
+// The common parts (operator_state.hpp), and dispatch/combine's own: recv_rows holds
+// [recv_cap][row_bytes], combine_rows [max_bs * topk][row_bytes].
+struct MoeContext::State : OperatorState {
   MoeConfig cfg;
-  int n_pes = 0;
-  int me = 0;
   std::size_t row_bytes = 0;
-  std::size_t recv_cap = 0;
 
-  // The symmetric window (one shmem_malloc) and its parts, as addresses on this PE.
-  std::byte* window = nullptr;
-  HeaderExchange headers;
-  std::byte* recv_rows = nullptr;     // [recv_cap][row_bytes]
-  RowMeta* recv_meta = nullptr;       // [recv_cap]
-  std::byte* combine_rows = nullptr;  // [max_bs * topk][row_bytes]
+  // The window's own parts, as addresses on this PE.
+  RowMeta* recv_meta = nullptr;  // [recv_cap]
   // recv_rows as mapped on each PE, all non-null where every PE's heap is mapped here (then a
   // combine from the receive windows pulls rows instead of sending them).
   std::vector<const std::byte*> peer_recv_rows;
   FlagArray dispatch_done;
   Agreement combine_entry;  // each PE's verdict on its inputs; its window is free again
-  FlagArray combine_done;
   FlagArray combine_pulls;  // set to g by a PE whose combine g may pull from the receive windows
 
   std::uint64_t dispatch_generation = 0;
   std::uint64_t combine_generation = 0;
 
-  std::unique_ptr<kernel::WorkerPool> pool;
   std::unique_ptr<kernel::CopyEngine> engine;
   OpTiming timing;
 
-  // Filled by the first worker, read by all after a worker barrier.
-  RoutePlan plan;
-  std::string error;
   // The routing of this PE's tokens in the last successful dispatch, whose rows the receive
   // windows hold: a combine may pull them only with this same routing.
   std::vector<std::int32_t> dispatched_ids;

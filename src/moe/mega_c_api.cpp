@@ -11,7 +11,7 @@
 #include "shmoe/moe.h"
 
 struct shmoe_mega_moe {
-  shmoe::moe::MegaMoe layer;
+  shmoe::moe::MegaMoE layer;
 };
 
 namespace {
@@ -29,8 +29,8 @@ shmoe::numeric::Fp8Format format_of(shmoe_fp8_format_t f, const char* fn) {
                  " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
 }
 
-shmoe::moe::MegaMoeConfig config_of(const shmoe_mega_moe_config_t& in, const char* fn) {
-  shmoe::moe::MegaMoeConfig c;
+shmoe::moe::MegaMoEConfig config_of(const shmoe_mega_moe_config_t& in, const char* fn) {
+  shmoe::moe::MegaMoEConfig c;
   c.tokens = in.tokens;
   c.model_dim = in.model_dim;
   c.ffn_dim = in.ffn_dim;
@@ -69,7 +69,7 @@ int quantize_rows(const T* src, std::size_t rows, int cols, shmoe_fp8_format_t f
 
 // One run of the layer, fused or through the unfused chain.
 int run_layer(shmoe_mega_moe_t mega, const char* fn, bool unfused,
-              const shmoe::moe::MegaMoeArgs& args) {
+              const shmoe::moe::MegaMoEArgs& args) {
   return guarded([&] {
     auto& m = require(mega, fn, "mega");
     unfused ? m.layer.run_unfused(args) : m.layer.run(args);
@@ -121,12 +121,12 @@ int shmoe_mega_moe_create(const shmoe_mega_moe_config_t* config, const uint8_t* 
     auto& handle = require(mega, fn, "mega");
     require_nonnull(w1, fn, "w1");
     require_nonnull(w2, fn, "w2");
-    shmoe::moe::MegaMoeWeights weights;
+    shmoe::moe::MegaMoEWeights weights;
     if (c.experts_per_pe > 0) {
       weights.w1.assign(w1, w1 + c.experts_per_pe);
       weights.w2.assign(w2, w2 + c.experts_per_pe);
     }
-    handle = new shmoe_mega_moe{shmoe::moe::MegaMoe(c, weights)};
+    handle = new shmoe_mega_moe{shmoe::moe::MegaMoE(c, weights)};
     return int{SHMOE_MOE_OK};
   });
 }
@@ -157,7 +157,7 @@ size_t shmoe_mega_moe_symmetric_bytes(const shmoe_mega_moe_config_t* config, int
   std::size_t bytes = 0;
   const int status = guarded([&] {
     constexpr const char* fn = "shmoe_mega_moe_symmetric_bytes";
-    bytes = shmoe::moe::MegaMoe::symmetric_bytes(config_of(require(config, fn, "config"), fn),
+    bytes = shmoe::moe::MegaMoE::symmetric_bytes(config_of(require(config, fn, "config"), fn),
                                                  n_pes, false);
     return int{SHMOE_MOE_OK};
   });

@@ -57,7 +57,7 @@ std::uint64_t uses(std::size_t j) {
 
 class FusedCall {
  public:
-  FusedCall(MegaMoe::State& s, const MegaMoeArgs& in, std::uint64_t g) : s_(s), in_(in), g_(g) {}
+  FusedCall(MegaMoE::State& s, const MegaMoEArgs& in, std::uint64_t g) : s_(s), in_(in), g_(g) {}
 
   void operator()(kernel::KernelContext& w) {
     const bool planner = w.kind() == kernel::WorkerKind::kVector && w.kind_id() == 0;
@@ -91,7 +91,7 @@ class FusedCall {
   }
 
  private:
-  const MegaMoeConfig& cfg() const { return s_.cfg; }
+  const MegaMoEConfig& cfg() const { return s_.cfg; }
 
   void plan() {
     auto scope = s_.trace.scope(s_.cfg.workers.matrix, "header+plan");
@@ -330,15 +330,15 @@ class FusedCall {
                          t0, t1);
   }
 
-  MegaMoe::State& s_;
-  const MegaMoeArgs& in_;
+  MegaMoE::State& s_;
+  const MegaMoEArgs& in_;
   const std::uint64_t g_;
   std::vector<std::int64_t> block_start_, block_wave_;  // [dst * L + expert]
 };
 
 }  // namespace
 
-void MegaMoe::run(const MegaMoeArgs& args) {
+void MegaMoE::run(const MegaMoEArgs& args) {
   State& s = *state_;
   const std::uint64_t g = ++s.generation;
   s.error.clear();

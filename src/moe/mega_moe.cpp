@@ -1,4 +1,4 @@
-// MegaMoe's set-up: configuration checks, the symmetric window, the weights, and the pieces the
+// MegaMoE's set-up: configuration checks, the symmetric window, the weights, and the pieces the
 // fused operator and the unfused chain share (waves, call header).
 #include <fmt/format.h>
 #include <shmem.h>
@@ -13,7 +13,7 @@ namespace shmoe::moe {
 namespace {
 
 [[noreturn]] void refuse(const std::string& what) {
-  throw MoeError("MegaMoe: " + what);
+  throw MoeError("MegaMoE: " + what);
 }
 
 // Whether this PE's share of its host's cores can run all its workers at once.
@@ -22,13 +22,13 @@ bool workers_fit_cores(const kernel::WorkerCounts& workers) {
   return wait_policy().cores >= pes_here * workers.total();
 }
 
-std::size_t recv_capacity(const MegaMoeConfig& c, int n_pes) {
+std::size_t recv_capacity(const MegaMoEConfig& c, int n_pes) {
   return c.max_received_tokens ? c.max_received_tokens
                                : static_cast<std::size_t>(n_pes) * c.tokens * c.topk;
 }
 
 // Each expert adds at most one partial wave.
-std::size_t max_waves(const MegaMoeConfig& c, std::size_t recv_cap) {
+std::size_t max_waves(const MegaMoEConfig& c, std::size_t recv_cap) {
   return recv_cap / c.wave_rows + c.experts_per_pe;
 }
 
@@ -36,7 +36,7 @@ struct Window {
   std::size_t headers, combine_done, arrivals, recv_rows, combine_rows, total;
 };
 
-Window window_layout(const MegaMoeConfig& c, int n_pes) {
+Window window_layout(const MegaMoEConfig& c, int n_pes) {
   const ExpertFfnShape shape{c.model_dim, c.ffn_dim, c.format};
   const std::size_t cap = recv_capacity(c, n_pes);
   WindowLayout l;
@@ -65,7 +65,7 @@ std::vector<Wave> cut_waves(const std::vector<std::int64_t>& rows_per_expert, in
   return waves;
 }
 
-CallHeader mega_header(const MegaMoe::State& s, const MegaMoeArgs& in, std::int32_t* counts) {
+CallHeader mega_header(const MegaMoE::State& s, const MegaMoEArgs& in, std::int32_t* counts) {
   const auto& c = s.cfg;
   CallHeader h;
   h.hidden = c.model_dim;
@@ -90,11 +90,9 @@ CallHeader mega_header(const MegaMoe::State& s, const MegaMoeArgs& in, std::int3
   return h;
 }
 
-MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
+MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.n_pes = shmem_n_pes();
-  s.me = shmem_my_pe();
   if (const std::string e = config_error(config, s.n_pes); !e.empty()) refuse(e);
   s.cfg = config;
   if (s.cfg.workers.total() == 0) s.cfg.workers = {1, 2};
@@ -117,8 +115,8 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
   s.recv_cap = recv_capacity(c, s.n_pes);
   s.max_waves = max_waves(c, s.recv_cap);
   const Window wl = window_layout(c, s.n_pes);
-  s.window = static_cast<std::byte*>(shmem_calloc(1, wl.total));
-  if (s.window == nullptr) {
+  if (!s.open_window(wl.total, {wl.headers, wl.combine_done, wl.recv_rows, wl.combine_rows},
+                     c.experts_per_pe)) {
     refuse(fmt::format(
         "the symmetric window needs {} bytes per PE ({} received rows of {} bytes, {} combine "
         "rows of {} bytes), more than is free in the symmetric heap: raise SHMEM_SYMMETRIC_SIZE "
@@ -126,11 +124,7 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
         wl.total, s.recv_cap, row_slot_bytes(s.shape), static_cast<std::size_t>(c.tokens) * c.topk,
         c.model_dim * 2));
   }
-  s.headers = HeaderExchange(s.window + wl.headers, s.n_pes, c.experts_per_pe);
-  s.combine_done = FlagArray(s.window + wl.combine_done, s.n_pes);
   s.wave_arrivals = reinterpret_cast<std::uint64_t*>(s.window + wl.arrivals);
-  s.recv_rows = s.window + wl.recv_rows;
-  s.combine_rows = s.window + wl.combine_rows;
   s.arrivals_seen.assign(s.max_waves, 0);
 
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
@@ -154,29 +148,28 @@ MegaMoe::MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights)
   }
 }
 
-MegaMoe::~MegaMoe() {
+MegaMoE::~MegaMoE() {
   unfused_.reset();
-  state_->pool.reset();
-  shmem_free(state_->window);
+  state_->close();
 }
 
-const MegaMoeConfig& MegaMoe::config() const {
+const MegaMoEConfig& MegaMoE::config() const {
   return state_->cfg;
 }
-std::string MegaMoe::gemm_engine() const {
+std::string MegaMoE::gemm_engine() const {
   return state_->gemm.describe();
 }
-double MegaMoe::last_kernel_us() const {
+double MegaMoE::last_kernel_us() const {
   return state_->kernel_us;
 }
-void MegaMoe::set_tracing(bool on) {
+void MegaMoE::set_tracing(bool on) {
   state_->trace.set_enabled(on);
 }
-std::vector<kernel::StageEvent> MegaMoe::last_trace() const {
+std::vector<kernel::StageEvent> MegaMoE::last_trace() const {
   return state_->trace.events();
 }
 
-std::size_t MegaMoe::symmetric_bytes(const MegaMoeConfig& config, int n_pes, bool unfused) {
+std::size_t MegaMoE::symmetric_bytes(const MegaMoEConfig& config, int n_pes, bool unfused) {
   std::size_t bytes = window_layout(config, n_pes).total;
   if (unfused) {
     const ExpertFfnShape shape{config.model_dim, config.ffn_dim, config.format};

@@ -34,7 +34,7 @@ enum class MegaSchedule : std::uint8_t {
   kInline,
 };
 
-struct MegaMoeConfig {
+struct MegaMoEConfig {
   int tokens = 0;  // T: the most tokens any call passes on any PE
   int model_dim = 0;
   int ffn_dim = 0;  // even: GEMM1's output is split in two halves for SwiGLU
@@ -55,13 +55,13 @@ struct MegaMoeConfig {
 
 // This PE's L local experts in MX FP8, rows along the reduction dimension (ExpertFfnShape):
 // w1[e] is ffn_dim rows of MxRow{model_dim}, w2[e] is model_dim rows of MxRow{ffn_dim / 2}.
-struct MegaMoeWeights {
+struct MegaMoEWeights {
   std::vector<const std::uint8_t*> w1, w2;
 };
 
 class UnfusedChain;
 
-struct MegaMoeArgs {
+struct MegaMoEArgs {
   const std::uint16_t* x = nullptr;          // [tokens, model_dim] BF16
   const std::int32_t* expert_ids = nullptr;  // [tokens, topk]; -1 = no expert
   const float* routing_weights = nullptr;    // [tokens, topk]
@@ -70,20 +70,20 @@ struct MegaMoeArgs {
   std::int32_t* expert_token_counts = nullptr;  // [experts_per_pe], written: rows received
 };
 
-class MegaMoe {
+class MegaMoE {
  public:
-  MegaMoe(const MegaMoeConfig& config, const MegaMoeWeights& weights);  // collective
-  ~MegaMoe();                                                           // collective
-  MegaMoe(const MegaMoe&) = delete;
-  MegaMoe& operator=(const MegaMoe&) = delete;
+  MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights);  // collective
+  ~MegaMoE();                                                           // collective
+  MegaMoE(const MegaMoE&) = delete;
+  MegaMoE& operator=(const MegaMoE&) = delete;
 
   // Collective. A refused call (bad input anywhere, PEs that disagree on the parameters, a PE
   // that would receive more than max_received_tokens) throws MoeError on every PE.
-  void run(const MegaMoeArgs& args);
-  void run_unfused(const MegaMoeArgs& args);
+  void run(const MegaMoEArgs& args);
+  void run_unfused(const MegaMoEArgs& args);
 
   // The config, with defaults resolved (workers; schedule: kOverlapped or kInline).
-  const MegaMoeConfig& config() const;
+  const MegaMoEConfig& config() const;
   // The GEMM engine, in words ("oneDNN 2.6.3, bf16 inputs (avx512_core_bf16)").
   std::string gemm_engine() const;
   // Microseconds of the last call's operator launches (kernel time, without argument checks).
@@ -94,7 +94,7 @@ class MegaMoe {
 
   // Symmetric heap bytes each PE needs for this config: the fused operator's window, and with
   // `unfused` also the windows of the dispatch and combine operators the unfused chain uses.
-  static std::size_t symmetric_bytes(const MegaMoeConfig& config, int n_pes, bool unfused);
+  static std::size_t symmetric_bytes(const MegaMoEConfig& config, int n_pes, bool unfused);
 
   struct State;
 

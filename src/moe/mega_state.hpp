@@ -1,4 +1,4 @@
-// The inside of a MegaMoe: its symmetric window, the expert weights, the wave plan of a call and
+// The inside of a MegaMoE: its symmetric window, the expert weights, the wave plan of a call and
 // the hand-over slots between matrix and vector workers.
 #pragma once
 
@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "moe/mega_moe.hpp"
-#include "moe/protocol.hpp"
-#include "moe/route_plan.hpp"
+#include "moe/operator_state.hpp"
 
 namespace shmoe::moe {
 
@@ -43,28 +42,23 @@ struct TileSlots {
   std::vector<std::uint16_t> out[2];                  // [wave_rows][D] BF16
 };
 
-struct MegaMoe::State {
-  MegaMoeConfig cfg;
+// The common parts (operator_state.hpp), and MegaMoE's own: recv_rows holds
+// [recv_cap][row_slot], combine_rows [tokens * topk][model_dim] BF16.
+struct MegaMoE::State : OperatorState {
+  MegaMoEConfig cfg;
   ExpertFfnShape shape;
-  int n_pes = 0, me = 0;
-  std::size_t recv_cap = 0, max_waves = 0;
+  std::size_t max_waves = 0;
   // Bytes per received row: its token row, then its RowMeta, so that one put carries both.
   std::size_t row_slot = 0;
   GemmEngine gemm;
   std::vector<ExpertWeights> weights;  // [L], packed by the matrix workers
 
-  // Symmetric window (one shmem_calloc).
-  std::byte* window = nullptr;
-  HeaderExchange headers;
-  FlagArray combine_done;
+  // The window's own part.
   std::uint64_t* wave_arrivals = nullptr;  // [max_waves], 64 bytes apart: rows arrived, cumulative
-  std::byte* recv_rows = nullptr;          // [recv_cap][row_slot]
-  std::byte* combine_rows = nullptr;       // [tokens * topk][model_dim] BF16
   std::uint64_t generation = 0;
   // What wave_arrivals[w] held when wave w was last complete (this PE alone reads its counters).
   std::vector<std::uint64_t> arrivals_seen;
 
-  std::unique_ptr<kernel::WorkerPool> pool;
   // This PE's tokens, quantized: [tokens][row_slot] (the unfused chain packs them densely).
   std::vector<std::byte> my_rows;
   std::vector<std::unique_ptr<TileSlots>> slots;  // per matrix worker
@@ -73,10 +67,8 @@ struct MegaMoe::State {
   kernel::StageTrace trace;
   double kernel_us = 0;
 
-  // Per call, filled by vector worker 0 before a worker barrier.
-  RoutePlan plan;
+  // Per call, filled by vector worker 0 before a worker barrier (with the plan).
   std::vector<Wave> waves;
-  std::string error;
 
   std::uint64_t* arrivals(std::size_t wave) const {
     return wave_arrivals + wave * (64 / sizeof(std::uint64_t));
@@ -97,6 +89,6 @@ inline std::size_t row_slot_bytes(const ExpertFfnShape& shape) {
 }
 
 // The call header of a MegaMoE call: parameters, routing counts and input errors.
-CallHeader mega_header(const MegaMoe::State& s, const MegaMoeArgs& in, std::int32_t* counts);
+CallHeader mega_header(const MegaMoE::State& s, const MegaMoEArgs& in, std::int32_t* counts);
 
 }  // namespace shmoe::moe

@@ -13,7 +13,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::unique_ptr<MoeContext> make_context(const MegaMoeConfig& c, std::size_t recv_cap, int hidden,
+std::unique_ptr<MoeContext> make_context(const MegaMoEConfig& c, std::size_t recv_cap, int hidden,
                                          DType dtype) {
   MoeConfig m;
   m.experts_per_pe = c.experts_per_pe;
@@ -40,19 +40,19 @@ void on_workers(kernel::WorkerPool& pool, const kernel::WorkerCounts& counts,
 
 }  // namespace
 
-UnfusedChain::UnfusedChain(const MegaMoe::State& s)
+UnfusedChain::UnfusedChain(const MegaMoE::State& s)
     : dispatch_(make_context(s.cfg, s.recv_cap, static_cast<int>(s.shape.token_row().bytes() / 4),
                              DType::kInt32)),
       combine_(make_context(s.cfg, s.recv_cap, s.cfg.model_dim, DType::kBFloat16)) {}
 
 UnfusedChain::~UnfusedChain() = default;
 
-void MegaMoe::run_unfused(const MegaMoeArgs& in) {
+void MegaMoE::run_unfused(const MegaMoEArgs& in) {
   if (!unfused_) unfused_ = std::make_unique<UnfusedChain>(*state_);
   unfused_->run(*state_, in);
 }
 
-void UnfusedChain::run(MegaMoe::State& s, const MegaMoeArgs& in) {
+void UnfusedChain::run(MegaMoE::State& s, const MegaMoEArgs& in) {
   const auto& c = s.cfg;
   const ExpertFfnShape& shape = s.shape;
   const std::size_t token_bytes = shape.token_row().bytes(), act_bytes = shape.act_row().bytes();

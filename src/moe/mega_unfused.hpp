@@ -13,9 +13,9 @@ namespace shmoe::moe {
 
 class UnfusedChain {
  public:
-  explicit UnfusedChain(const MegaMoe::State& s);  // collective: makes its two MoeContexts
+  explicit UnfusedChain(const MegaMoE::State& s);  // collective: makes its two MoeContexts
   ~UnfusedChain();                                 // collective
-  void run(MegaMoe::State& s, const MegaMoeArgs& in);
+  void run(MegaMoE::State& s, const MegaMoEArgs& in);
 
  private:
   std::unique_ptr<MoeContext> dispatch_, combine_;

@@ -54,14 +54,15 @@ std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse,
     shmoe::wait_until([&] { return (seen = flag.load(std::memory_order_acquire)) >= raised; },
                       [&] {
                         const std::uint64_t now = flag.load();
-                        return shmoe::
-                            WaitState{what,
-                                      fmt::format("{} #{}: waiting for PE {} (its flag is at call "
-                                                  "{})", what, g, src, now / 2),
-                                      src,
-                                      g,
-                                      now / 2,
-                                      g};
+                        return shmoe::WaitState{
+                            what,
+                            fmt::format("{} #{}: waiting for PE {} (its flag is at call "
+                                        "{})",
+                                        what, g, src, now / 2),
+                            src,
+                            g,
+                            now / 2,
+                            g};
                       });
     if (seen == raised + 1) refusing.push_back(src);
   }

@@ -2,7 +2,7 @@
 // computes itself from the routing every PE uses (a pure function of PE, token and slot):
 //   - MoeBuffer: dispatch on the double plane, an "expert" that scales each row by its expert's
 //     number plus one, combine; the combined rows exactly; a refused call throws MoeError;
-//   - MegaMoeLayer: weights and tokens of the form k/8 (exact in MX E4M3 and BF16), checked
+//   - MegaMoELayer: weights and tokens of the form k/8 (exact in MX E4M3 and BF16), checked
 //     against the layer in fp64 (SwiGLU(x W1^T) W2^T, weighted), within the FP8 tolerance the
 //     Python tests use (0.05 |ref| + 0.75 row RMS, and 10% relative RMS over all outputs), and
 //     the per-expert row counts exactly.
@@ -140,7 +140,7 @@ void mega_layer(int me, int n) {
     w1.push_back(w1_rows[l].data());
     w2.push_back(w2_rows[l].data());
   }
-  shmoe::MegaMoeLayer layer(config, w1, w2);
+  shmoe::MegaMoELayer layer(config, w1, w2);
 
   const int tokens = T - me % 2;
   std::vector<std::uint16_t> x(T * D), y(T * D);

@@ -20,7 +20,7 @@ constexpr int kTokens = 4, kModel = 32, kFfn = 64, kExperts = 2;
 struct Weights {
   ExpertFfnShape shape{kModel, kFfn, numeric::Fp8Format::kE4M3};
   std::vector<std::uint8_t> w1, w2;
-  MegaMoeWeights view;
+  MegaMoEWeights view;
   Weights() {
     auto fill = [](std::vector<std::uint8_t>& v, int rows, MxRow row) {
       v.assign(static_cast<std::size_t>(rows) * row.bytes(), 0x38);
@@ -38,8 +38,8 @@ struct Weights {
   }
 };
 
-MegaMoeConfig config() {
-  MegaMoeConfig c;
+MegaMoEConfig config() {
+  MegaMoEConfig c;
   c.tokens = kTokens;
   c.model_dim = kModel;
   c.ffn_dim = kFfn;
@@ -60,12 +60,12 @@ struct Call {
       ids.push_back((t + 1) % n_experts);
     }
   }
-  MegaMoeArgs args() {
+  MegaMoEArgs args() {
     return {x.data(), ids.data(), weights.data(), kTokens, y.data(), counts.data()};
   }
 };
 
-std::string run_error(MegaMoe& op, Call& call) {
+std::string run_error(MegaMoE& op, Call& call) {
   try {
     op.run(call.args());
   } catch (const MoeError& e) {
@@ -76,7 +76,7 @@ std::string run_error(MegaMoe& op, Call& call) {
 
 TEST(MegaErrors, ExpertIdOutOfRangeIsRefusedOnEveryPe) {
   Weights w;
-  MegaMoe op(config(), w.view);
+  MegaMoE op(config(), w.view);
   const int E = shmem_n_pes() * kExperts;
   Call call(E);
   if (shmem_my_pe() == shmem_n_pes() - 1) call.ids[3] = E + 5;
@@ -100,9 +100,9 @@ TEST(MegaErrors, ExpertIdOutOfRangeIsRefusedOnEveryPe) {
 
 TEST(MegaErrors, MoreTokensThanConfiguredAreRefusedOnEveryPe) {
   Weights w;
-  MegaMoe op(config(), w.view);
+  MegaMoE op(config(), w.view);
   Call call(shmem_n_pes() * kExperts);
-  MegaMoeArgs args = call.args();
+  MegaMoEArgs args = call.args();
   if (shmem_my_pe() == 0) args.tokens = kTokens + 1;  // its buffers are too short: never read
   try {
     op.run(args);
@@ -117,9 +117,9 @@ TEST(MegaErrors, MoreTokensThanConfiguredAreRefusedOnEveryPe) {
 
 TEST(MegaErrors, PesThatDisagreeOnFfnDimAreNamed) {
   Weights w;
-  MegaMoeConfig c = config();
+  MegaMoEConfig c = config();
   if (shmem_my_pe() == 1) c.ffn_dim = kFfn - 2;
-  MegaMoe op(c, w.view);
+  MegaMoE op(c, w.view);
   Call call(shmem_n_pes() * kExperts);
   const std::string e = run_error(op, call);
   EXPECT_NE(e.find("MegaMoE: PEs disagree on the parameters"), std::string::npos) << e;
@@ -128,9 +128,9 @@ TEST(MegaErrors, PesThatDisagreeOnFfnDimAreNamed) {
 
 TEST(MegaErrors, MoreReceivedTokensThanTheWindowHoldsIsRefused) {
   Weights w;
-  MegaMoeConfig c = config();
+  MegaMoEConfig c = config();
   c.max_received_tokens = 3;
-  MegaMoe op(c, w.view);
+  MegaMoE op(c, w.view);
   Call call(shmem_n_pes() * kExperts);
   for (auto& id : call.ids) id = 0;  // every row to PE 0
   call.ids[1] = 1;                   // two distinct experts per token
@@ -145,14 +145,14 @@ TEST(MegaErrors, MoreReceivedTokensThanTheWindowHoldsIsRefused) {
 
 TEST(MegaErrors, WorkersNotInOneToTwoRatioAreRefused) {
   Weights w;
-  MegaMoeConfig c = config();
+  MegaMoEConfig c = config();
   c.workers = {2, 3};
   try {
-    MegaMoe op(c, w.view);
+    MegaMoE op(c, w.view);
     ADD_FAILURE() << "accepted 2 matrix and 3 vector workers";
   } catch (const MoeError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "MegaMoe: workers.matrix=2 and workers.vector=3: give both or neither, with "
+              "MegaMoE: workers.matrix=2 and workers.vector=3: give both or neither, with "
               "workers.vector = 2 x workers.matrix and workers.matrix in 1..64");
   }
 }

@@ -91,7 +91,7 @@ MemoryNeed moe_case_need(const MoeRunOptions& o, const MoeCase& c,
 }
 
 MemoryNeed mega_need(const MegaOptions& o, std::optional<std::uint64_t> heap) {
-  const moe::MegaMoeConfig cfg = mega_config(o);
+  const moe::MegaMoEConfig cfg = mega_config(o);
   const moe::ExpertFfnShape shape{o.model_dim, o.ffn_dim, o.mode};
   const std::uint64_t P = u64(o.pes), L = u64(o.experts_per_pe), T = u64(o.tokens);
   const std::uint64_t D = u64(o.model_dim), F = u64(o.ffn_dim), half = F / 2, K = u64(o.topk);
@@ -101,7 +101,7 @@ MemoryNeed mega_need(const MegaOptions& o, std::optional<std::uint64_t> heap) {
   const std::uint64_t wave = u64(o.wave_rows);
   const bool unfused = o.compare || o.unfused;
   MemoryNeed n;
-  n.windows = moe::MegaMoe::symmetric_bytes(cfg, o.pes, unfused);
+  n.windows = moe::MegaMoE::symmetric_bytes(cfg, o.pes, unfused);
   n.heap = heap.value_or(mega_symmetric_bytes(o));
   n.heap_from_user = heap.has_value();
   // One expert's weights dequantized to fp32 (the operator's copy, and the reference's).

@@ -7,8 +7,8 @@
 
 namespace shmoe::tools {
 
-moe::MegaMoeConfig mega_config(const MegaOptions& o) {
-  moe::MegaMoeConfig c;
+moe::MegaMoEConfig mega_config(const MegaOptions& o) {
+  moe::MegaMoEConfig c;
   c.tokens = o.tokens;
   c.model_dim = o.model_dim;
   c.ffn_dim = o.ffn_dim;

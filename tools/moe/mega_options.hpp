@@ -45,6 +45,6 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o);
 int finish_mega_options(const MegaOptionText& text, MegaOptions& o);
 
 // The operator's configuration the options ask for.
-moe::MegaMoeConfig mega_config(const MegaOptions& options);
+moe::MegaMoEConfig mega_config(const MegaOptions& options);
 
 }  // namespace shmoe::tools

@@ -83,7 +83,7 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
 }
 
 void write_trace(const std::string& path, const std::vector<kernel::StageEvent>& events,
-                 const moe::MegaMoeConfig& cfg) {
+                 const moe::MegaMoEConfig& cfg) {
   const int P = shmem_n_pes(), me = shmem_my_pe();
   const std::string part = fmt::format("{}.pe{}", path, me);
   {

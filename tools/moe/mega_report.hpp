@@ -35,7 +35,7 @@ struct PerfSummary {
 struct Timings {
   Stats e2e, kernel;
   template <typename Call>
-  void time(bool keep, const moe::MegaMoe& op, Call&& call) {
+  void time(bool keep, const moe::MegaMoE& op, Call&& call) {
     const auto t0 = std::chrono::steady_clock::now();
     call();
     const double us =
@@ -56,6 +56,6 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
 // Each PE writes its events to PATH.peN; PE 0 merges them into one Chrome trace (one process per
 // PE, one thread per worker), time zero at the first event. Collective.
 void write_trace(const std::string& path, const std::vector<kernel::StageEvent>& events,
-                 const moe::MegaMoeConfig& cfg);
+                 const moe::MegaMoEConfig& cfg);
 
 }  // namespace shmoe::tools

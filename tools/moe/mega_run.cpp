@@ -96,13 +96,13 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   for (int e = 0; e < P * L; ++e) experts.push_back(make_expert(shape, seed, e));
   std::vector<const GeneratedExpert*> by_id;
   for (const auto& e : experts) by_id.push_back(&e);
-  moe::MegaMoeWeights weights;
+  moe::MegaMoEWeights weights;
   for (int e = 0; e < L; ++e) {
     weights.w1.push_back(experts[me * L + e].w1_rows.data());
     weights.w2.push_back(experts[me * L + e].w2_rows.data());
   }
-  const moe::MegaMoeConfig cfg = mega_config(o);
-  moe::MegaMoe op(cfg, weights);
+  const moe::MegaMoEConfig cfg = mega_config(o);
+  moe::MegaMoE op(cfg, weights);
   if (me == 0) {
     fmt::print(
         "mega: GEMMs on {}; SwiGLU and write-back by the {} (schedule {})\n", op.gemm_engine(),
@@ -123,7 +123,7 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   NumericCheck ideal{"numeric_golden", rtol, ideal_floor(o.mode), false, {}};
   PeInputs mine;
   auto args_for = [&](const PeInputs& in, std::uint16_t* out, std::int32_t* cnt) {
-    return moe::MegaMoeArgs{reinterpret_cast<const std::uint16_t*>(in.x.data()),
+    return moe::MegaMoEArgs{reinterpret_cast<const std::uint16_t*>(in.x.data()),
                             in.expert_ids.data(),
                             in.scales.data(),
                             in.bs,
@@ -210,7 +210,7 @@ int run(const MegaOptions& o, std::uint64_t seed) {
 }  // namespace
 
 std::size_t mega_symmetric_bytes(const MegaOptions& o) {
-  return moe::MegaMoe::symmetric_bytes(mega_config(o), o.pes, true) + (16u << 20);
+  return moe::MegaMoE::symmetric_bytes(mega_config(o), o.pes, true) + (16u << 20);
 }
 
 int run_mega_pe(const MegaOptions& o) {

@@ -14,7 +14,7 @@ namespace shmoe::tools {
 // One expert's weights, quantized (what the operator gets) and dequantized (what the reference
 // computes with).
 struct GeneratedExpert {
-  std::vector<std::uint8_t> w1_rows, w2_rows;  // MxRow layout, see moe::MegaMoeWeights
+  std::vector<std::uint8_t> w1_rows, w2_rows;  // MxRow layout, see moe::MegaMoEWeights
   std::vector<float> w1, w2;                   // dequantized: [F][D], [D][F/2]
 };
 

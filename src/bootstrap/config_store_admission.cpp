@@ -245,6 +245,11 @@ void ConfigStoreServer::Impl::on_hello(Conn& c, wire::Reader& r, std::string_vie
     admit_pe(c, h, proof);
     return;
   }
+  greet(c, h, proof);
+}
+
+// The connection is the job's from now on: it gets the store's own proof of the key.
+void ConfigStoreServer::Impl::greet(Conn& c, const Hello& h, const std::string& proof) {
   c.greeted = true;
   c.hello = h;
   wire::Writer w(static_cast<std::uint8_t>(Status::kOk));
@@ -262,11 +267,7 @@ void ConfigStoreServer::Impl::admit_pe(Conn& c, const Hello& h, const std::strin
     publish_abort(why);
     return;
   }
-  c.greeted = true;
-  c.hello = h;
-  wire::Writer w(static_cast<std::uint8_t>(Status::kOk));
-  w.str(proof);
-  reply(c, w);
+  greet(c, h, proof);
 }
 
 void ConfigStoreServer::Impl::refuse(Conn& c, const std::string& reason) {

@@ -198,6 +198,7 @@ struct ConfigStoreServer::Impl {
   void on_watch(Conn& c, wire::Reader& r);
   void on_hello(Conn& c, wire::Reader& r, std::string_view payload);
   void admit_pe(Conn& c, const Hello& h, const std::string& proof);
+  void greet(Conn& c, const Hello& h, const std::string& proof);
   void reply(Conn& c, wire::Writer& w);
   void reply_status(Conn& c, Status s);
   void refuse(Conn& c, const std::string& reason);

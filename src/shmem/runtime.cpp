@@ -203,10 +203,10 @@ void Runtime::connect_transport() {
   heap::admit_segments(config_.heap_request, config_.heap_size + program_data_.size(),
                        plan.pes_sharing_cores);
   const bool use_ucx = plan.use_ucx;
+  heap_ = std::make_unique<heap::SymmetricHeap>(rank_, config_.heap_size, std::move(program_data_));
+  heap_base_ = heap_->base();
   transports_ = std::make_unique<transport::Transports>(
-      *collectives_, rank_, size_, plan, config_.heap_size, std::move(program_data_), config_.host,
-      config_.ucx, config_.init_timeout);
-  heap_base_ = transports_->shm().local_base();
+      *collectives_, rank_, size_, plan, *heap_, config_.host, config_.ucx, config_.init_timeout);
   if (transports_->shm().symmetric_data_size() == 0) program_data_range_ = {};
   transport_ = &transports_->active();
   // The runtime's own symmetric state comes first, so it has the same offset on every PE.

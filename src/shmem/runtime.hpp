@@ -17,6 +17,7 @@
 #include "heap/allocator.hpp"
 #include "heap/program_data.hpp"
 #include "heap/shm_admission.hpp"
+#include "heap/symmetric_heap.hpp"
 #include "shmem.h"
 #include "shmem/barrier.hpp"
 #include "shmem/hang_watch.hpp"
@@ -130,10 +131,13 @@ class Runtime {
   std::unique_ptr<HangWatch> hang_watch_;
   std::unique_ptr<PeService> service_;  // the PE's one thread; uses client_ and hang_watch_
   std::atomic<bool> leaving_{false};
+  // This PE's symmetric memory, which the transports map or register: made before them and
+  // destroyed after them (members go in reverse order).
+  std::unique_ptr<heap::SymmetricHeap> heap_;
   std::unique_ptr<transport::Transports> transports_;
   transport::Transport* transport_ = nullptr;  // transports_->active()
   std::vector<int> shared_memory_pes_;
-  heap::Segment program_data_;  // this PE's moved program data, until the transport places it
+  heap::Segment program_data_;  // this PE's moved program data, until heap_ takes it
   heap::DataRange program_data_range_;
   std::string program_data_missing_;  // why there is no symmetric program data, if there is none
   std::byte* heap_base_ = nullptr;

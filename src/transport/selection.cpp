@@ -66,17 +66,15 @@ PeerPlan plan_peers(bootstrap::StoreCollectives& collectives, int rank, int size
 }
 
 Transports::Transports(bootstrap::StoreCollectives& collectives, int rank, int size,
-                       const PeerPlan& plan, std::size_t heap_size, heap::Segment program_data,
-                       const std::string& host, const UcxOptions& ucx,
-                       std::chrono::milliseconds timeout) {
-  shm_ = std::make_unique<ShmTransport>(collectives, rank, size, heap_size, std::move(program_data),
-                                        host, plan.mapped, timeout);
+                       const PeerPlan& plan, heap::SymmetricHeap& heap, const std::string& host,
+                       const UcxOptions& ucx, std::chrono::milliseconds timeout) {
+  shm_ = std::make_unique<ShmTransport>(collectives, rank, size, heap, host, plan.mapped, timeout);
   active_ = shm_.get();
   if (!plan.use_ucx) return;
   std::vector<bool> remote(size);
   for (int pe = 0; pe < size; ++pe) remote[pe] = !plan.mapped[pe];
-  ucx_ = std::make_unique<UcxTransport>(collectives, rank, size, shm_->local_base(),
-                                        shm_->window_size(), remote, timeout, ucx);
+  ucx_ = std::make_unique<UcxTransport>(collectives, rank, size, heap.base(), shm_->window_size(),
+                                        remote, timeout, ucx);
   std::vector<int> route(size);
   for (int pe = 0; pe < size; ++pe) route[pe] = plan.mapped[pe] ? 0 : 1;
   routed_ = std::make_unique<RoutedTransport>(std::move(route),

@@ -50,16 +50,18 @@ PeerPlan plan_peers(bootstrap::StoreCollectives& collectives, int rank, int size
 // looks and sleeps on UCX's event descriptor, from construction to destruction.
 class Transports {
  public:
+  // `heap` (the runtime's) outlives the transports: shared memory maps it for the peers, UCX
+  // registers it.
   Transports(bootstrap::StoreCollectives& collectives, int rank, int size, const PeerPlan& plan,
-             std::size_t heap_size, heap::Segment program_data, const std::string& host,
-             const UcxOptions& ucx, std::chrono::milliseconds timeout);
+             heap::SymmetricHeap& heap, const std::string& host, const UcxOptions& ucx,
+             std::chrono::milliseconds timeout);
   ~Transports();
   Transports(const Transports&) = delete;
   Transports& operator=(const Transports&) = delete;
 
   // The one the SHMEM layer uses.
   Transport& active() { return *active_; }
-  // This PE's window (heap, then the symmetric program data).
+  // The shared-memory transport (which program data turned out symmetric).
   ShmTransport& shm() { return *shm_; }
 
  private:

@@ -81,19 +81,16 @@ std::uint64_t atomic_on_word(void* word, const AmoRequest& request) {
 }
 
 ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
-                           std::size_t heap_size, heap::Segment program_data,
-                           const std::string& host, const std::vector<bool>& mapped,
-                           std::chrono::milliseconds timeout)
-    : rank_(rank), heap_size_(heap_size) {
-  windows_.resize(size);
-  Window& own = windows_[rank];
-  std::byte* window = heap::Segment::reserve_window(heap_size + program_data.size());
-  own.heap = heap::Segment::create(heap::Segment::name_for(::getpid(), rank), heap_size, window);
-  if (program_data.size() > 0) program_data.move_to(window + heap_size);
-  own.data = std::move(program_data);
-  heap::Segment::remove_names_at_fatal_exit({own.heap.name(), own.data.name()});
-  PeerInfo mine{host, own.heap.name(), heap_size,
-                own.data.size() > 0 ? own.data.name() : std::string(), own.data.size()};
+                           heap::SymmetricHeap& own, const std::string& host,
+                           const std::vector<bool>& mapped, std::chrono::milliseconds timeout)
+    : heap_size_(own.heap_size()) {
+  const std::size_t heap_size = heap_size_;
+  peers_.resize(size);
+  bases_.assign(size, nullptr);
+  bases_[rank] = own.base();
+  const heap::Segment& data = own.data_segment();
+  PeerInfo mine{host, own.heap_segment().name(), heap_size,
+                data.size() > 0 ? data.name() : std::string(), data.size()};
   auto records = collectives.allgather("shm-segments", encode(mine), timeout);
   std::vector<PeerInfo> peers;
   std::vector<std::string> names;
@@ -108,7 +105,7 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
   for (const auto& p : peers) {
     if (p.data_size != data_size_) data_size_ = 0;
   }
-  if (data_size_ == 0 && own.data.size() > 0 && rank == 0) {
+  if (data_size_ == 0 && data.size() > 0 && rank == 0) {
     log::warn(
         "the PEs' program data differ in size (PE 0: {} bytes): they do not run one "
         "executable, so global and static variables are not symmetric in this job",
@@ -132,20 +129,20 @@ ShmTransport::ShmTransport(bootstrap::StoreCollectives& collectives, int rank, i
     if (pe == rank) continue;
     // A peer's window is laid out like this PE's own: heap, then program data.
     std::byte* at = heap::Segment::reserve_window(heap_size + data_size_);
-    windows_[pe].heap = heap::Segment::attach(peer.segment, heap_size, at);
+    peers_[pe].heap = heap::Segment::attach(peer.segment, heap_size, at);
     if (data_size_ > 0) {
-      windows_[pe].data = heap::Segment::attach(peer.data_segment, data_size_, at + heap_size);
+      peers_[pe].data = heap::Segment::attach(peer.data_segment, data_size_, at + heap_size);
     }
+    bases_[pe] = peers_[pe].heap.base();
   }
   // Names go once every peer holds a mapping, so nothing is left in /dev/shm after this point.
   collectives.barrier("shm-mapped", timeout);
-  own.heap.unlink();
-  own.data.unlink();
+  own.unlink_names();
   heap::Segment::forget_names_at_fatal_exit();
 }
 
 void ShmTransport::put(Channel*, int pe, std::size_t offset, const void* src, std::size_t bytes) {
-  copy_to_peer(windows_[pe].heap.base() + offset, src, bytes);
+  copy_to_peer(bases_[pe] + offset, src, bytes);
 }
 
 // Where streaming stores start to win, measured on the shared mapping on this project's machines
@@ -181,25 +178,24 @@ void copy_to_peer(std::byte* dst, const void* src, std::size_t bytes) {
 }
 
 void ShmTransport::get(Channel*, int pe, std::size_t offset, void* dst, std::size_t bytes) {
-  std::memcpy(dst, windows_[pe].heap.base() + offset, bytes);
+  std::memcpy(dst, bases_[pe] + offset, bytes);
 }
 
 void ShmTransport::put_value(Channel*, int pe, std::size_t offset, std::uint64_t bits,
                              std::size_t bytes) {
-  atomic_on_word(windows_[pe].heap.base() + offset,
-                 {AmoOp::kStore, static_cast<std::uint8_t>(bytes), bits});
+  atomic_on_word(bases_[pe] + offset, {AmoOp::kStore, static_cast<std::uint8_t>(bytes), bits});
 }
 
 std::uint64_t ShmTransport::fetch_atomic(Channel*, int pe, std::size_t offset,
                                          const AmoRequest& request) {
-  return atomic_on_word(windows_[pe].heap.base() + offset, request);
+  return atomic_on_word(bases_[pe] + offset, request);
 }
 
 // The store fence orders even the non-temporal stores of a large copy before the signal, which
 // is a release store or add that the waiter's acquire load pairs with.
 void ShmTransport::put_signal(Channel*, int pe, std::size_t offset, const void* src,
                               std::size_t bytes, const SignalUpdate& signal, bool) {
-  std::byte* base = windows_[pe].heap.base();
+  std::byte* base = bases_[pe];
   if (bytes > 0) copy_to_peer(base + offset, src, bytes);
   store_fence();
   atomic_on_word(base + signal.offset, {signal.add ? AmoOp::kAdd : AmoOp::kStore, 8, signal.value});

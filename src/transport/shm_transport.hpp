@@ -9,6 +9,7 @@
 
 #include "bootstrap/config_store.hpp"
 #include "heap/segment.hpp"
+#include "heap/symmetric_heap.hpp"
 #include "transport/transport.hpp"
 
 namespace shmoe::transport {
@@ -21,9 +22,8 @@ struct PeerInfo {
   std::size_t data_size = 0;
 };
 
-// Each PE's symmetric memory, as every PE that maps it sees it: one window made of the heap
-// segment followed by the program-data segment (program_data.hpp), so one offset names a byte of
-// either on every PE.
+// A peer's symmetric memory as this PE maps it: laid out as its SymmetricHeap, the heap segment
+// followed by the program-data segment, so one offset names a byte of either on every PE.
 struct Window {
   heap::Segment heap;
   heap::Segment data;
@@ -31,22 +31,20 @@ struct Window {
 
 class ShmTransport final : public Transport {
  public:
-  // Collective: creates this PE's heap segment of `heap_size` bytes, places it and
-  // `program_data` (this PE's moved program data, or an empty segment) side by side in this PE's
-  // window, exchanges names through the store, maps the window of every peer pe with mapped[pe]
-  // (each must run on `host`) and removes the names once all are mapped. If the PEs' program
-  // data differ in size (not one executable), no PE's program data is symmetric.
-  ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size, std::size_t heap_size,
-               heap::Segment program_data, const std::string& host, const std::vector<bool>& mapped,
+  // Collective: exchanges the names of every PE's SymmetricHeap segments through the store, maps
+  // the window of every peer pe with mapped[pe] (each must run on `host`) and removes the names
+  // once all are mapped. If the PEs' program data differ in size (not one executable), no PE's
+  // program data is symmetric. `own` (the runtime's) outlives the transport.
+  ShmTransport(bootstrap::StoreCollectives& collectives, int rank, int size,
+               heap::SymmetricHeap& own, const std::string& host, const std::vector<bool>& mapped,
                std::chrono::milliseconds timeout);
 
   std::string_view name() const override { return "shm"; }
-  std::byte* local_base() const { return windows_[rank_].heap.base(); }
   // The size of every PE's window: the heap, then the program data that is symmetric (0 bytes
   // when it is not).
   std::size_t window_size() const { return heap_size_ + data_size_; }
   std::size_t symmetric_data_size() const { return data_size_; }
-  std::byte* direct_base(int pe) const override { return windows_[pe].heap.base(); }  // or nullptr
+  std::byte* direct_base(int pe) const override { return bases_[pe]; }  // or nullptr
   // Every operation completes on return: no channel state, and the _nbi and posted forms are
   // the blocking ones.
   void put(Channel* ch, int pe, std::size_t offset, const void* src, std::size_t bytes) override;
@@ -61,10 +59,10 @@ class ShmTransport final : public Transport {
   void quiet(Channel* ch) override;
 
  private:
-  int rank_;
   std::size_t heap_size_;
   std::size_t data_size_ = 0;
-  std::vector<Window> windows_;
+  std::vector<Window> peers_;      // the windows of the peers this PE maps
+  std::vector<std::byte*> bases_;  // every PE's window as mapped here (own included), or nullptr
 };
 
 // A store into a peer's mapped window: memcpy, or non-temporal stores past the cache size. Not

@@ -75,7 +75,7 @@ two_groups_expect "PEs that disagree on SHMOE_TRANSPORT are refused" \
   "PE [0-3] has SHMOE_TRANSPORT=(ucx|auto) but PE [0-3] has SHMOE_TRANSPORT=(auto|ucx): set the same value for every PE" \
   SHMOE_TRANSPORT=auto SHMOE_TRANSPORT=ucx
 two_groups_expect "a bad SHMOE_TRANSPORT is named" \
-  "SHMOE_TRANSPORT=bogus is not a transport \(auto, shm or ucx\)" SHMOE_TRANSPORT=bogus SHMOE_TRANSPORT=bogus
+  "SHMOE_TRANSPORT=bogus is not one of the accepted values: auto, shm, ucx" SHMOE_TRANSPORT=bogus SHMOE_TRANSPORT=bogus
 
 if ((failures > 0)); then
   echo "$failures check(s) failed"

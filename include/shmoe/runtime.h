@@ -42,6 +42,17 @@ SHMOE_API int shmoe_agree(shmem_team_t team, const char* call, const char* refus
  * allocation). */
 SHMOE_API int shmoe_heap_allocation(const void* p, size_t bytes, void** start, size_t* size);
 
+/* shmem_init_thread(requested, provided) for a job that another framework started (e.g.
+ * torch.distributed): this process is PE `rank` of `size`; PE 0 runs the config store at `store`
+ * ("HOST:PORT", a port the others can reach; port 0 only for a job of one PE) and every PE
+ * proves `job_key` (32 to 1024 printable characters, the same on every PE, handed out by the
+ * framework, never on a command line). No launcher variable is read. Returns 0, or -1 on this
+ * PE alone with shmoe_last_error() naming the bad argument (rank out of 0..size-1, a malformed
+ * store or key, shmoe started already); a failure to reach the other PEs ends the process as
+ * shmem_init's does. */
+SHMOE_API int shmoe_init_from(int rank, int size, const char* store, const char* job_key,
+                              int requested, int* provided);
+
 #ifdef __cplusplus
 }
 #endif

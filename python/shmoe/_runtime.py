@@ -65,13 +65,32 @@ def agreed(call: str, convert: Callable[[], T],
     return result
 
 
-def init() -> None:
-    """Starts this PE (collective). A second call does nothing."""
+def init(rank: Optional[int] = None, size: Optional[int] = None, store: Optional[str] = None,
+         key: Optional[str] = None) -> None:
+    """Starts this PE (collective). A second call does nothing.
+
+    Without arguments the launcher (shmoerun, mpirun, srun) says who this PE is. A job that
+    another framework started (torch.distributed) gives all four instead: this process is PE
+    `rank` of `size`, PE 0 runs the config store at `store` ("HOST:PORT", a port the others can
+    reach) and every PE proves `key` (32+ printable characters, the same on every PE, handed
+    out through the framework, never on a command line)."""
+    given = [rank, size, store, key]
     if state.initialized:
         return
     if state.finalized:
         raise Error("shmoe.init: shmoe was finalized in this process and cannot start again")
-    _shmoe.init()
+    if any(v is not None for v in given):
+        names = ["rank", "size", "store", "key"]
+        missing = [n for n, v in zip(names, given) if v is None]
+        if missing:
+            raise TypeError(f"shmoe.init: {', '.join(missing)} missing: give rank, size, store "
+                            "and key together, or none of them")
+        for n, v, t in zip(names, given, (int, int, str, str)):
+            if isinstance(v, bool) or not isinstance(v, t):
+                raise TypeError(f"shmoe.init: {n} must be {t.__name__}, not {type(v).__name__}")
+        _shmoe.init_from(int(rank), int(size), str(store), str(key))  # type: ignore[arg-type]
+    else:
+        _shmoe.init()
     state.initialized = True
     state.my_pe = _shmoe.my_pe()
     state.n_pes = _shmoe.n_pes()

@@ -51,6 +51,14 @@ void bind_core(py::module_& m) {
     shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided);
     return provided;
   });
+  m.def("init_from", [](int rank, int size, const std::string& store, const std::string& key) {
+    int provided = 0;
+    if (shmoe_init_from(rank, size, store.c_str(), key.c_str(), SHMEM_THREAD_MULTIPLE, &provided) !=
+        0) {
+      throw Refused(shmoe_last_error());
+    }
+    return provided;
+  });
   m.def("finalize", [] { released([] { shmem_finalize(); }); });
   m.def("my_pe", [] { return shmem_my_pe(); });
   m.def("n_pes", [] { return shmem_n_pes(); });

@@ -121,9 +121,33 @@ LaunchInfo from_pmix(std::shared_ptr<PmixClient> pmix, const std::optional<std::
   return info;
 }
 
+// What give_launch() set, for the next detect_launch() alone.
+std::optional<LaunchInfo>& given_launch() {
+  static std::optional<LaunchInfo> given;
+  return given;
+}
+
 }  // namespace
 
+void give_launch(int rank, int size, std::string_view store, std::string_view job_key) {
+  if (size < 1) throw make_error("size={} must be at least 1", size);
+  if (rank < 0 || rank >= size) throw make_error("rank={} is out of range (0..{})", rank, size - 1);
+  LaunchInfo info;
+  info.launcher = "shmoe_init_from";
+  info.rank = rank;
+  info.size = size;
+  info.store = StoreAddress::parse(store, "store");
+  info.hosts_store = rank == 0;
+  info.job_key = JobKey::parse(job_key, "job_key");
+  given_launch() = std::move(info);
+}
+
 LaunchInfo detect_launch() {
+  if (auto& given = given_launch()) {
+    LaunchInfo info = std::move(*given);
+    given.reset();
+    return info;
+  }
   const auto store = settings::store();
   // shmoerun's own variables override whatever launched shmoerun, a PMIx server included.
   if (settings::rank()) return from_variables(kShmoerun, store, "");

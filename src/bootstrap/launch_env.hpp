@@ -37,6 +37,11 @@ struct LaunchInfo {
 // several PEs outside PMIx without SHMOE_JOB_KEY among them).
 LaunchInfo detect_launch();
 
+// A start that another framework arranged (shmoe_init_from): the next detect_launch() returns
+// this rank, size, store (hosted by rank 0) and key instead of reading a launcher's variables.
+// Throws shmoe::Error naming the argument that is out of range or malformed.
+void give_launch(int rank, int size, std::string_view store, std::string_view job_key);
+
 // Every PE calls this before it connects to the store, PE 0 after its store (if it hosts one)
 // listens on `hosted_port`. Under PMIx, PE 0 tells the others where the store is and hands out
 // the job key (waiting for at most `timeout`); elsewhere the address is known already. Fills in

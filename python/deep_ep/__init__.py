@@ -1,0 +1,30 @@
+"""deep_ep on shmoe: DeepEP V1's Python API (Buffer, Config, EventOverlap, topk_idx_t) for CPU
+tensors, its expert-parallel dispatch and combine running on shmoe's MoE operators.
+
+A Buffer joins the torch.distributed job of its group (gloo; processes started by
+torch.multiprocessing.spawn or torchrun, no shmoerun): rank 0 makes a fresh job key and a store
+address and hands both to the group through torch.distributed; every rank then starts shmoe with
+shmoe.init(rank=, size=, store=, key=). The group must be the whole job.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _torch_cpu
+
+_torch_cpu.install()
+
+from .buffer import Buffer  # noqa: E402
+from .config import Config  # noqa: E402
+from .utils import EventHandle, EventOverlap  # noqa: E402
+
+topk_idx_t = torch.int64
+
+__all__ = ["Buffer", "Config", "EventOverlap", "EventHandle", "topk_idx_t"]
+
+if _torch_cpu.ADDED:
+    __doc__ += ("\nThis torch (" + torch.__version__ + ") lacks some CPU device calls of torch "
+                "2.1; importing deep_ep added stand-ins for: " + ", ".join(_torch_cpu.ADDED)
+                + " (events time with the wall clock; synchronize and set_device do nothing, as "
+                "CPU work is complete when it returns).\n")

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Runs DeepEP's own tests (tests/test_intranode.py, tests/test_low_latency.py with tests/utils.py,
+# commit 567632d) against this build's deep_ep, with only the mechanical edits a CPU and
+# Debian's torch 1.13 need: cuda -> cpu, 'nccl' -> 'gloo', the profiler's CUDA activity -> CPU,
+# the 8192x8192 dummy GEMMs -> 256x256, all_gather_into_tensor -> all_gather (gloo in 1.13 has
+# no all_gather_into_tensor). DeepEP's files go to a temporary directory, never into this repo.
+#
+#   scripts/deepep-tests.sh DEEPEP_CHECKOUT [BUILD_DIR]    (DEEPEP_CHECKOUT: a checkout or a bare
+#                                                           git directory of DeepEP)
+# Environment: DEEPEP_COMMIT (567632d), DEEPEP_PROCS ("2 3 4"), DEEPEP_SUITES
+# ("intranode low_latency"), PYTHON (/usr/bin/python3).
+set -eu
+deepep=${1:?usage: $0 DEEPEP_CHECKOUT [BUILD_DIR]}
+build=$(cd "${2:-$(dirname "$0")/../build}" && pwd)
+commit=${DEEPEP_COMMIT:-567632d}
+procs=${DEEPEP_PROCS:-2 3 4}
+suites=${DEEPEP_SUITES:-intranode low_latency}
+python=${PYTHON:-/usr/bin/python3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+if git -C "$deepep" rev-parse --verify -q "$commit^{commit}" >/dev/null 2>&1; then
+  git -C "$deepep" archive "$commit" tests | tar -x -C "$work"
+else
+  cp -r "$deepep/tests" "$work/"
+fi
+tests=$work/tests
+# The mechanical edits, nothing else.
+sed -i -e "s/'cuda'/'cpu'/g; s/\"cuda\"/\"cpu\"/g; s/cuda:/cpu:/g; s/torch\.cuda\./torch.cpu./g" \
+       -e "s/'nccl'/'gloo'/g" \
+       -e "s/ProfilerActivity\.CUDA/ProfilerActivity.CPU/g; s/cuda_time_total/cpu_time_total/g" \
+       -e "s/(8192, 8192)/(256, 256)/g" \
+       -e "s/all_gather_into_tensor(\([a-z_]*\), \([a-z_]*\)/all_gather(list(\1.chunk(dist.get_world_size(group))), \2/g" \
+       "$tests"/*.py
+
+export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} SHMOE_HANG_TIMEOUT=${SHMOE_HANG_TIMEOUT:-120}
+status=0
+port=$((20000 + $$ % 20000))
+for n in $procs; do
+  for suite in $suites; do
+    port=$((port + 1))
+    case $suite in
+      intranode)
+        set -- test_intranode.py --num-processes "$n" --num-tokens 128 --hidden 1024 \
+               --num-topk 4 --num-experts $((8 * n)) ;;
+      low_latency)
+        set -- test_low_latency.py --num-processes "$n" --num-tokens 64 --hidden 2048 \
+               --num-topk 4 --num-experts $((8 * n)) --use-logfmt ;;
+      *) echo "unknown suite $suite" >&2; exit 2 ;;
+    esac
+    echo "== DeepEP $suite, $n processes: $*"
+    if (cd "$tests" && MASTER_PORT=$port timeout 900 "$python" "$@"); then
+      echo "== PASS $suite np$n"
+    else
+      echo "== FAIL $suite np$n"; status=1
+    fi
+  done
+done
+exit $status

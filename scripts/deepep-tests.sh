@@ -3,18 +3,19 @@
 # commit 567632d) against this build's deep_ep, with only the mechanical edits a CPU and
 # Debian's torch 1.13 need: cuda -> cpu, 'nccl' -> 'gloo', the profiler's CUDA activity -> CPU,
 # the 8192x8192 dummy GEMMs -> 256x256, all_gather_into_tensor -> all_gather (gloo in 1.13 has
-# no all_gather_into_tensor). DeepEP's files go to a temporary directory, never into this repo.
+# no all_gather_into_tensor), and a chrome trace read as a plain list of events too (Debian's
+# torch 1.13 has no Kineto, and its legacy profiler writes the trace without "traceEvents"). DeepEP's files go to a temporary directory, never into this repo.
 #
 #   scripts/deepep-tests.sh DEEPEP_CHECKOUT [BUILD_DIR]    (DEEPEP_CHECKOUT: a checkout or a bare
 #                                                           git directory of DeepEP)
 # Environment: DEEPEP_COMMIT (567632d), DEEPEP_PROCS ("2 3 4"), DEEPEP_SUITES
-# ("intranode low_latency"), PYTHON (/usr/bin/python3).
+# ("intranode low_latency low_latency_logfmt"), PYTHON (/usr/bin/python3).
 set -eu
 deepep=${1:?usage: $0 DEEPEP_CHECKOUT [BUILD_DIR]}
 build=$(cd "${2:-$(dirname "$0")/../build}" && pwd)
 commit=${DEEPEP_COMMIT:-567632d}
 procs=${DEEPEP_PROCS:-2 3 4}
-suites=${DEEPEP_SUITES:-intranode low_latency}
+suites=${DEEPEP_SUITES:-intranode low_latency low_latency_logfmt}
 python=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -30,7 +31,8 @@ sed -i -e "s/'cuda'/'cpu'/g; s/\"cuda\"/\"cpu\"/g; s/cuda:/cpu:/g; s/torch\.cuda
        -e "s/'nccl'/'gloo'/g" \
        -e "s/ProfilerActivity\.CUDA/ProfilerActivity.CPU/g; s/cuda_time_total/cpu_time_total/g" \
        -e "s/(8192, 8192)/(256, 256)/g" \
-       -e "s/all_gather_into_tensor(\([a-z_]*\), \([a-z_]*\)/all_gather(list(\1.chunk(dist.get_world_size(group))), \2/g" \
+       -e "s/all_gather_into_tensor(\([a-z_]*\), \([a-z_]*\)/all_gather(list(\1.unbind(0)), \2/g" \
+       -e "s/profile_data\['traceEvents'\]/(profile_data['traceEvents'] if isinstance(profile_data, dict) else profile_data)/" \
        "$tests"/*.py
 
 export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -46,7 +48,10 @@ for n in $procs; do
                --num-topk 4 --num-experts $((8 * n)) ;;
       low_latency)
         set -- test_low_latency.py --num-processes "$n" --num-tokens 64 --hidden 2048 \
-               --num-topk 4 --num-experts $((8 * n)) --use-logfmt ;;
+               --num-topk 4 --num-experts $((8 * n)) ;;
+      low_latency_logfmt)
+        set -- test_low_latency.py --num-processes "$n" --num-tokens 32 --hidden 1024 \
+               --num-topk 8 --num-experts $((8 * n)) --use-logfmt ;;
       *) echo "unknown suite $suite" >&2; exit 2 ;;
     esac
     echo "== DeepEP $suite, $n processes: $*"

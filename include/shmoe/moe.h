@@ -127,6 +127,21 @@ SHMOE_API int shmoe_mx_quantize_bf16_rows(const uint16_t* src, size_t rows, int 
 SHMOE_API int shmoe_mx_dequantize_rows(const uint8_t* src, size_t rows, int cols,
                                        shmoe_fp8_format_t format, float* dst);
 
+/* ---- FP8 token rows with fp32 block scales (DeepEP's low-latency dispatch format) ---------- */
+
+/* A token row of `cols` channels, cols a positive multiple of 128: cols E4M3 codes, then
+ * cols / 128 fp32 scales. Block b's scale is amax / 448 over its 128 channels (amax at least
+ * 1e-4), or with round_scale the power of two at or above that; code i is E4M3(x_i / scale),
+ * rounded to nearest even and saturated. Bytes of one row; 0 if cols is not such a multiple. */
+SHMOE_API size_t shmoe_fp8_token_row_bytes(int cols);
+/* Local. rows x cols bfloat16 bit patterns -> rows of shmoe_fp8_token_row_bytes(cols) bytes. */
+SHMOE_API int shmoe_fp8_quantize_token_rows(const uint16_t* src, size_t rows, int cols,
+                                            int round_scale, uint8_t* dst);
+/* Local. Splits such rows: values [rows, cols], the E4M3 values unscaled as bfloat16 bit patterns
+ * (exact), and scales [rows, cols / 128]; x is values * scale of its block. */
+SHMOE_API int shmoe_fp8_unpack_token_rows(const uint8_t* src, size_t rows, int cols,
+                                          uint16_t* values, float* scales);
+
 /* ---- MegaMoE -------------------------------------------------------------------------------- */
 
 typedef struct shmoe_mega_moe* shmoe_mega_moe_t;

@@ -156,6 +156,18 @@ inline std::vector<float> mx_dequantize_rows(const std::uint8_t* src, std::size_
   return out;
 }
 
+// FP8 token rows with fp32 scales per 128 channels (DeepEP's low-latency dispatch format).
+inline std::size_t fp8_token_row_bytes(int cols) {
+  return shmoe_fp8_token_row_bytes(cols);
+}
+inline std::vector<std::uint8_t> fp8_quantize_token_rows(const std::uint16_t* src,
+                                                         std::size_t rows, int cols,
+                                                         bool round_scale) {
+  std::vector<std::uint8_t> out(rows * fp8_token_row_bytes(cols));
+  detail::checked(shmoe_fp8_quantize_token_rows(src, rows, cols, round_scale, out.data()));
+  return out;
+}
+
 struct MegaMoEInput {
   const std::uint16_t* x = nullptr;  // BF16 bit patterns
   const std::int32_t* expert_ids = nullptr;

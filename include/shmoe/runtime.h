@@ -21,7 +21,7 @@ extern "C" {
 SHMOE_API const char* shmoe_last_error(void);
 
 /* The most values one agreement compares. */
-#define SHMOE_AGREE_MAX_VALUES 4
+#define SHMOE_AGREE_MAX_VALUES 8
 
 /* Collective over `team`: every member says whether it refuses the call named `call` (`refusal`
  * is its reason, or NULL), and passes `n_values` values (0..SHMOE_AGREE_MAX_VALUES) that every
@@ -29,9 +29,10 @@ SHMOE_API const char* shmoe_last_error(void);
  * refused and every value agrees; otherwise -1 on every member, with shmoe_last_error() saying
  * why: "CALL: REASON" on a refusing member, "CALL: PE p refused the call: REASON" on the others
  * (p the lowest refusing member's number in the team), or "CALL: the PEs disagree on NAME
- * (values from A to B; this PE passed C)". Costs one team reduction of 1 + 2 * n_values words;
- * a refusal's text travels only when there is one. -1 at once, on this PE alone, for an invalid
- * team or arguments (n_values out of range, a NULL name). */
+ * (values from A to B; this PE passed C)". Costs one team reduction of
+ * 1 + 2 * SHMOE_AGREE_MAX_VALUES words; a refusal's text travels only when there is one. -1 at
+ * once, on this PE alone, for an invalid team or arguments (n_values out of range, a NULL
+ * name). */
 SHMOE_API int shmoe_agree(shmem_team_t team, const char* call, const char* refusal,
                           const int64_t* values, const char* const* value_names, int n_values);
 

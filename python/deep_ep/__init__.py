@@ -2,9 +2,10 @@
 tensors, its expert-parallel dispatch and combine running on shmoe's MoE operators.
 
 A Buffer joins the torch.distributed job of its group (gloo; processes started by
-torch.multiprocessing.spawn or torchrun, no shmoerun): rank 0 makes a fresh job key and a store
-address and hands both to the group through torch.distributed; every rank then starts shmoe with
-shmoe.init(rank=, size=, store=, key=). The group must be the whole job.
+torch.multiprocessing.spawn or torchrun, no shmoerun): the group's rank 0 makes a fresh job key
+and a store address and hands both to the group through torch.distributed; every rank of the
+group then starts shmoe with shmoe.init(rank=, size=, store=, key=), over the group's ranks
+only (one host). A process runs one shmoe job: its Buffers are all on the same ranks.
 """
 
 from __future__ import annotations

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+from typing import List, Optional
 
 import torch.distributed as dist
 
 import shmoe
 from shmoe._runtime import state
+
+# The job's ranks (in the default group) that shmoe was started over, in PE order.
+_members: Optional[List[int]] = None
 
 
 def _free_loopback_port() -> int:
@@ -19,24 +23,31 @@ def _free_loopback_port() -> int:
 
 
 def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
-    """Starts shmoe on every rank of `group` (collective over the group; nothing once started).
-    Rank 0 makes a fresh key and picks a free loopback port for the config store it will run;
-    both travel through the group (all_gather_object), never on a command line."""
+    """Starts shmoe over the ranks of `group` (collective over the group; nothing once started
+    over the same ranks): PE i is the group's rank i. Rank 0 of the group makes a fresh key and
+    picks a free loopback port for the config store it will run; both travel through the group
+    (all_gather_object), never on a command line. A process runs one shmoe job, so every Buffer
+    of a process must be on the same ranks."""
+    global _members
     size = dist.get_world_size(group)
     rank = dist.get_rank(group)
-    if size != dist.get_world_size() or rank != dist.get_rank():
-        raise ValueError(f"deep_ep.Buffer: group has {size} ranks of the job's "
-                         f"{dist.get_world_size()} (or another order); this implementation needs "
-                         "the group of the whole job (ranks in order)")
-    if state.initialized:
-        if shmoe.n_pes() != size:
-            raise ValueError(f"deep_ep.Buffer: shmoe runs {shmoe.n_pes()} PEs but group has "
-                             f"{size} ranks")
-        return
-    mine = (secrets.token_hex(32), f"127.0.0.1:{_free_loopback_port()}") if rank == 0 else None
-    everyone = [None] * size
+    mine = (dist.get_rank(), socket.gethostname(),
+            (secrets.token_hex(32), f"127.0.0.1:{_free_loopback_port()}") if rank == 0 else None)
+    everyone: List = [None] * size
     dist.all_gather_object(everyone, mine, group=group)
-    key, store = everyone[0]  # type: ignore[misc]
+    members = [int(e[0]) for e in everyone]
+    hosts = sorted({e[1] for e in everyone})
+    if state.initialized:
+        if members != _members:
+            raise ValueError(f"deep_ep.Buffer: group holds the job's ranks {members}, but this "
+                             f"process already runs shmoe over ranks {_members}: every Buffer "
+                             "of a process must be on the same ranks")
+        return
+    if len(hosts) > 1:
+        raise ValueError(f"deep_ep.Buffer: group spans the hosts {', '.join(hosts)}; a Buffer "
+                         "starts shmoe over one host's ranks (shared memory)")
+    key, store = everyone[0][2]
     if "SHMEM_SYMMETRIC_SIZE" not in os.environ and "SMA_SYMMETRIC_SIZE" not in os.environ:
         os.environ["SHMEM_SYMMETRIC_SIZE"] = str(heap_bytes)
     shmoe.init(rank=rank, size=size, store=store, key=key)
+    _members = members

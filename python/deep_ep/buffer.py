@@ -9,7 +9,6 @@ for every (token, rank): an unweighted sum over ranks, in float32, rounded once 
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
@@ -21,34 +20,13 @@ import shmoe.moe
 from shmoe._runtime import agreed
 
 from . import _job
+from . import low_latency
+from .checks import bad, check_range, integer, tensor
 from .config import Config
 from .utils import EventHandle, EventOverlap
 
 _MIN_HEAP = 512 << 20
 _MAX_HEAP = 2 << 30
-
-
-def _bad(call: str, name: str, value: Any, want: str) -> ValueError:
-    shape = list(value.shape) if isinstance(value, torch.Tensor) else None
-    what = f"dtype {value.dtype}, shape {shape}" if shape is not None else repr(value)
-    return ValueError(f"{call}: {name} ({what}) must be {want}")
-
-
-def _tensor(call: str, name: str, t: Any, dtype: torch.dtype, shape: Tuple[Optional[int], ...],
-            ) -> torch.Tensor:
-    """`t`, checked: a CPU tensor of `dtype` and `shape` (None: any length)."""
-    want = f"a CPU {dtype} tensor of shape [{', '.join('*' if n is None else str(n) for n in shape)}]"
-    if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.dtype != dtype:
-        raise _bad(call, name, t, want)
-    if t.dim() != len(shape) or any(n is not None and n != m for n, m in zip(shape, t.shape)):
-        raise _bad(call, name, t, want)
-    return t.contiguous()
-
-
-def _int(call: str, name: str, v: Any, low: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
-        raise ValueError(f"{call}: {name}={v!r} must be an int of at least {low}")
-    return int(v)
 
 
 class _Handle(tuple):
@@ -86,8 +64,8 @@ class Buffer:
         self.group = group
         self.rank = dist.get_rank(group)
         self.group_size = dist.get_world_size(group)
-        self.num_nvl_bytes = _int(call, "num_nvl_bytes", num_nvl_bytes)
-        self.num_rdma_bytes = _int(call, "num_rdma_bytes", num_rdma_bytes)
+        self.num_nvl_bytes = integer(call, "num_nvl_bytes", num_nvl_bytes)
+        self.num_rdma_bytes = integer(call, "num_rdma_bytes", num_rdma_bytes)
         self.low_latency_mode = bool(low_latency_mode)
         self.explicitly_destroy = bool(explicitly_destroy)
         self.enable_shrink = bool(enable_shrink)
@@ -95,6 +73,7 @@ class Buffer:
         _job.join(group, heap)
         self._buffers: dict = {}  # (kind) -> (shmoe.moe.Buffer, token capacity)
         self._exchange: dict = {}  # row length -> (src, dest) symmetric int64 arrays
+        self._low_latency = low_latency.LowLatency(self.group_size)
         self._destroyed = False
 
     # ---- Lifetime ---------------------------------------------------------------------------
@@ -105,6 +84,7 @@ class Buffer:
         if self._destroyed:
             return
         self._destroyed = True
+        self._low_latency.close()
         for buf, _ in self._buffers.values():
             buf.close()
         for src, dest in self._exchange.values():
@@ -140,11 +120,9 @@ class Buffer:
     @staticmethod
     def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank: int, hidden: int,
                                        num_ranks: int, num_experts: int) -> int:
-        """Bytes of the low-latency receive areas: every local expert's rows from every rank at
-        BF16 plus 16 bytes of row metadata, for dispatch and combine, double-buffered."""
-        row = hidden * 2 + 16
-        per_rank = num_experts // max(num_ranks, 1) * num_ranks * num_max_dispatch_tokens_per_rank
-        return ((2 * 2 * per_rank * row) + 4095) // 4096 * 4096
+        """Symmetric bytes the low-latency areas of this shape take on each rank."""
+        return low_latency.size_hint(num_max_dispatch_tokens_per_rank, hidden, num_ranks,
+                                     num_experts)
 
     @staticmethod
     def get_dispatch_config(num_ranks: int) -> Config:
@@ -165,11 +143,11 @@ class Buffer:
         self._require_live(call)
         with torch.profiler.record_function("deep_ep::get_dispatch_layout"):
             n = self.group_size
-            experts = _int(call, "num_experts", num_experts, 1)
+            experts = integer(call, "num_experts", num_experts, 1)
             if experts % n:
                 raise ValueError(f"{call}: num_experts={experts} is not divisible by the {n} ranks")
-            idx = _tensor(call, "topk_idx", topk_idx, torch.int64, (None, None))
-            _check_range(call, "topk_idx", idx, experts)
+            idx = tensor(call, "topk_idx", topk_idx, torch.int64, (None, None))
+            check_range(call, "topk_idx", idx, experts)
             routed = idx >= 0
             per_expert = torch.bincount(idx[routed], minlength=experts).to(torch.int32)
             rank_of = torch.where(routed, idx // (experts // n), torch.full_like(idx, n))
@@ -205,33 +183,33 @@ class Buffer:
                 raise ValueError(f"{call}: x is an (FP8 values, scales) tuple; this build has no "
                                  "SM90 FP8 path (Buffer.is_sm90_compiled() is False): pass "
                                  "bfloat16 x")
-            xs = _tensor(call, "x", x, torch.bfloat16, (None, None))
+            xs = tensor(call, "x", x, torch.bfloat16, (None, None))
             tokens, hidden = xs.shape
             if hidden < 1:
-                raise _bad(call, "x", x, "[tokens, hidden] with hidden >= 1")
+                raise bad(call, "x", x, "[tokens, hidden] with hidden >= 1")
             if num_tokens_per_rank is None or is_token_in_rank is None \
                     or num_tokens_per_expert is None:
                 raise ValueError(f"{call}: without handle=, num_tokens_per_rank, "
                                  "is_token_in_rank and num_tokens_per_expert are required")
             if config is not None and not isinstance(config, Config):
-                raise _bad(call, "config", config, "a deep_ep.Config")
-            per_rank = _tensor(call, "num_tokens_per_rank", num_tokens_per_rank, torch.int32, (n,))
-            in_rank = _tensor(call, "is_token_in_rank", is_token_in_rank, torch.bool, (tokens, n))
-            per_expert = _tensor(call, "num_tokens_per_expert", num_tokens_per_expert,
+                raise bad(call, "config", config, "a deep_ep.Config")
+            per_rank = tensor(call, "num_tokens_per_rank", num_tokens_per_rank, torch.int32, (n,))
+            in_rank = tensor(call, "is_token_in_rank", is_token_in_rank, torch.bool, (tokens, n))
+            per_expert = tensor(call, "num_tokens_per_expert", num_tokens_per_expert,
                                  torch.int32, (None,))
             experts = per_expert.shape[0]
             if experts < 1 or experts % n:
-                raise _bad(call, "num_tokens_per_expert", per_expert,
+                raise bad(call, "num_tokens_per_expert", per_expert,
                            f"[num_experts] with num_experts a positive multiple of the {n} ranks")
-            align = _int(call, "expert_alignment", expert_alignment, 1)
-            worst = _int(call, "num_worst_tokens", num_worst_tokens)
+            align = integer(call, "expert_alignment", expert_alignment, 1)
+            worst = integer(call, "num_worst_tokens", num_worst_tokens)
             idx = w = None
             if (topk_idx is None) != (topk_weights is None):
                 raise ValueError(f"{call}: topk_idx and topk_weights go together (one is None)")
             if topk_idx is not None:
-                idx = _tensor(call, "topk_idx", topk_idx, torch.int64, (tokens, None))
-                w = _tensor(call, "topk_weights", topk_weights, torch.float32, idx.shape)
-                _check_range(call, "topk_idx", idx, experts)
+                idx = tensor(call, "topk_idx", topk_idx, torch.int64, (tokens, None))
+                w = tensor(call, "topk_weights", topk_weights, torch.float32, idx.shape)
+                check_range(call, "topk_idx", idx, experts)
             return xs, per_rank, in_rank, per_expert, align, worst, idx, w
 
         xs, per_rank, in_rank, per_expert, align, worst, idx, w = agreed(
@@ -296,14 +274,14 @@ class Buffer:
     def _cached_dispatch(self, call, x, handle, topk_idx, topk_weights):
         def check():
             if not isinstance(handle, _Handle):
-                raise _bad(call, "handle", handle, "the handle a dispatch of this buffer returned")
+                raise bad(call, "handle", handle, "the handle a dispatch of this buffer returned")
             if topk_idx is not None or topk_weights is not None:
                 raise ValueError(f"{call}: a cached dispatch (handle=) takes no topk_idx or "
                                  "topk_weights")
             if handle.x_buffer._closed:
                 raise ValueError(f"{call}: handle is stale: the buffer has since grown or closed")
             in_rank = handle[4]
-            return _tensor(call, "x", x, torch.bfloat16, (in_rank.shape[0], handle.x_buffer.hidden))
+            return tensor(call, "x", x, torch.bfloat16, (in_rank.shape[0], handle.x_buffer.hidden))
 
         xs = agreed(call, check)
         recv_x, _, _, _, _ = handle.x_buffer.dispatch(xs, _routes(handle[4]))
@@ -319,42 +297,47 @@ class Buffer:
         with torch.profiler.record_function("deep_ep::combine"):
             def check():
                 if not isinstance(handle, _Handle):
-                    raise _bad(call, "handle", handle, "the handle a dispatch returned")
+                    raise bad(call, "handle", handle, "the handle a dispatch returned")
                 xb, xh = handle.x_buffer, handle.x_handle
                 if xb._closed:
                     raise ValueError(f"{call}: handle is stale: the buffer has since grown")
                 rows, tokens = xh.num_recv_rows, xh.num_tokens
-                xs = _tensor(call, "x", x, torch.bfloat16, (None, xb.hidden))
+                xs = tensor(call, "x", x, torch.bfloat16, (None, xb.hidden))
                 if xs.shape[0] < rows:
-                    raise _bad(call, "x", x, f"[{rows} received rows, {xb.hidden}]")
+                    raise bad(call, "x", x, f"[{rows} received rows, {xb.hidden}]")
                 w = None
                 if topk_weights is not None:
                     if handle.meta_handle is None:
                         raise ValueError(f"{call}: topk_weights given, but the dispatch of "
                                          "handle carried no top-k")
-                    w = _tensor(call, "topk_weights", topk_weights, torch.float32,
+                    w = tensor(call, "topk_weights", topk_weights, torch.float32,
                                 (None, handle.num_topk))
                     if w.shape[0] < rows:
-                        raise _bad(call, "topk_weights", w, f"[{rows}, {handle.num_topk}]")
+                        raise bad(call, "topk_weights", w, f"[{rows}, {handle.num_topk}]")
                     w = w[:rows]
                 biases = bias if isinstance(bias, tuple) else (() if bias is None else (bias,))
                 if len(biases) > 2:
                     raise ValueError(f"{call}: bias is at most two tensors, not {len(biases)}")
-                biases = tuple(_tensor(call, f"bias[{i}]", b, torch.bfloat16,
+                biases = tuple(tensor(call, f"bias[{i}]", b, torch.bfloat16,
                                        (tokens, xb.hidden)) for i, b in enumerate(biases))
                 return xs[:rows], w, biases
 
-            xs, w, biases = agreed(call, check, lambda c: [("with top-k weights",
-                                                            int(c[1] is not None))])
+            xs, w, biases = agreed(call, check, lambda c: [
+                ("with top-k weights", int(c[1] is not None)), ("bias tensors", len(c[2]))])
             n = self.group_size
             tokens = handle.x_handle.num_tokens
             ones = torch.ones((tokens, n), dtype=torch.float32)
-            combined = handle.x_buffer.combine(xs.contiguous(), handle.x_handle, ones)
+            xb = handle.x_buffer
             if biases:
-                total = combined.to(torch.float32)
+                # DeepEP adds the bias to the float32 sum and rounds once: the rows are summed
+                # in a float32 buffer of the same routing, then rounded after the bias.
+                wide = self._moe_buffer("x-float32", xb.max_tokens_per_pe, xb.hidden, "float32")
+                total = wide.combine(xs.to(torch.float32), handle.x_handle, ones)
                 for b in biases:
                     total += b.to(torch.float32)
                 combined = total.to(torch.bfloat16)
+            else:
+                combined = xb.combine(xs.contiguous(), handle.x_handle, ones)
             combined_w = None
             if w is not None:
                 K = handle.num_topk
@@ -363,17 +346,49 @@ class Buffer:
                 combined_w = combined_w.contiguous()
         return combined, combined_w, EventOverlap(EventHandle())
 
-    # ---- Low-latency mode -------------------------------------------------------------------
+    # ---- Low-latency mode (deep_ep/low_latency.py) ------------------------------------------
 
     def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank: int, hidden: int,
                                  num_experts: int) -> None:
-        raise NotImplementedError("deep_ep on shmoe: low-latency mode is not implemented yet")
+        self._require_live("deep_ep.Buffer.clean_low_latency_buffer")
+        self._low_latency.clean(num_max_dispatch_tokens_per_rank, hidden, num_experts)
 
-    def low_latency_dispatch(self, *args: Any, **kwargs: Any):
-        raise NotImplementedError("deep_ep on shmoe: low-latency mode is not implemented yet")
+    def low_latency_dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor,
+                             num_max_dispatch_tokens_per_rank: int, num_experts: int,
+                             cumulative_local_expert_recv_stats: Optional[torch.Tensor] = None,
+                             dispatch_wait_recv_cost_stats: Optional[torch.Tensor] = None,
+                             use_fp8: bool = True, round_scale: bool = False,
+                             use_ue8m0: bool = False, async_finish: bool = False,
+                             return_recv_hook: bool = False):
+        """DeepEP's low-latency dispatch (collective): (recv_x, recv_count, handle, event,
+        hook). recv_x is [local experts, num_max_dispatch_tokens_per_rank * ranks, hidden]
+        bfloat16, or with use_fp8 (values, scales): values hold E4M3 values (float8_e4m3fn
+        where torch has it, else bfloat16 of the same values), scales float32 [..., hidden /
+        128], or with use_ue8m0 int32 [..., hidden / 512] of four packed exponent bytes. With
+        return_recv_hook the rows are sent and hook() completes the receive."""
+        self._require_live("deep_ep.Buffer.low_latency_dispatch")
+        return self._low_latency.dispatch(
+            x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
+            cumulative_local_expert_recv_stats, dispatch_wait_recv_cost_stats, use_fp8,
+            round_scale, use_ue8m0, async_finish, return_recv_hook)
 
-    def low_latency_combine(self, *args: Any, **kwargs: Any):
-        raise NotImplementedError("deep_ep on shmoe: low-latency mode is not implemented yet")
+    def low_latency_combine(self, x: torch.Tensor, topk_idx: torch.Tensor,
+                            topk_weights: torch.Tensor, handle: tuple, use_logfmt: bool = False,
+                            zero_copy: bool = False, async_finish: bool = False,
+                            return_recv_hook: bool = False, out: Optional[torch.Tensor] = None,
+                            combine_wait_recv_cost_stats: Optional[torch.Tensor] = None):
+        """DeepEP's low-latency combine (collective): (combined_x [tokens, hidden] bfloat16,
+        event, hook), each token's expert outputs summed with topk_weights in float32."""
+        self._require_live("deep_ep.Buffer.low_latency_combine")
+        return self._low_latency.combine(x, topk_idx, topk_weights, handle, use_logfmt,
+                                         zero_copy, async_finish, return_recv_hook, out,
+                                         combine_wait_recv_cost_stats)
+
+    def get_next_low_latency_combine_buffer(self, handle: object) -> torch.Tensor:
+        """The [local experts, num_max_dispatch_tokens_per_rank * ranks, hidden] bfloat16
+        tensor that a low_latency_combine with zero_copy=True takes its rows from."""
+        self._require_live("deep_ep.Buffer.get_next_low_latency_combine_buffer")
+        return self._low_latency.next_combine_buffer(handle)
 
     # ---- Internals --------------------------------------------------------------------------
 
@@ -410,11 +425,3 @@ def _routes(in_rank: torch.Tensor) -> torch.Tensor:
     n = in_rank.shape[1]
     ranks = torch.arange(n, dtype=torch.int32).expand(in_rank.shape[0], n)
     return torch.where(in_rank, ranks, torch.full_like(ranks, -1)).contiguous()
-
-
-def _check_range(call: str, name: str, idx: torch.Tensor, experts: int) -> None:
-    bad = (idx < -1) | (idx >= experts)
-    if bool(bad.any()):
-        t, k = (int(v) for v in bad.nonzero()[0])
-        raise ValueError(f"{call}: {name}[{t}][{k}]={int(idx[t, k])} is out of range "
-                         f"(0..{experts - 1}, or -1 for none)")

@@ -340,13 +340,17 @@ class Buffer:
         """Brings the experts' outputs back to the tokens' PEs and sums them (collective):
         combined_x[t] = sum over k of topk_weights[t, k] * y[row of (t, k)], in fp32 in
         increasing k, rounded once to the dtype. y: [rows, hidden] of the buffer's dtype, in
-        recv_x's order; topk_weights: [tokens, num_topk], default the dispatch's."""
+        recv_x's order; topk_weights: [tokens, num_topk], default the dispatch's. handle may come
+        from another open buffer with the same experts, top-k and capacity (rows dispatched in
+        FP8, say, and combined in BF16)."""
         call = "Buffer.combine"
         self._require_open(call)
 
         def check():
-            if not isinstance(handle, DispatchHandle) or handle.buffer is not self:
-                raise ValueError(f"{call}: handle must be what this buffer's dispatch returned")
+            if not isinstance(handle, DispatchHandle) or not self._routes_like(handle.buffer):
+                raise ValueError(f"{call}: handle must be what a dispatch of this buffer (or of "
+                                 "an open one with the same experts, top-k and capacity) "
+                                 "returned")
             ys, tensor = _payload(call, y, "y", self.dtype, (handle.num_recv_rows, self.hidden))
             if topk_weights is None:
                 if handle.topk_weights is None:
@@ -361,6 +365,14 @@ class Buffer:
         self._ctx.combine(self.double_plane, ys, handle.assist_info_all, handle.ep_recv_count,
                           handle.topk_idx, w, handle.num_tokens, out)
         return from_numpy(out, tensor, self.dtype)
+
+    def _routes_like(self, other: "Buffer") -> bool:
+        """Whether a dispatch handle of `other` describes rows this buffer can combine: the same
+        experts, top-k and capacity (an FP8 dispatch's rows combined in BF16, say)."""
+        return other is self or (
+            isinstance(other, Buffer) and not other._closed
+            and (other.num_experts, other.num_topk, other.max_tokens_per_pe, other.recv_capacity)
+            == (self.num_experts, self.num_topk, self.max_tokens_per_pe, self.recv_capacity))
 
     def last_timing(self):
         """What the last dispatch or combine measured on this PE: worker_us, comm_us,

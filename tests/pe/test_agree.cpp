@@ -83,10 +83,14 @@ TEST(Agree, OnASplitTeamOnly) {
 }
 
 TEST(Agree, BadArgumentsAreRefusedLocally) {
-  const std::int64_t v[5] = {};
-  const char* names[5] = {"a", "b", "c", "d", "e"};
-  EXPECT_EQ(shmoe_agree(SHMEM_TEAM_WORLD, "c", nullptr, v, names, 5), -1);
-  EXPECT_NE(std::string(shmoe_last_error()).find("n_values=5 is out of range (0..4"),
+  constexpr int kTooMany = SHMOE_AGREE_MAX_VALUES + 1;
+  const std::int64_t v[kTooMany] = {};
+  const char* names[kTooMany] = {};
+  for (auto& n : names) n = "a";
+  EXPECT_EQ(shmoe_agree(SHMEM_TEAM_WORLD, "c", nullptr, v, names, kTooMany), -1);
+  EXPECT_NE(std::string(shmoe_last_error())
+                .find("n_values=" + std::to_string(kTooMany) + " is out of range (0.." +
+                      std::to_string(SHMOE_AGREE_MAX_VALUES)),
             std::string::npos);
   const char* missing[1] = {nullptr};
   EXPECT_EQ(shmoe_agree(SHMEM_TEAM_WORLD, "c", nullptr, v, missing, 1), -1);

@@ -81,6 +81,14 @@ def _normal_mode(rank, n, buffer):
     combined, combined_w, _ = buffer.combine(recv_x, handle, topk_weights=recv_w)
     reached = in_rank.sum(dim=1, keepdim=True).to(torch.float32)
     assert torch.equal(combined.float(), x.float() * reached)
+    # With bias: added to the float32 sum, then rounded once (sums of these values are exact in
+    # float32, so the reference is the exact sum rounded to bfloat16).
+    g = torch.Generator().manual_seed(7 + rank)
+    b0, b1 = ((torch.randint(-8, 8, (TOKENS, HIDDEN), generator=g) / 8).to(torch.bfloat16)
+              for _ in range(2))
+    biased, _, _ = buffer.combine(recv_x, handle, bias=(b0, b1))
+    exact = x.double() * reached.double() + b0.double() + b1.double()
+    assert torch.equal(biased, exact.float().to(torch.bfloat16))
     expect_w = torch.where(idx >= 0, w, torch.zeros_like(w))
     assert torch.allclose(combined_w, expect_w, rtol=0, atol=1e-6)
     # num_worst_tokens: padded with zero rows, -1 indices, zero weights, and an empty list.
@@ -90,6 +98,156 @@ def _normal_mode(rank, n, buffer):
         topk_idx=idx, topk_weights=w, num_worst_tokens=worst)
     assert wcounts == [] and wx.shape[0] == worst and torch.equal(wx[: len(rows)], recv_x)
     assert bool((widx[len(rows):] == -1).all()) and bool((ww[len(rows):] == 0).all())
+
+
+def _ll_reference(rank, n):
+    """What rank `rank` must receive in low-latency mode: for each local expert, the (source rank,
+    token) pairs that chose it, in source-rank then token order."""
+    got = [[] for _ in range(EXPERTS_PER_RANK)]
+    for src in range(n):
+        s_idx, _ = _routing(src, n)
+        for t in range(TOKENS):
+            for e in s_idx[t].tolist():
+                if e >= 0 and e // EXPERTS_PER_RANK == rank:
+                    got[e - rank * EXPERTS_PER_RANK].append((src, t))
+    return got
+
+
+def _ll_tokens(rank, hidden):
+    """Exact encodings (column 0: the source rank, column 1: the token) and a random body."""
+    g = torch.Generator().manual_seed(500 + rank)
+    x = (torch.randn((TOKENS, hidden), generator=g) * 3).to(torch.bfloat16)
+    x[:, 0] = rank
+    x[:, 1] = torch.arange(TOKENS)
+    return x
+
+
+def _low_latency(rank, n, buffer):
+    import deep_ep
+
+    hidden, max_tokens = 256, TOKENS + 5
+    experts = n * EXPERTS_PER_RANK
+    idx, w = _routing(rank, n)
+    x = _ll_tokens(rank, hidden)
+    want = _ll_reference(rank, n)
+    stats = torch.zeros(EXPERTS_PER_RANK, dtype=torch.int32)
+    calls = 0
+    for use_fp8, round_scale, ue8m0 in [(False, False, False), (True, False, False),
+                                       (True, True, False), (True, True, True)]:
+        for hooked in (False, True):
+            recv, count, handle, event, hook = buffer.low_latency_dispatch(
+                x, idx, max_tokens, experts, cumulative_local_expert_recv_stats=stats,
+                use_fp8=use_fp8, round_scale=round_scale, use_ue8m0=ue8m0,
+                return_recv_hook=hooked)
+            calls += 1
+            assert (hook is not None) == hooked
+            if hooked:
+                hook()
+            event.current_stream_wait()
+            assert count.dtype == torch.int32 and count.tolist() == [len(r) for r in want]
+            assert stats.tolist() == [calls * len(r) for r in want]
+            src_info, layout, m, h, e = handle
+            assert (m, h, e) == (max_tokens, hidden, experts)
+            values = recv[0] if use_fp8 else recv
+            assert values.shape == (EXPERTS_PER_RANK, n * max_tokens, hidden)
+            for le, pairs in enumerate(want):
+                got = values[le, :len(pairs)].double()
+                assert src_info[le, :len(pairs)].tolist() == [t for _, t in pairs]
+                begins = [sum(1 for p in pairs if p[0] < j) for j in range(n)]
+                counts = [sum(1 for p in pairs if p[0] == j) for j in range(n)]
+                assert layout[le].tolist() == [(b << 32) | c for b, c in zip(begins, counts)]
+                source = torch.stack([_ll_tokens(j, hidden)[t] for j, t in pairs]).double() \
+                    if pairs else torch.zeros((0, hidden), dtype=torch.float64)
+                if not use_fp8:
+                    assert torch.equal(got, source)
+                    continue
+                _check_fp8(recv, le, len(pairs), source, round_scale, ue8m0)
+            # Combine: each expert returns its rows times (its global number + 1), in bfloat16.
+            y = (values.double() if not use_fp8 else _cast_back(recv)).clone()
+            for le in range(EXPERTS_PER_RANK):
+                y[le] *= rank * EXPERTS_PER_RANK + le + 1
+            y = y.to(torch.bfloat16)
+            zero_copy = hooked and not use_fp8
+            if zero_copy:
+                buffer.get_next_low_latency_combine_buffer(handle)[:] = y
+            out = torch.empty((TOKENS, hidden), dtype=torch.bfloat16)
+            combined, _, chook = buffer.low_latency_combine(
+                torch.zeros_like(y) if zero_copy else y, idx, w, handle, zero_copy=zero_copy,
+                return_recv_hook=hooked, out=out)
+            if hooked:
+                chook()
+            assert combined is out
+            _check_combine(rank, combined, idx, w, use_fp8, hidden, round_scale)
+    buffer.clean_low_latency_buffer(max_tokens, hidden, experts)
+    assert deep_ep.Buffer.get_low_latency_rdma_size_hint(max_tokens, hidden, n, experts) > 0
+
+
+def _cast_back(recv):
+    """FP8 (values, scales) back to float64, DeepEP's per_token_cast_back with UE8M0 unpacking."""
+    values, scales = recv
+    if scales.dtype == torch.int32:
+        exps = scales.contiguous().view(torch.uint8).to(torch.float64)
+        scales = torch.pow(2.0, exps - 127)[..., : values.shape[-1] // 128]
+    v = values.double().view(*values.shape[:-1], -1, 128)
+    return (v * scales.double().unsqueeze(-1)).view(values.shape)
+
+
+def _e4m3(v):
+    """float64 values rounded to E4M3 (nearest, ties to even; 3 mantissa bits, steps of 2^-9
+    below 2^-6), saturated at 448."""
+    step = torch.pow(2.0, torch.floor(torch.log2(v.abs().clamp(min=2.0 ** -6))) - 3)
+    return (torch.round(v / step) * step).clamp(-448, 448)
+
+
+def _fp8_round_trip(x, round_scale):
+    """DeepEP's per-token cast of bfloat16 rows x, computed independently: per 128 channels,
+    amax (at least 1e-4) in float32, scale = amax * (1 / 448) in float32 (with round_scale the
+    power of two at or above it) and factor 448 / amax (1 / scale), x * factor in float32 rounded
+    to E4M3, times the scale. Returns (values times scale as float64, scales float64)."""
+    blocks = x.float().view(x.shape[0], -1, 128)
+    amax = blocks.abs().amax(dim=2).clamp(min=1e-4)
+    scale = amax * torch.tensor(1.0 / 448.0, dtype=torch.float32)
+    factor = torch.tensor(448.0, dtype=torch.float32) / amax
+    if round_scale:
+        scale = torch.pow(2.0, torch.ceil(torch.log2(scale.double()))).float()
+        factor = 1.0 / scale
+    codes = _e4m3((blocks * factor.unsqueeze(-1)).double())
+    return (codes * scale.double().unsqueeze(-1)).view(x.shape), scale.double()
+
+
+def _check_fp8(recv, le, rows, source, round_scale, ue8m0):
+    """The received FP8 rows of local expert `le` are exactly the round trip of their sources."""
+    want, scale = _fp8_round_trip(source.to(torch.bfloat16), round_scale)
+    if ue8m0:
+        assert recv[1].dtype == torch.int32 and recv[1].shape[-1] == -(-source.shape[1] // 512)
+    else:
+        assert torch.equal(recv[1][le, :rows].double(), scale)
+    assert torch.equal(_cast_back(recv)[le, :rows], want)
+
+
+def _expert_outputs(x, idx):
+    """[tokens, top-k, hidden]: what expert idx[t, k] returns for row x[t] (x times the global
+    expert number + 1, in bfloat16), float64."""
+    return torch.stack([(x * (idx[:, k] + 1).double().unsqueeze(1)).to(torch.bfloat16).double()
+                        for k in range(idx.shape[1])], dim=1)
+
+
+def _check_combine(rank, combined, idx, w, use_fp8, hidden, round_scale):
+    """combined[t] = sum over k of w[t, k] * (expert output of token t at slot k), in float32,
+    rounded once to bfloat16: against float64 sums of the same bfloat16 expert outputs."""
+    x = _ll_tokens(rank, hidden)
+    seen = _fp8_round_trip(x, round_scale)[0] if use_fp8 else x.double()
+    terms = torch.where((idx >= 0).unsqueeze(2), w.double().unsqueeze(2), torch.zeros(1)
+                        .double()) * _expert_outputs(seen, idx)
+    ref = terms.sum(dim=1)
+    # One rounding to bfloat16 (half an ulp: 2^-8 relative) after a float32 sum of at most
+    # TOPK terms (each addition within 2^-24 relative of the running sum's terms).
+    bound = 2.0 ** -8 * ref.abs() + TOPK * 2.0 ** -24 * terms.abs().sum(dim=1)
+    over = (combined.double() - ref).abs() - bound
+    worst = int(over.argmax())
+    assert bool((over <= 0).all()), (
+        f"use_fp8={use_fp8}: combined[{worst // hidden}][{worst % hidden}]="
+        f"{float(combined.view(-1)[worst])}, expected {float(ref.view(-1)[worst])}")
 
 
 def _bad_input(rank, n, buffer):
@@ -118,15 +276,25 @@ def _bad_input(rank, n, buffer):
     _normal_mode(rank, n, buffer)  # nothing was left half done
 
 
-def _worker(rank, n, port, scenario, failures):
+def _whole_job(rank, n):
+    return dist.new_group(list(range(n)))
+
+
+def _odd_and_even_ranks(rank, n):
+    """Two sub-groups, the even ranks and the odd ones (every rank makes both)."""
+    groups = [dist.new_group(list(range(parity, n, 2))) for parity in (0, 1)]
+    return groups[rank % 2]
+
+
+def _worker(rank, n, port, scenario, failures, make_group=_whole_job):
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
                                 rank=rank)
         import deep_ep
 
-        buffer = deep_ep.Buffer(dist.new_group(list(range(n))), int(64e6), 0,
-                                explicitly_destroy=True)
-        scenario(rank, n, buffer)
+        group = make_group(rank, n)
+        buffer = deep_ep.Buffer(group, int(64e6), 0, explicitly_destroy=True)
+        scenario(dist.get_rank(group), dist.get_world_size(group), buffer)
         buffer.destroy()
         dist.barrier()
         dist.destroy_process_group()
@@ -135,11 +303,11 @@ def _worker(rank, n, port, scenario, failures):
         raise
 
 
-def _run(n, scenario):
+def _run(n, scenario, make_group=_whole_job):
     ctx = mp.get_context("spawn")
     failures = ctx.SimpleQueue()
     try:
-        mp.spawn(_worker, args=(n, _free_port(), scenario, failures), nprocs=n)
+        mp.spawn(_worker, args=(n, _free_port(), scenario, failures, make_group), nprocs=n)
     except Exception:
         lines = []
         while not failures.empty():
@@ -150,6 +318,22 @@ def _run(n, scenario):
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_normal_mode(n):
     _run(n, _normal_mode)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_low_latency_mode(n):
+    _run(n, _low_latency)
+
+
+def _both_modes(rank, n, buffer):
+    _normal_mode(rank, n, buffer)
+    _low_latency(rank, n, buffer)
+
+
+def test_buffers_on_sub_groups():
+    """Four ranks, a Buffer on the even ones and one on the odd ones: each works on its group's
+    ranks alone (the rows a rank receives come from its group only)."""
+    _run(4, _both_modes, _odd_and_even_ranks)
 
 
 def test_bad_input_raises_on_every_rank():
@@ -164,7 +348,5 @@ def test_torch_cpu_stand_ins():
     e0.record()
     e1.record()
     assert e0.elapsed_time(e1) >= 0
-    if not hasattr(torch.cpu, "_C"):
-        pass
     assert deep_ep.topk_idx_t == torch.int64
     assert ("stand-ins" in deep_ep.__doc__) == bool(deep_ep._torch_cpu.ADDED)

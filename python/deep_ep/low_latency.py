@@ -1,0 +1,368 @@
+"""DeepEP's low-latency mode on shmoe: dispatch into the expert-major layout
+[local experts, num_max_dispatch_tokens_per_rank x ranks, hidden] and the weighted combine back.
+
+Both run on shmoe's MoE dispatch and combine with the real experts (expert e on rank
+e // local experts). shmoe lands each rank's rows grouped by local expert, then source rank, then
+token; the receive step copies each expert's run of rows into its slab of the result, so rows
+from rank j form one range, as `layout_range` says. An FP8 dispatch sends DeepEP's message rows
+(hidden E4M3 codes, then hidden / 128 float32 scales, from shmoe_fp8_quantize_token_rows) and
+the receive step splits them. Torch 1.13 has no float8 dtype: the FP8 result is then a bfloat16
+tensor holding exactly the E4M3 values (every E4M3 value is a bfloat16 value), so
+`.to(torch.float32)` gives the values and DeepEP's per_token_cast_back recovers x; where torch
+has float8_e4m3fn the result is that dtype. The combine always carries BF16 rows (use_logfmt is
+accepted: its 10-bit format saves RDMA bandwidth, which shared memory does not need, and BF16 is
+at least as accurate), summed with the weights in float32 and rounded once to bfloat16."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+import torch
+
+import shmoe
+import shmoe.moe
+from shmoe import _shmoe
+from shmoe._runtime import agreed
+
+from .checks import bad, check_range, positive_int, tensor
+from .utils import EventHandle, EventOverlap
+
+_BLOCK = 128  # channels per FP8 scale
+_DISPATCH = "deep_ep::internode_ll::dispatch"
+_COMBINE = "deep_ep::internode_ll::combine"
+FP8_DTYPE = getattr(torch, "float8_e4m3fn", None)
+
+
+def fp8_row_bytes(hidden: int) -> int:
+    """Bytes of one FP8 message row: hidden codes, then hidden / 128 float32 scales."""
+    return hidden + hidden // _BLOCK * 4
+
+
+def size_hint(max_tokens: int, hidden: int, num_ranks: int, num_experts: int) -> int:
+    """Symmetric bytes the low-latency areas of one shape take on a rank: the receive windows
+    (every local expert's rows from every rank, in BF16 and in FP8) and the combine window
+    (every token's rows, up to 32 experts each), rounded up to 4 KiB."""
+    rows = num_experts * max_tokens  # local experts x ranks x tokens
+    total = rows * (2 * hidden + fp8_row_bytes(hidden)) + max_tokens * min(num_experts, 32) \
+        * 2 * hidden
+    return (total + 4095) // 4096 * 4096
+
+
+class Shape(NamedTuple):
+    max_tokens: int  # num_max_dispatch_tokens_per_rank
+    hidden: int
+    num_experts: int
+    num_topk: int
+
+
+class LowLatencyHandle(tuple):
+    """DeepEP's handle (src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden,
+    num_experts), with what combine needs of the shmoe dispatch."""
+
+    areas: "_Areas"
+    dispatch_handle: shmoe.moe.DispatchHandle
+    num_tokens: int
+    counts: List[int]  # rows each local expert received
+
+
+class _Areas:
+    """The shmoe buffers of one shape (BF16 for dispatch and combine; FP8 message rows, made at
+    the first FP8 dispatch) and the results, two of each kind taken in turn as DeepEP's double
+    buffer is (a result is valid until the second dispatch after it)."""
+
+    def __init__(self, shape: Shape, num_ranks: int) -> None:
+        self.shape = shape
+        self.num_ranks = num_ranks
+        self.local_experts = shape.num_experts // num_ranks
+        self.slots = shape.max_tokens * num_ranks
+        # A local expert gets at most one row per token of each rank.
+        self.max_rows = min(self.local_experts, shape.num_topk) * self.slots
+        self.bf16 = self._buffer(shape.hidden, "bfloat16")
+        self.fp8: Optional[shmoe.moe.Buffer] = None
+        self._results: Dict[Any, List[torch.Tensor]] = {}
+        self._turn = 0
+        self.combine_input: Optional[torch.Tensor] = None
+        window = self.bf16._window.view(np.int16)[: self.bf16.recv_capacity * shape.hidden]
+        self.bf16_window = torch.from_numpy(window).view(torch.bfloat16).view(
+            self.bf16.recv_capacity, shape.hidden)
+
+    def _buffer(self, hidden: int, dtype: str) -> shmoe.moe.Buffer:
+        s = self.shape
+        return shmoe.moe.Buffer(s.max_tokens, hidden, s.num_experts, s.num_topk, dtype,
+                                max_recv_rows=self.max_rows)
+
+    def fp8_buffer(self) -> shmoe.moe.Buffer:
+        if self.fp8 is None:
+            self.fp8 = self._buffer(fp8_row_bytes(self.shape.hidden) // 4, "int32")
+            self.fp8_rows = np.empty((self.shape.max_tokens, fp8_row_bytes(self.shape.hidden)),
+                                     np.uint8)
+        return self.fp8
+
+    def result(self, kind: Any, shape: Tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """This turn's result tensor of `kind` (made once, then reused every second turn)."""
+        pair = self._results.setdefault(kind, [])
+        while len(pair) < 2:
+            pair.append(torch.empty(shape, dtype=dtype))
+        return pair[self._turn]
+
+    def next_turn(self) -> None:
+        self._turn ^= 1
+
+    def close(self) -> None:
+        for buf in (self.fp8, self.bf16):
+            if buf is not None:
+                buf.close()
+
+
+class LowLatency:
+    """The low-latency half of a deep_ep.Buffer over `num_ranks` ranks."""
+
+    def __init__(self, num_ranks: int) -> None:
+        self.num_ranks = num_ranks
+        self.areas: Dict[Shape, _Areas] = {}
+
+    def close(self) -> None:
+        for a in self.areas.values():
+            a.close()
+        self.areas.clear()
+
+    def _areas(self, shape: Shape) -> _Areas:
+        if shape not in self.areas:
+            self.areas[shape] = _Areas(shape, self.num_ranks)
+        return self.areas[shape]
+
+    # ---- Dispatch ---------------------------------------------------------------------------
+
+    def dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
+                 cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
+                 use_fp8=True, round_scale=False, use_ue8m0=False, async_finish=False,
+                 return_recv_hook=False):
+        call = "deep_ep.Buffer.low_latency_dispatch"
+        n = self.num_ranks
+
+        def check():
+            max_tokens = positive_int(call, "num_max_dispatch_tokens_per_rank",
+                                      num_max_dispatch_tokens_per_rank)
+            experts = positive_int(call, "num_experts", num_experts)
+            if experts % n:
+                raise ValueError(f"{call}: num_experts={experts} is not divisible by the {n} "
+                                 "ranks")
+            xs = tensor(call, "x", x, torch.bfloat16, (None, None))
+            tokens, hidden = xs.shape
+            if tokens > max_tokens:
+                raise bad(call, "x", x, f"[tokens, hidden] with tokens at most "
+                          f"num_max_dispatch_tokens_per_rank={max_tokens}")
+            if hidden < _BLOCK or hidden % _BLOCK:
+                raise bad(call, "x", x, "[tokens, hidden] with hidden a positive multiple of 128")
+            idx = tensor(call, "topk_idx", topk_idx, torch.int64, (tokens, None))
+            if idx.shape[1] < 1 or idx.shape[1] > experts:
+                raise bad(call, "topk_idx", topk_idx, f"[{tokens}, top-k] with top-k in "
+                          f"1..{experts}")
+            check_range(call, "topk_idx", idx, experts)
+            if use_ue8m0 and not (use_fp8 and round_scale):
+                raise ValueError(f"{call}: use_ue8m0=True needs use_fp8=True and "
+                                 "round_scale=True (UE8M0 scales are powers of two)")
+            local = experts // n
+            stats = None
+            if cumulative_local_expert_recv_stats is not None:
+                stats = cumulative_local_expert_recv_stats
+                tensor(call, "cumulative_local_expert_recv_stats", stats, torch.int32, (local,))
+            if dispatch_wait_recv_cost_stats is not None:
+                tensor(call, "dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats,
+                       torch.int64, (n, n))
+            return Shape(max_tokens, hidden, experts, idx.shape[1]), xs, idx, stats
+
+        shape, xs, idx, stats = agreed(call, check, lambda c: [
+            ("num_max_dispatch_tokens_per_rank", c[0].max_tokens), ("hidden", c[0].hidden),
+            ("num_experts", c[0].num_experts), ("num_topk", c[0].num_topk),
+            ("use_fp8", int(bool(use_fp8)))])
+        areas = self._areas(shape)
+        with torch.profiler.record_function(_DISPATCH):
+            if use_fp8:
+                buf = areas.fp8_buffer()
+                rows = areas.fp8_rows
+                tokens = xs.shape[0]
+                _shmoe.quantize_fp8_token_rows(xs.view(torch.int16).numpy(), tokens,
+                                               shape.hidden, bool(round_scale), rows)
+                payload: Any = rows[:tokens].view(np.int32)
+            else:
+                buf, payload = areas.bf16, xs
+            recv, _, _, counts, handle = buf.dispatch(payload, idx, None, zero_copy=True)
+        received = _Received(areas, recv, counts, handle, bool(use_fp8), bool(use_ue8m0), stats)
+        areas.next_turn()
+        result = received.result
+        h = LowLatencyHandle((received.src_info, received.layout_range, shape.max_tokens,
+                              shape.hidden, shape.num_experts))
+        h.areas, h.dispatch_handle, h.num_tokens, h.counts = areas, handle, xs.shape[0], counts
+        hook: Optional[Callable[[], None]] = None
+        if return_recv_hook:
+            hook = received.complete
+        else:
+            received.complete()
+        return result, received.recv_count, h, EventOverlap(EventHandle()), hook
+
+    # ---- Combine ----------------------------------------------------------------------------
+
+    def combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,
+                async_finish=False, return_recv_hook=False, out=None,
+                combine_wait_recv_cost_stats=None):
+        call = "deep_ep.Buffer.low_latency_combine"
+        n = self.num_ranks
+
+        def check():
+            if not isinstance(handle, LowLatencyHandle) or handle.areas not in \
+                    self.areas.values():
+                raise bad(call, "handle", handle, "the handle a low_latency_dispatch of this "
+                          "buffer returned")
+            a = handle.areas
+            s = a.shape
+            tokens = handle.num_tokens
+            source = x
+            if zero_copy:
+                if a.combine_input is None:
+                    raise ValueError(f"{call}: zero_copy=True, but "
+                                     "get_next_low_latency_combine_buffer was not called")
+                source = a.combine_input
+            ys = tensor(call, "x", source, torch.bfloat16, (a.local_experts, a.slots, s.hidden))
+            tensor(call, "topk_idx", topk_idx, torch.int64, (tokens, s.num_topk))
+            w = tensor(call, "topk_weights", topk_weights, torch.float32, (tokens, s.num_topk))
+            if out is not None:
+                tensor(call, "out", out, torch.bfloat16, (tokens, s.hidden))
+            if combine_wait_recv_cost_stats is not None:
+                tensor(call, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats,
+                       torch.int64, (n, n))
+            return a, ys, w
+
+        areas, ys, w = agreed(call, check)
+        dh = handle.dispatch_handle
+        with torch.profiler.record_function(_COMBINE):
+            # The experts' rows go back into the BF16 receive window in dispatch's order; when
+            # every rank does so, each rank's reduction reads them where they lie.
+            rows = dh.num_recv_rows
+            window = areas.bf16_window
+            start = 0
+            for e, count in enumerate(handle.counts):
+                window[start:start + count].copy_(ys[e, :count])
+                start += count
+            combined = areas.bf16.combine(window[:rows], dh, w)
+        done = _CombineResult(combined, out)
+        hook: Optional[Callable[[], None]] = None
+        if return_recv_hook:
+            hook = done.complete
+        else:
+            done.complete()
+        return done.out, EventOverlap(EventHandle()), hook
+
+    def next_combine_buffer(self, handle) -> torch.Tensor:
+        call = "deep_ep.Buffer.get_next_low_latency_combine_buffer"
+        if not isinstance(handle, LowLatencyHandle) or handle.areas not in self.areas.values():
+            raise bad(call, "handle", handle, "the handle a low_latency_dispatch of this buffer "
+                      "returned")
+        a = handle.areas
+        if a.combine_input is None:
+            a.combine_input = torch.empty((a.local_experts, a.slots, a.shape.hidden),
+                                          dtype=torch.bfloat16)
+        return a.combine_input
+
+    def clean(self, num_max_dispatch_tokens_per_rank, hidden, num_experts) -> None:
+        """Nothing to zero: shmoe's operators keep no flags in the areas between calls. The
+        arguments are still checked, collectively."""
+        call = "deep_ep.Buffer.clean_low_latency_buffer"
+
+        def check():
+            m = positive_int(call, "num_max_dispatch_tokens_per_rank",
+                             num_max_dispatch_tokens_per_rank)
+            h = positive_int(call, "hidden", hidden)
+            e = positive_int(call, "num_experts", num_experts)
+            if e % self.num_ranks:
+                raise ValueError(f"{call}: num_experts={e} is not divisible by the "
+                                 f"{self.num_ranks} ranks")
+            return m, h, e
+
+        agreed(call, check, lambda c: [("num_max_dispatch_tokens_per_rank", c[0]),
+                                       ("hidden", c[1]), ("num_experts", c[2])])
+
+
+class _Received:
+    """One dispatch's rows, as they landed, and the step that completes the receive: each local
+    expert's rows copied (FP8: split into values and scales) into its slab of the result."""
+
+    def __init__(self, areas: _Areas, recv: Any, counts: List[int],
+                 handle: shmoe.moe.DispatchHandle, fp8: bool, ue8m0: bool,
+                 stats: Optional[torch.Tensor]) -> None:
+        self.areas, self.recv, self.counts, self.handle = areas, recv, counts, handle
+        self.fp8, self.ue8m0, self.stats = fp8, ue8m0, stats
+        s, L, slots, n = areas.shape, areas.local_experts, areas.slots, areas.num_ranks
+        self.values = areas.result(("x", fp8), (L, slots, s.hidden), torch.bfloat16)
+        self.scales: Optional[torch.Tensor] = None
+        self.packed_scales: Optional[torch.Tensor] = None
+        self.fp8_values: Optional[torch.Tensor] = None
+        self.result: Any = self.values
+        if fp8:
+            self.scales = areas.result("scales", (L, slots, s.hidden // _BLOCK), torch.float32)
+            if ue8m0:
+                self.packed_scales = areas.result("ue8m0", (L, slots, -(-s.hidden // 512)),
+                                                  torch.int32)
+            if FP8_DTYPE is not None:
+                self.fp8_values = areas.result("fp8", (L, slots, s.hidden), FP8_DTYPE)
+            self.result = (self.values if self.fp8_values is None else self.fp8_values,
+                           self.scales if self.packed_scales is None else self.packed_scales)
+        self.recv_count = torch.tensor(counts, dtype=torch.int32)
+        # Which rows of each expert came from which rank: (begin << 32) | count, begin counted
+        # from the expert's first row.
+        prefix = torch.from_numpy(handle.ep_recv_count.astype(np.int64))
+        per_rank = torch.diff(prefix, prepend=torch.zeros(1, dtype=torch.int64)).view(L, n)
+        self.layout_range = ((torch.cumsum(per_rank, dim=1) - per_rank) << 32) | per_rank
+        self.src_info = torch.full((L, slots), -1, dtype=torch.int32)
+
+    def complete(self) -> None:
+        with torch.profiler.record_function(_DISPATCH):
+            s = self.areas.shape
+            info = torch.from_numpy(self.handle.assist_info[:, 1])
+            start = 0
+            for e, count in enumerate(self.counts):
+                if count:
+                    rows = slice(start, start + count)
+                    self.src_info[e, :count] = info[rows]
+                    if self.fp8:
+                        _shmoe.unpack_fp8_token_rows(
+                            self.recv.view(np.uint8)[rows], count, s.hidden,
+                            self.values[e].view(torch.int16).numpy(),
+                            self.scales[e].numpy())  # type: ignore[index]
+                    else:
+                        self.values[e, :count].copy_(self.recv[rows])
+                start += count
+            if self.packed_scales is not None:
+                _pack_ue8m0(self.scales, self.packed_scales, self.counts)  # type: ignore[arg-type]
+            if self.fp8_values is not None:
+                for e, count in enumerate(self.counts):
+                    self.fp8_values[e, :count].copy_(self.values[e, :count])
+            if self.stats is not None:
+                self.stats += self.recv_count
+
+
+def _pack_ue8m0(scales: torch.Tensor, packed: torch.Tensor, counts: List[int]) -> None:
+    """Power-of-two float32 scales -> their exponent bytes (UE8M0), four to an int32, the first
+    in the lowest byte (little-endian, as DeepEP packs them)."""
+    blocks = scales.shape[2]
+    for e, count in enumerate(counts):
+        if not count:
+            continue
+        exps = (scales[e, :count].view(torch.int32) >> 23).to(torch.uint8)
+        padded = torch.zeros((count, packed.shape[2] * 4), dtype=torch.uint8)
+        padded[:, :blocks] = exps
+        packed[e, :count] = padded.view(torch.int32)
+
+
+class _CombineResult:
+    """A combine's reduced rows, delivered into `out` (when given) by the receive step."""
+
+    def __init__(self, combined: torch.Tensor, out: Optional[torch.Tensor]) -> None:
+        self.combined = combined
+        self.out = combined if out is None else out
+
+    def complete(self) -> None:
+        with torch.profiler.record_function(_COMBINE):
+            if self.out is not self.combined:
+                self.out.copy_(self.combined)

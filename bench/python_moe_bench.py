@@ -51,7 +51,7 @@ def main():
         recv_x, _, _, _, handle = buf.dispatch(x, idx, w)
         buf.combine(recv_x, handle, w)
 
-    ctx = buf._ctx  # the C++ operators the Buffer calls, with everything allocated once
+    ctx = buf.operator  # the C++ operators the Buffer calls, with everything allocated once
     cap = ctx.recv_capacity()
     raw_x, raw_idx, raw_w = x_np, idx_np.astype(np.int32), w_np
     expand_x = np.empty((cap, o.hidden), np.uint16)

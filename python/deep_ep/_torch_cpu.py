@@ -5,7 +5,7 @@ Each is added only where torch lacks it; ADDED names what this torch was given."
 from __future__ import annotations
 
 import time
-from typing import List
+from typing import List, Optional, Union
 
 import torch
 
@@ -17,7 +17,7 @@ class _Event:
 
     def __init__(self, enable_timing: bool = False, **_: object) -> None:
         self.enable_timing = enable_timing
-        self._t = None
+        self._t: Optional[float] = None
 
     def record(self, stream: object = None) -> None:
         self._t = time.perf_counter()
@@ -38,8 +38,8 @@ class _Event:
         return (end._t - self._t) * 1e3
 
 
-def _set_default_device(device: object) -> None:
-    if torch.device(device).type != "cpu":  # type: ignore[arg-type]
+def _set_default_device(device: Union[str, int, "torch.device"]) -> None:
+    if torch.device(device).type != "cpu":
         raise RuntimeError(f"torch.set_default_device({device!r}): this torch ({torch.__version__}) "
                            "has CPU tensors only by default; deep_ep's stand-in accepts 'cpu'")
 

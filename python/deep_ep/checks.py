@@ -38,8 +38,11 @@ def positive_int(call: str, name: str, v: Any) -> int:
 
 def check_range(call: str, name: str, idx: torch.Tensor, experts: int) -> None:
     """Every index of `idx` in 0..experts-1, or -1 for none."""
-    bad_at = (idx < -1) | (idx >= experts)
-    if bool(bad_at.any()):
+    if idx.numel() == 0:
+        return
+    low, high = torch.aminmax(idx)  # one pass; the position is looked for only when needed
+    if int(low) < -1 or int(high) >= experts:
+        bad_at = (idx < -1) | (idx >= experts)
         t, k = (int(v) for v in bad_at.nonzero()[0])
         raise ValueError(f"{call}: {name}[{t}][{k}]={int(idx[t, k])} is out of range "
                          f"(0..{experts - 1}, or -1 for none)")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple, TypeVar
+from typing import (Any, Callable, List, NoReturn, Optional, Protocol, Sequence, Tuple, TypeVar,
+                    Union)
 
 from . import _shmoe
 
@@ -100,6 +101,9 @@ def init(rank: Optional[int] = None, size: Optional[int] = None, store: Optional
 
 
 def _watch_uncaught_exceptions() -> None:
+    """Marks this PE as failed when an exception ends the program: uncaught (sys.excepthook), or
+    caught by a runner that then exits with a failure status through sys.exit, as
+    torch.multiprocessing.spawn's workers and multiprocessing's spawned children do."""
     previous = sys.excepthook
 
     def hook(*exc_info):  # type: ignore[no-untyped-def]
@@ -107,6 +111,14 @@ def _watch_uncaught_exceptions() -> None:
         previous(*exc_info)
 
     sys.excepthook = hook
+    previous_exit = sys.exit
+
+    def exit(status: Union[str, int, None] = None) -> NoReturn:
+        if status not in (None, 0):
+            state.died = True
+        previous_exit(status)
+
+    sys.exit = exit  # type: ignore[assignment]
 
 
 def _at_exit() -> None:

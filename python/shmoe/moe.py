@@ -214,7 +214,10 @@ class Buffer:
         self._closed = False
         self._contexts = []
         try:
-            self._ctx = self._context(self.hidden, self.dtype)
+            # The C++ operators (the extension's binding of shmoe_dispatch/shmoe_combine) this
+            # buffer calls, for callers that keep their own arrays (deep_ep, the benchmarks);
+            # the buffer still owns and closes them.
+            self.operator: _shmoe.MoeBuffer = self._context(self.hidden, self.dtype)
             if self.fp8:
                 self._fp8_row = _shmoe.mx_row_bytes(self.hidden)
                 self._fp8_ctx = self._context(self._fp8_row // 4, "int32")
@@ -223,10 +226,10 @@ class Buffer:
             for ctx in reversed(self._contexts):
                 ctx.close()
             raise
-        self.recv_capacity = self._ctx.recv_capacity()
+        self.recv_capacity = self.operator.recv_capacity()
         self._row_bytes = (self._fp8_row if self.fp8
                            else self.hidden * numpy_dtype(self.dtype).itemsize)
-        recv_ctx = self._fp8_ctx if self.fp8 else self._ctx
+        recv_ctx = self._fp8_ctx if self.fp8 else self.operator
         self._window = np.frombuffer(recv_ctx.receive_window(), np.uint8)
         add_resource(self)
 
@@ -319,7 +322,7 @@ class Buffer:
             _shmoe.quantize_mx_rows(xs, tokens, self.hidden, self.fp8, True, self._quantized)
             ctx, source = self._fp8_ctx, self._quantized
         else:
-            ctx, source = self._ctx, xs
+            ctx, source = self.operator, xs
         recv = self._window if zero_copy else np.frombuffer(ctx.take_rows(), np.uint8)
         rows = ctx.dispatch(self.double_plane, source, idx, w, tokens, recv, assist_info,
                             ep_recv_count, counts, scales)
@@ -362,7 +365,7 @@ class Buffer:
 
         ys, tensor, w = agreed(call, check)
         out = np.empty((handle.num_tokens, self.hidden), numpy_dtype(self.dtype))
-        self._ctx.combine(self.double_plane, ys, handle.assist_info_all, handle.ep_recv_count,
+        self.operator.combine(self.double_plane, ys, handle.assist_info_all, handle.ep_recv_count,
                           handle.topk_idx, w, handle.num_tokens, out)
         return from_numpy(out, tensor, self.dtype)
 
@@ -378,7 +381,7 @@ class Buffer:
         """What the last dispatch or combine measured on this PE: worker_us, comm_us,
         bytes_sent, bytes_via_copy_engine."""
         self._require_open("Buffer.last_timing")
-        return self._ctx.last_timing()
+        return self.operator.last_timing()
 
 
 # ---- MX FP8 ---------------------------------------------------------------------------------

@@ -90,19 +90,24 @@ class Buffer : public Collective<MoeBuffer> {
         config_(c),
         elem_(elem),
         capacity_(get().recv_capacity()),
-        rows_(std::make_shared<BlockPool>(capacity_ * row_bytes())) {}
+        rows_(std::make_shared<BlockPool>(capacity_ * row_bytes())),
+        tokens_(std::make_shared<BlockPool>(static_cast<std::size_t>(c.max_bs) * row_bytes())) {}
 
   std::size_t capacity() const { return capacity_; }
   std::size_t row_bytes() const { return static_cast<std::size_t>(config_.hidden) * elem_; }
   int topk() const { return config_.topk; }
   int experts_per_pe() const { return config_.experts_per_pe; }
   std::unique_ptr<HostBlock> take_rows() const { return std::make_unique<HostBlock>(rows_); }
+  std::unique_ptr<HostBlock> take_token_rows() const {
+    return std::make_unique<HostBlock>(tokens_);
+  }
 
  private:
   shmoe_moe_config_t config_;
   std::size_t elem_;
   std::size_t capacity_;
-  std::shared_ptr<BlockPool> rows_;  // blocks of recv_capacity rows
+  std::shared_ptr<BlockPool> rows_;    // blocks of recv_capacity rows
+  std::shared_ptr<BlockPool> tokens_;  // blocks of max_bs rows (combine's output)
 };
 
 shmoe_plane_t plane_of(bool double_plane) {
@@ -126,6 +131,8 @@ void bind_moe(py::module_& m) {
       .def("recv_capacity", &Buffer::capacity)
       // recv_capacity rows of host memory for a dispatch's output, from the buffer's pool.
       .def("take_rows", &Buffer::take_rows)
+      // max_bs rows of host memory for a combine's output, from a second pool.
+      .def("take_token_rows", &Buffer::take_token_rows)
       // The receive window's bytes (recv_capacity rows), where dispatch's rows land.
       .def("receive_window",
            [](Buffer& b) {

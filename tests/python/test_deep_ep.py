@@ -340,6 +340,47 @@ def test_bad_input_raises_on_every_rank():
     _run(3, _bad_input)
 
 
+def _rank_that_raises(rank, n, port, log_dir):
+    """Rank n - 1 raises after the Buffer is made; the others go on into a dispatch."""
+    with open(os.path.join(log_dir, f"rank{rank}.err"), "w") as err:
+        os.dup2(err.fileno(), 2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
+                            rank=rank)
+    import deep_ep
+
+    buffer = deep_ep.Buffer(dist.group.WORLD, int(64e6), 0)
+    idx, _ = _routing(rank, n)
+    if rank == n - 1:
+        raise RuntimeError("this rank fails on purpose")
+    buffer.low_latency_dispatch(_ll_tokens(rank, 128), idx, TOKENS, n * EXPERTS_PER_RANK,
+                                use_fp8=False)
+
+
+def test_a_rank_that_raises_stops_the_others(tmp_path, monkeypatch):
+    """Processes started without torch's spawn (which would kill the others itself): the rank
+    that raises leaves at once, and the others stop with a message naming it, long before the
+    hang timeout."""
+    n = 3
+    ctx = mp.get_context("spawn")
+    monkeypatch.setenv("SHMOE_HANG_TIMEOUT", "120")
+    port = _free_port()
+    procs = [ctx.Process(target=_rank_that_raises, args=(r, n, port, str(tmp_path)))
+             for r in range(n)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+    alive = [r for r, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert alive == [], f"ranks {alive} still run 60 s after rank {n - 1} raised"
+    assert all(p.exitcode != 0 for p in procs), [p.exitcode for p in procs]
+    for r in range(n - 1):
+        text = (tmp_path / f"rank{r}.err").read_text()
+        assert f"PE {n - 1}" in text and "disconnected" in text, text
+
+
 def test_torch_cpu_stand_ins():
     import deep_ep
 

@@ -1,0 +1,148 @@
+"""deep_ep against shmoe's C++ operators on the same shape, in one run.
+
+Started as DeepEP programs are (torch.multiprocessing.spawn, a gloo group, no shmoerun), each
+process times, iteration by iteration in turn so that both see the same machine:
+  normal:      deep_ep's dispatch + combine (normal mode: one row per token and destination
+               rank, the top-k indices and weights along), against the bare C++ operators under
+               it (shmoe's dispatch + combine through the extension, every buffer allocated
+               once) with the same routing: destination ranks as the experts, combine weights 1.
+  low latency: deep_ep's low_latency_dispatch (BF16) + low_latency_combine against the bare
+               C++ operators with the real experts and weights.
+Each call pair is timed on the host clock after a barrier, in blocks of calls that take turns
+(see _time); the slowest rank's median is reported, and the ratio C++ / deep_ep (1.0: deep_ep
+costs nothing on top).
+
+    python3 bench/deep_ep_bench.py [--procs 2] [--tokens 128] [--hidden 7168] [--topk 8]
+        [--experts-per-rank 8] [--loops 10] [--warmup 3] [--rounds 3]
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _bare(ctx, experts_per_rank, n, x, routes, weights):
+    """The C++ dispatch + combine of extension context `ctx` with buffers allocated once."""
+    tokens, hidden = x.shape
+    cap = ctx.recv_capacity()
+    xs = x.view(torch.int16).numpy()
+    idx = routes.to(torch.int32).numpy()
+    w = weights.to(torch.float32).numpy()
+    expand_x = np.empty((cap, hidden), np.uint16)
+    assist = np.empty((cap, 3), np.int32)
+    count = np.empty(experts_per_rank * n, np.int32)
+    nums, scales = np.empty(experts_per_rank, np.int32), np.empty(cap, np.float32)
+    out = np.empty((tokens, hidden), np.uint16)
+
+    def call():
+        ctx.dispatch(False, xs, idx, w, tokens, expand_x, assist, count, nums, scales)
+        ctx.combine(False, expand_x, assist, count, idx, w, tokens, out)
+
+    return call
+
+
+def _time(variants, warmup, loops, rounds=3):
+    """Median microseconds per call of each variant, the slowest rank's. The variants take
+    turns in blocks (a few warm-up calls, then `loops` timed ones), `rounds` times: a block
+    keeps the caches as a program calling one of them would, and the turns give both the same
+    machine."""
+    import shmoe
+
+    times = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, call in variants.items():
+            for i in range(warmup + loops):
+                shmoe.barrier_all()
+                t0 = time.perf_counter()
+                call()
+                t1 = time.perf_counter()
+                if i >= warmup:
+                    times[name].append((t1 - t0) * 1e6)
+    medians = torch.tensor([statistics.median(t) for t in times.values()], dtype=torch.float32)
+    dist.all_reduce(medians, op=dist.ReduceOp.MAX)
+    return dict(zip(times, medians.tolist()))
+
+
+def _worker(rank, n, port, o):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
+                            rank=rank)
+    import deep_ep
+    import shmoe.moe
+
+    experts = n * o.experts_per_rank
+    g = torch.Generator().manual_seed(1234 + rank)
+    x = (torch.rand((o.tokens, o.hidden), generator=g) + 1).to(torch.bfloat16)
+    scores = torch.rand((o.tokens, experts), generator=g)
+    idx = torch.topk(scores, o.topk, dim=1).indices.to(torch.int64)
+    w = torch.rand((o.tokens, o.topk), generator=g)
+    hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(o.tokens, o.hidden, n, experts)
+    buffer = deep_ep.Buffer(dist.group.WORLD, int(256e6), hint, explicitly_destroy=True)
+
+    per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(idx, experts)
+
+    def normal():
+        recv_x, _, _, _, handle, _ = buffer.dispatch(
+            x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+            num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
+        buffer.combine(recv_x, handle)
+
+    by_rank = shmoe.moe.Buffer(o.tokens, o.hidden, n, n, "bfloat16")
+    ranks = torch.arange(n, dtype=torch.int32).expand(o.tokens, n)
+    routes = torch.where(in_rank, ranks, torch.full_like(ranks, -1))
+    bare_normal = _bare(by_rank.operator, 1, n, x, routes, torch.ones((o.tokens, n)))
+
+    def low_latency():
+        recv, _, handle, _, _ = buffer.low_latency_dispatch(x, idx, o.tokens, experts,
+                                                            use_fp8=False)
+        buffer.low_latency_combine(recv, idx, w, handle)
+
+    by_expert = shmoe.moe.Buffer(o.tokens, o.hidden, experts, o.topk, "bfloat16")
+    bare_ll = _bare(by_expert.operator, o.experts_per_rank, n, x, idx, w)
+
+    results = {}
+    results.update({f"normal {k}": v for k, v in _time(
+        {"deep_ep": normal, "C++": bare_normal}, o.warmup, o.loops, o.rounds).items()})
+    results.update({f"low latency {k}": v for k, v in _time(
+        {"deep_ep": low_latency, "C++": bare_ll}, o.warmup, o.loops, o.rounds).items()})
+    if rank == 0:
+        shape = f"{n} ranks, {o.tokens} tokens, hidden {o.hidden}, top-{o.topk}, {experts} experts"
+        for mode in ("normal", "low latency"):
+            d, c = results[f"{mode} deep_ep"], results[f"{mode} C++"]
+            print(f"{mode:12s} {shape}: deep_ep {d:9.1f} us, C++ operators {c:9.1f} us "
+                  f"(median, slowest rank): C++/deep_ep = {c / d:.2f}", flush=True)
+    by_expert.close()
+    by_rank.close()
+    buffer.destroy()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--procs", type=int, default=2)
+    p.add_argument("--tokens", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=7168)
+    p.add_argument("--topk", type=int, default=8)
+    p.add_argument("--experts-per-rank", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--loops", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3)
+    o = p.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Both sides' buffers: deep_ep's (sized from its own byte counts) and the C++ operators'.
+    os.environ.setdefault("SHMEM_SYMMETRIC_SIZE", "4G")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_worker, args=(o.procs, port, o), nprocs=o.procs)
+
+
+if __name__ == "__main__":
+    main()

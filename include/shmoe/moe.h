@@ -8,12 +8,12 @@
  *   - shmoe_mega_moe_t, MegaMoE: a whole MoE layer (route, dispatch, MX FP8 quantization, GEMM1,
  *     SwiGLU, GEMM2, combine) as one call.
  *
- * Every call except the queries (recv_capacity, receive_window, last_error, the MX helpers) is
- * collective: all PEs make it, in the same order, with the same configuration. A call returns
- * SHMOE_MOE_OK (or a row count) on success and a negative shmoe_moe_status_t otherwise;
- * shmoe_moe_last_error() then says why, naming the call, the parameter and the value. A refused call (bad input on any PE,
- * PEs that disagree, a window too small) is refused on every PE with the same text, so no PE is
- * left waiting.
+ * Every call except the queries (recv_capacity, receive_window, last_error, the MX and FP8
+ * token-row helpers) is collective: all PEs make it, in the same order, with the same
+ * configuration. A call returns SHMOE_MOE_OK (or a row count) on success and a negative
+ * shmoe_moe_status_t otherwise; shmoe_moe_last_error() then says why, naming the call, the
+ * parameter and the value. A refused call (bad input on any PE, PEs that disagree, a window too
+ * small) is refused on every PE with the same text, so no PE is left waiting.
  */
 #ifndef SHMOE_MOE_H
 #define SHMOE_MOE_H

@@ -27,7 +27,8 @@ void quantize_fp8_blocks_bf16(const std::uint16_t* bf16_bits, std::size_t n, std
   for (std::size_t b = 0; b * block < n; ++b) {
     const std::uint16_t* in = bf16_bits + b * block;
     float amax = kFp8BlockAmaxFloor;
-    for (std::size_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(bf16_to_float(bf16{in[i]})));
+    for (std::size_t i = 0; i < block; ++i)
+      amax = std::max(amax, std::fabs(bf16_to_float(bf16{in[i]})));
     // The scale a receiver multiplies by, and the factor that maps amax onto 448.
     float scale = amax * (1.0f / kE4m3Max);
     float inverse = kE4m3Max / amax;

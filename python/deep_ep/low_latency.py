@@ -83,7 +83,8 @@ class _Areas:
         self._results: Dict[Any, List[torch.Tensor]] = {}
         self._turn = 0
         self.combine_input: Optional[torch.Tensor] = None
-        window = self.bf16._window.view(np.int16)[: self.bf16.recv_capacity * shape.hidden]
+        rows = self.bf16.recv_capacity
+        window = self.bf16.receive_window.view(np.int16)[: rows * shape.hidden]
         self.bf16_window = torch.from_numpy(window).view(torch.bfloat16).view(
             self.bf16.recv_capacity, shape.hidden)
 

@@ -369,6 +369,13 @@ class Buffer:
                           handle.topk_idx, w, handle.num_tokens, out)
         return from_numpy(out, tensor, self.dtype)
 
+    @property
+    def receive_window(self) -> np.ndarray:
+        """The bytes of this PE's receive window (recv_capacity rows), where a zero_copy
+        dispatch's rows land. Rows of the buffer's dtype written here and passed to combine as y,
+        by every PE, are read where they lie instead of being sent."""
+        return self._window
+
     def _routes_like(self, other: "Buffer") -> bool:
         """Whether a dispatch handle of `other` describes rows this buffer can combine: the same
         experts, top-k and capacity (an FP8 dispatch's rows combined in BF16, say)."""

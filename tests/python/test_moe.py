@@ -239,9 +239,17 @@ def test_call_refusals():
     with pytest.raises(ValueError, match=r"Buffer.combine: topk_weights is None, and so was the "
                                          r"dispatch's"):
         buf.combine(recv_x, handle)
-    with pytest.raises(ValueError, match=r"Buffer.combine: handle must be what this buffer's "
-                                         r"dispatch returned"):
+    with pytest.raises(ValueError, match=r"Buffer.combine: handle must be what a dispatch of "
+                                         r"this buffer"):
         buf.combine(recv_x, object(), w)
+    # A handle of another buffer: refused where its rows are laid out otherwise (another top-k),
+    # taken where the routing is the same (the rows combined at another width and dtype).
+    with moe.Buffer(8, 16, E, 1, "float32") as other_topk:
+        with pytest.raises(ValueError, match=r"same experts, top-k and capacity"):
+            other_topk.combine(recv_x, handle, w[:, :1])
+    with moe.Buffer(8, 4, E, 2, "float32") as narrow:
+        got = narrow.combine(np.ascontiguousarray(recv_x[:, :4]), handle, w)
+        assert np.array_equal(got, buf.combine(recv_x, handle, w)[:, :4])
     with pytest.raises(ValueError, match=r"Buffer.combine: topk_weights has shape \[8, 1\]"):
         buf.combine(recv_x, handle, w[:, :1])
     # After all these, the buffer still works: every PE refused every call alike.

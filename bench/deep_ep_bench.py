@@ -7,13 +7,15 @@ process times, iteration by iteration in turn so that both see the same machine:
                it (shmoe's dispatch + combine through the extension, every buffer allocated
                once) with the same routing: destination ranks as the experts, combine weights 1.
   low latency: deep_ep's low_latency_dispatch (BF16) + low_latency_combine against the bare
-               C++ operators with the real experts and weights.
-Each call pair is timed on the host clock after a barrier, in blocks of calls that take turns
-(see _time); the slowest rank's median is reported, and the ratio C++ / deep_ep (1.0: deep_ep
-costs nothing on top).
+               C++ operators with the real experts and weights; and the same with an FP8
+               dispatch (no C++ counterpart: shmoe's own FP8 dispatch is MX, another format).
+Each call pair is timed on the host clock after a barrier, in blocks of calls that take turns,
+round after round (see _time). Reported: the median over rounds of the slowest rank's median,
+and the median over rounds of the ratio C++ / deep_ep (1.0: deep_ep costs nothing on top), with
+its range.
 
     python3 bench/deep_ep_bench.py [--procs 2] [--tokens 128] [--hidden 7168] [--topk 8]
-        [--experts-per-rank 8] [--loops 10] [--warmup 3] [--rounds 3]
+        [--experts-per-rank 8] [--loops 10] [--warmup 3] [--rounds 7]
 """
 
 import argparse
@@ -48,26 +50,34 @@ def _bare(ctx, experts_per_rank, n, x, routes, weights):
     return call
 
 
-def _time(variants, warmup, loops, rounds=3):
-    """Median microseconds per call of each variant, the slowest rank's. The variants take
-    turns in blocks (a few warm-up calls, then `loops` timed ones), `rounds` times: a block
-    keeps the caches as a program calling one of them would, and the turns give both the same
-    machine."""
+def _time(variants, warmup, loops, rounds):
+    """Per round, each variant's median microseconds per call on the slowest rank: a
+    {name: [round medians]} dict. The variants take turns in blocks (a few warm-up calls, then
+    `loops` timed ones): a block keeps the caches as a program calling one of them would, and a
+    round gives every variant nearly the same machine, so ratios are taken round by round."""
     import shmoe
 
-    times = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, call in variants.items():
+    medians = torch.zeros((rounds, len(variants)), dtype=torch.float64)
+    for r in range(rounds):
+        for v, call in enumerate(variants.values()):
+            times = []
             for i in range(warmup + loops):
                 shmoe.barrier_all()
                 t0 = time.perf_counter()
                 call()
                 t1 = time.perf_counter()
                 if i >= warmup:
-                    times[name].append((t1 - t0) * 1e6)
-    medians = torch.tensor([statistics.median(t) for t in times.values()], dtype=torch.float32)
+                    times.append((t1 - t0) * 1e6)
+            medians[r, v] = statistics.median(times)
     dist.all_reduce(medians, op=dist.ReduceOp.MAX)
-    return dict(zip(times, medians.tolist()))
+    return {name: medians[:, v].tolist() for v, name in enumerate(variants)}
+
+
+def _report(mode, shape, deep_ep, cxx):
+    ratios = sorted(c / d for c, d in zip(cxx, deep_ep))
+    print(f"{mode:12s} {shape}: deep_ep {statistics.median(deep_ep):9.1f} us, C++ operators "
+          f"{statistics.median(cxx):9.1f} us; C++/deep_ep = {statistics.median(ratios):.2f} "
+          f"(rounds {ratios[0]:.2f}..{ratios[-1]:.2f})", flush=True)
 
 
 def _worker(rank, n, port, o):
@@ -98,25 +108,24 @@ def _worker(rank, n, port, o):
     routes = torch.where(in_rank, ranks, torch.full_like(ranks, -1))
     bare_normal = _bare(by_rank.operator, 1, n, x, routes, torch.ones((o.tokens, n)))
 
-    def low_latency():
+    def low_latency(use_fp8):
         recv, _, handle, _, _ = buffer.low_latency_dispatch(x, idx, o.tokens, experts,
-                                                            use_fp8=False)
-        buffer.low_latency_combine(recv, idx, w, handle)
+                                                            use_fp8=use_fp8)
+        values = recv[0].to(torch.bfloat16) if use_fp8 else recv  # the experts' input dtype
+        buffer.low_latency_combine(values, idx, w, handle)
 
     by_expert = shmoe.moe.Buffer(o.tokens, o.hidden, experts, o.topk, "bfloat16")
     bare_ll = _bare(by_expert.operator, o.experts_per_rank, n, x, idx, w)
 
-    results = {}
-    results.update({f"normal {k}": v for k, v in _time(
-        {"deep_ep": normal, "C++": bare_normal}, o.warmup, o.loops, o.rounds).items()})
-    results.update({f"low latency {k}": v for k, v in _time(
-        {"deep_ep": low_latency, "C++": bare_ll}, o.warmup, o.loops, o.rounds).items()})
+    normal_times = _time({"deep_ep": normal, "C++": bare_normal}, o.warmup, o.loops, o.rounds)
+    ll_times = _time({"deep_ep": lambda: low_latency(False), "C++": bare_ll,
+                      "FP8": lambda: low_latency(True)}, o.warmup, o.loops, o.rounds)
     if rank == 0:
         shape = f"{n} ranks, {o.tokens} tokens, hidden {o.hidden}, top-{o.topk}, {experts} experts"
-        for mode in ("normal", "low latency"):
-            d, c = results[f"{mode} deep_ep"], results[f"{mode} C++"]
-            print(f"{mode:12s} {shape}: deep_ep {d:9.1f} us, C++ operators {c:9.1f} us "
-                  f"(median, slowest rank): C++/deep_ep = {c / d:.2f}", flush=True)
+        _report("normal", shape, normal_times["deep_ep"], normal_times["C++"])
+        _report("low latency", shape, ll_times["deep_ep"], ll_times["C++"])
+        print(f"low latency, FP8 dispatch: deep_ep {statistics.median(ll_times['FP8']):9.1f} us "
+              "per dispatch + combine", flush=True)
     by_expert.close()
     by_rank.close()
     buffer.destroy()
@@ -133,7 +142,7 @@ def main():
     p.add_argument("--experts-per-rank", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--loops", type=int, default=10)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=7)
     o = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     # Both sides' buffers: deep_ep's (sized from its own byte counts) and the C++ operators'.

@@ -316,13 +316,9 @@ def _run(n, scenario, make_group=_whole_job):
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
-def test_normal_mode(n):
-    _run(n, _normal_mode)
-
-
-@pytest.mark.parametrize("n", [2, 4])
-def test_low_latency_mode(n):
-    _run(n, _low_latency)
+def test_normal_and_low_latency_modes(n):
+    """One job per size runs both modes (a job costs seconds to start: torch in every rank)."""
+    _run(n, _both_modes)
 
 
 def _both_modes(rank, n, buffer):

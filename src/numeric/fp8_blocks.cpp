@@ -6,6 +6,7 @@
 
 #include "numeric/fp8.hpp"
 #include "numeric/half.hpp"
+#include "numeric/mx_avx512.hpp"
 
 namespace shmoe::numeric {
 namespace {
@@ -23,12 +24,15 @@ float pow2_ceil(float v) {
 }  // namespace
 
 void quantize_fp8_blocks_bf16(const std::uint16_t* bf16_bits, std::size_t n, std::size_t block,
-                              bool pow2_scale, std::uint8_t* codes, float* scales) {
+                              bool pow2_scale, std::uint8_t* codes, float* scales,
+                              MxKernel kernel) {
+  const bool wide = kernel == MxKernel::kAuto || kernel == MxKernel::kAvx512;
   for (std::size_t b = 0; b * block < n; ++b) {
     const std::uint16_t* in = bf16_bits + b * block;
+    std::uint8_t* out = codes + b * block;
     float amax = kFp8BlockAmaxFloor;
-    for (std::size_t i = 0; i < block; ++i)
-      amax = std::max(amax, std::fabs(bf16_to_float(bf16{in[i]})));
+    std::size_t i = wide ? mx_avx512::abs_max_bf16(in, block, &amax) : 0;
+    for (; i < block; ++i) amax = std::fmax(amax, std::fabs(bf16_to_float(bf16{in[i]})));
     // The scale a receiver multiplies by, and the factor that maps amax onto 448.
     float scale = amax * (1.0f / kE4m3Max);
     float inverse = kE4m3Max / amax;
@@ -37,8 +41,9 @@ void quantize_fp8_blocks_bf16(const std::uint16_t* bf16_bits, std::size_t n, std
       inverse = 1.0f / scale;  // exact: scale is a power of two
     }
     scales[b] = scale;
-    for (std::size_t i = 0; i < block; ++i)
-      codes[b * block + i] = encode_fp8(bf16_to_float(bf16{in[i]}) * inverse, Fp8Format::kE4M3);
+    i = wide ? mx_avx512::encode_e4m3_scaled_bf16(in, block, inverse, out) : 0;
+    for (; i < block; ++i)
+      out[i] = encode_fp8(bf16_to_float(bf16{in[i]}) * inverse, Fp8Format::kE4M3);
   }
 }
 

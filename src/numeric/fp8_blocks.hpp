@@ -8,14 +8,18 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "numeric/mx.hpp"
+
 namespace shmoe::numeric {
 
 inline constexpr float kFp8BlockAmaxFloor = 1e-4f;
 
 // Quantizes n bf16 values (bit patterns) in blocks of `block` (n a multiple of block):
-// codes[0..n), scales[0..n / block).
+// codes[0..n), scales[0..n / block). NaNs do not count towards amax (as fmax leaves them out).
+// kAuto uses AVX-512 where the CPU has it (kAvx2 runs the scalar code); the same bits either way.
 void quantize_fp8_blocks_bf16(const std::uint16_t* bf16_bits, std::size_t n, std::size_t block,
-                              bool pow2_scale, std::uint8_t* codes, float* scales);
+                              bool pow2_scale, std::uint8_t* codes, float* scales,
+                              MxKernel kernel = MxKernel::kAuto);
 
 // E4M3 codes to the bf16 bit patterns of the same values (exact).
 void fp8_e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t* bf16_bits);

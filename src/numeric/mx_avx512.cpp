@@ -1,5 +1,7 @@
 #include "numeric/mx_avx512.hpp"
 
+#include <bit>
+
 #include "numeric/mx_rules.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -147,6 +149,32 @@ SHMOE_AVX512 std::size_t dequantize_blocks(const std::uint8_t* codes, const std:
   return full;
 }
 
+// Magnitudes as bits order like the values; NaN lanes (above infinity) are left out, as fmax
+// leaves them out in the scalar code.
+SHMOE_AVX512 std::size_t abs_max_bf16_16(const std::uint16_t* x, std::size_t n, float* amax) {
+  const std::size_t full = n / 16 * 16;
+  __m512i best = _mm512_setzero_si512();
+  for (std::size_t i = 0; i < full; i += 16) {
+    const __m512i abs = _mm512_and_si512(_mm512_castps_si512(load16(x + i)), splat(kAbsMask));
+    best = _mm512_mask_max_epu32(best, _mm512_cmple_epu32_mask(abs, splat(kInfBits)), best, abs);
+  }
+  const float m = std::bit_cast<float>(_mm512_reduce_max_epu32(best));
+  if (full != 0 && m > *amax) *amax = m;
+  return full;
+}
+
+SHMOE_AVX512 std::size_t encode_scaled_16(const std::uint16_t* x, std::size_t n, float mul,
+                                          std::uint8_t* codes) {
+  const std::size_t full = n / 16 * 16;
+  const __m512 m = _mm512_set1_ps(mul);
+  for (std::size_t i = 0; i < full; i += 16) {
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(codes + i),
+        _mm512_cvtepi32_epi8(encode16<Fp8Format::kE4M3>(_mm512_mul_ps(load16(x + i), m))));
+  }
+  return full;
+}
+
 template <typename Out>
 std::size_t dequantize_any(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
                            Fp8Format f, Out* out) {
@@ -164,6 +192,17 @@ std::size_t quantize_any(const T* x, std::size_t n, Fp8Format f, std::uint8_t* c
 }
 
 }  // namespace
+
+std::size_t abs_max_bf16(const std::uint16_t* bf16_bits, std::size_t n, float* amax) {
+  if (!available()) return 0;
+  return abs_max_bf16_16(bf16_bits, n, amax);
+}
+
+std::size_t encode_e4m3_scaled_bf16(const std::uint16_t* bf16_bits, std::size_t n, float mul,
+                                    std::uint8_t* codes) {
+  if (!available()) return 0;
+  return encode_scaled_16(bf16_bits, n, mul, codes);
+}
 
 bool available() {
   static const bool kHas = [] {
@@ -208,6 +247,12 @@ std::size_t dequantize(const std::uint8_t*, const std::uint8_t*, std::size_t, Fp
 }
 std::size_t dequantize_bf16(const std::uint8_t*, const std::uint8_t*, std::size_t, Fp8Format,
                             std::uint16_t*) {
+  return 0;
+}
+std::size_t abs_max_bf16(const std::uint16_t*, std::size_t, float*) {
+  return 0;
+}
+std::size_t encode_e4m3_scaled_bf16(const std::uint16_t*, std::size_t, float, std::uint8_t*) {
   return 0;
 }
 

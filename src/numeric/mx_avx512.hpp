@@ -21,4 +21,11 @@ std::size_t dequantize(const std::uint8_t* codes, const std::uint8_t* scales, st
 std::size_t dequantize_bf16(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
                             Fp8Format f, std::uint16_t* out);
 
+// For numeric/fp8_blocks, over the first n rounded down to 16 bf16 values (0 without AVX-512F):
+// the largest magnitude that is not a NaN (*amax, left as it is where larger), and the E4M3
+// codes of x_i * mul. Each returns how many values it handled.
+std::size_t abs_max_bf16(const std::uint16_t* bf16_bits, std::size_t n, float* amax);
+std::size_t encode_e4m3_scaled_bf16(const std::uint16_t* bf16_bits, std::size_t n, float mul,
+                                    std::uint8_t* codes);
+
 }  // namespace shmoe::numeric::mx_avx512

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "numeric/fp8.hpp"
+#include "numeric/fp8_blocks.hpp"
 #include "numeric/half.hpp"
 #include "shmoe/moe.h"
 
@@ -97,6 +98,31 @@ TEST(Fp8TokenRows, ScalesAndCodesMatchTheReference) {
 
 TEST(Fp8TokenRows, RoundScaleGivesPowersOfTwo) {
   check_rows(true);
+}
+
+// The AVX-512 path (where this CPU has it) and the scalar one give the same bytes, NaNs and
+// infinities included, with and without power-of-two scales.
+TEST(Fp8TokenRows, EveryKernelGivesTheSameBytes) {
+  constexpr std::size_t n = 1024, block = 128;
+  auto x = random_rows(1, static_cast<int>(n), 11u);
+  x[300] = 0x7fc0;  // NaN
+  x[520] = 0x7f80;  // +infinity
+  x[777] = 0x0001;  // a bf16 subnormal
+  for (const bool pow2 : {false, true}) {
+    std::vector<std::uint8_t> scalar(n), wide(n);
+    std::vector<float> scalar_scales(n / block), wide_scales(n / block);
+    shmoe::numeric::quantize_fp8_blocks_bf16(x.data(), n, block, pow2, scalar.data(),
+                                             scalar_scales.data(),
+                                             shmoe::numeric::MxKernel::kScalar);
+    shmoe::numeric::quantize_fp8_blocks_bf16(x.data(), n, block, pow2, wide.data(),
+                                             wide_scales.data(), shmoe::numeric::MxKernel::kAuto);
+    EXPECT_EQ(scalar, wide) << "pow2 " << pow2;
+    for (std::size_t b = 0; b < n / block; ++b) {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(scalar_scales[b]),
+                std::bit_cast<std::uint32_t>(wide_scales[b]))
+          << "block " << b;
+    }
+  }
 }
 
 TEST(Fp8TokenRows, ColsMustBeAMultipleOf128) {

@@ -47,9 +47,12 @@ void quantize_fp8_blocks_bf16(const std::uint16_t* bf16_bits, std::size_t n, std
   }
 }
 
-void fp8_e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t* bf16_bits) {
+void fp8_e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t* bf16_bits,
+                      MxKernel kernel) {
+  const bool wide = kernel == MxKernel::kAuto || kernel == MxKernel::kAvx512;
+  std::size_t i = wide ? mx_avx512::e4m3_to_bf16(codes, n, bf16_bits) : 0;
   const auto& table = fp8_decode_table(Fp8Format::kE4M3);
-  for (std::size_t i = 0; i < n; ++i)
+  for (; i < n; ++i)
     bf16_bits[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(table[codes[i]]) >> 16);
 }
 

@@ -21,7 +21,8 @@ void quantize_fp8_blocks_bf16(const std::uint16_t* bf16_bits, std::size_t n, std
                               bool pow2_scale, std::uint8_t* codes, float* scales,
                               MxKernel kernel = MxKernel::kAuto);
 
-// E4M3 codes to the bf16 bit patterns of the same values (exact).
-void fp8_e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t* bf16_bits);
+// E4M3 codes to the bf16 bit patterns of the same values (exact); kernels as above.
+void fp8_e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t* bf16_bits,
+                      MxKernel kernel = MxKernel::kAuto);
 
 }  // namespace shmoe::numeric

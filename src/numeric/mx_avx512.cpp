@@ -175,6 +175,19 @@ SHMOE_AVX512 std::size_t encode_scaled_16(const std::uint16_t* x, std::size_t n,
   return full;
 }
 
+// An E4M3 value has 4 significant bits, so its fp32 bits end in 16 zeros: the top half is the
+// bf16 of the same value.
+SHMOE_AVX512 std::size_t e4m3_to_bf16_16(const std::uint8_t* codes, std::size_t n,
+                                         std::uint16_t* out) {
+  const std::size_t full = n / 16 * 16;
+  for (std::size_t i = 0; i < full; i += 16) {
+    const __m512i bits = _mm512_castps_si512(decode16<Fp8Format::kE4M3>(codes + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(bits, 16)));
+  }
+  return full;
+}
+
 template <typename Out>
 std::size_t dequantize_any(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
                            Fp8Format f, Out* out) {
@@ -202,6 +215,11 @@ std::size_t encode_e4m3_scaled_bf16(const std::uint16_t* bf16_bits, std::size_t 
                                     std::uint8_t* codes) {
   if (!available()) return 0;
   return encode_scaled_16(bf16_bits, n, mul, codes);
+}
+
+std::size_t e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t* bf16_bits) {
+  if (!available()) return 0;
+  return e4m3_to_bf16_16(codes, n, bf16_bits);
 }
 
 bool available() {
@@ -253,6 +271,9 @@ std::size_t abs_max_bf16(const std::uint16_t*, std::size_t, float*) {
   return 0;
 }
 std::size_t encode_e4m3_scaled_bf16(const std::uint16_t*, std::size_t, float, std::uint8_t*) {
+  return 0;
+}
+std::size_t e4m3_to_bf16(const std::uint8_t*, std::size_t, std::uint16_t*) {
   return 0;
 }
 

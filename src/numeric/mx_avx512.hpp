@@ -27,5 +27,7 @@ std::size_t dequantize_bf16(const std::uint8_t* codes, const std::uint8_t* scale
 std::size_t abs_max_bf16(const std::uint16_t* bf16_bits, std::size_t n, float* amax);
 std::size_t encode_e4m3_scaled_bf16(const std::uint16_t* bf16_bits, std::size_t n, float mul,
                                     std::uint8_t* codes);
+// E4M3 codes to the bf16 bits of their values (exact), over the first n rounded down to 16.
+std::size_t e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t* bf16_bits);
 
 }  // namespace shmoe::numeric::mx_avx512

@@ -125,6 +125,26 @@ TEST(Fp8TokenRows, EveryKernelGivesTheSameBytes) {
   }
 }
 
+TEST(Fp8TokenRows, EveryKernelDecodesEveryCodeAlike) {
+  std::vector<std::uint8_t> codes(256 + 7);  // every code, and a tail shorter than a vector
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(i * 37);
+  for (int c = 0; c < 256; ++c) codes[c] = static_cast<std::uint8_t>(c);
+  std::vector<std::uint16_t> scalar(codes.size()), wide(codes.size());
+  shmoe::numeric::fp8_e4m3_to_bf16(codes.data(), codes.size(), scalar.data(),
+                                   shmoe::numeric::MxKernel::kScalar);
+  shmoe::numeric::fp8_e4m3_to_bf16(codes.data(), codes.size(), wide.data(),
+                                   shmoe::numeric::MxKernel::kAuto);
+  EXPECT_EQ(scalar, wide);
+  for (int c = 0; c < 256; ++c) {
+    const float v = decode_fp8(static_cast<std::uint8_t>(c), Fp8Format::kE4M3);
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(bf16_to_float(bf16{scalar[c]}))) << c;
+    } else {
+      EXPECT_EQ(bf16_to_float(bf16{scalar[c]}), v) << c;
+    }
+  }
+}
+
 TEST(Fp8TokenRows, ColsMustBeAMultipleOf128) {
   std::vector<std::uint16_t> x(200);
   std::vector<std::uint8_t> out(1024);

@@ -125,7 +125,14 @@ void* pshmem_calloc(size_t count, size_t size) {
 
 void* pshmem_align(size_t alignment, size_t size) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-    shmoe::api_error("shmem_align", "alignment={} is not a power of two", alignment);
+    // NULL, as Open MPI's SHMEM returns and tests-mellanox's basic.shmalloc expects, with the
+    // reason; still a barrier where an allocation would have one, so that a PE that alone passed
+    // a bad alignment does not leave the others waiting.
+    auto& rt = shmoe::runtime("shmem_align");
+    shmoe::log::error("shmem_align: alignment={} is not a power of two: returning NULL",
+                      alignment);
+    if (size != 0) rt.barrier_all();
+    return nullptr;
   }
   return allocate("shmem_align", size, alignment);
 }

@@ -279,6 +279,9 @@ static void zero_length(void) {
   CHECK(shmem_malloc(0) == NULL);
   CHECK(shmem_calloc(0, 8) == NULL);
   CHECK(shmem_align(64, 0) == NULL);
+  /* An alignment that is not a power of two: NULL (and a message), not the end of the job. */
+  CHECK(shmem_align(0, 64) == NULL);
+  CHECK(shmem_align(3, 64) == NULL);
   /* No action, hence no barrier: one PE alone may call it. */
   if (me == 0) shmem_free(NULL);
   shmem_barrier_all();

@@ -74,7 +74,14 @@ int pshmem_team_n_pes(shmem_team_t team) {
 
 int pshmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config) {
   Team* t = resolve(team, "shmem_team_get_config");
-  if (t == nullptr || config == nullptr) return -1;
+  if (t == nullptr) return -1;
+  // OpenSHMEM 1.6 (errata): a mask of 0 asks for nothing, so config is not read and may be NULL.
+  if (config_mask == 0) return 0;
+  if (config == nullptr) {
+    shmoe::log::warn("shmem_team_get_config: config=NULL with config_mask={}: nowhere to write",
+                     config_mask);
+    return -1;
+  }
   if ((config_mask & SHMEM_TEAM_NUM_CONTEXTS) != 0) config->num_contexts = t->config().num_contexts;
   return 0;
 }

@@ -45,6 +45,9 @@ TEST(Teams, Predefined) {
   EXPECT_EQ(shmem_team_get_config(SHMEM_TEAM_WORLD, SHMEM_TEAM_NUM_CONTEXTS, &config), 0);
   EXPECT_EQ(config.num_contexts, 0);
   EXPECT_NE(shmem_team_get_config(SHMEM_TEAM_INVALID, SHMEM_TEAM_NUM_CONTEXTS, &config), 0);
+  // A mask of 0 reads nothing: 0, even with no config to fill (OpenSHMEM 1.6).
+  EXPECT_EQ(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, nullptr), 0);
+  EXPECT_NE(shmem_team_get_config(SHMEM_TEAM_WORLD, SHMEM_TEAM_NUM_CONTEXTS, nullptr), 0);
   shmem_team_t team = SHMEM_TEAM_INVALID;
   EXPECT_EQ(shmem_ctx_get_team(SHMEM_CTX_DEFAULT, &team), 0);
   EXPECT_EQ(team, SHMEM_TEAM_WORLD);

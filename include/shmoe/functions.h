@@ -215,11 +215,12 @@ SHMOE_REDUCE_ARITH_TYPES(SHMOE_DECL_REDUCE_ARITH)
   size_t SHMOE_F(shmem_##N##_wait_until_some)(T * ivars, size_t nelems, size_t * indices,          \
                                               const int* status, int cmp, T cmp_value);            \
   void SHMOE_F(shmem_##N##_wait_until_all_vector)(T * ivars, size_t nelems, const int* status,     \
-                                                  int cmp, T* cmp_values);                         \
+                                                  int cmp, const T* cmp_values);                   \
   size_t SHMOE_F(shmem_##N##_wait_until_any_vector)(T * ivars, size_t nelems, const int* status,   \
-                                                    int cmp, T* cmp_values);                       \
+                                                    int cmp, const T* cmp_values);                 \
   size_t SHMOE_F(shmem_##N##_wait_until_some_vector)(T * ivars, size_t nelems, size_t * indices,   \
-                                                     const int* status, int cmp, T* cmp_values);   \
+                                                     const int* status, int cmp,                   \
+                                                     const T* cmp_values);                         \
   int SHMOE_F(shmem_##N##_test)(T * ivar, int cmp, T cmp_value);                                   \
   int SHMOE_F(shmem_##N##_test_all)(T * ivars, size_t nelems, const int* status, int cmp,          \
                                     T cmp_value);                                                  \
@@ -228,11 +229,11 @@ SHMOE_REDUCE_ARITH_TYPES(SHMOE_DECL_REDUCE_ARITH)
   size_t SHMOE_F(shmem_##N##_test_some)(T * ivars, size_t nelems, size_t * indices,                \
                                         const int* status, int cmp, T cmp_value);                  \
   int SHMOE_F(shmem_##N##_test_all_vector)(T * ivars, size_t nelems, const int* status, int cmp,   \
-                                           T* cmp_values);                                         \
+                                           const T* cmp_values);                                   \
   size_t SHMOE_F(shmem_##N##_test_any_vector)(T * ivars, size_t nelems, const int* status,         \
-                                              int cmp, T* cmp_values);                             \
+                                              int cmp, const T* cmp_values);                       \
   size_t SHMOE_F(shmem_##N##_test_some_vector)(T * ivars, size_t nelems, size_t * indices,         \
-                                               const int* status, int cmp, T* cmp_values);
+                                               const int* status, int cmp, const T* cmp_values);
 SHMOE_P2P_SYNC_TYPES(SHMOE_DECL_P2P_SYNC)
 
 /* ---- Memory ordering (9.11) -------------------------------------------------------------- */

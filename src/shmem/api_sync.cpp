@@ -33,15 +33,15 @@ extern "C" {
                      Scalar<T>{cmp_value});                                                        \
   }                                                                                                \
   void pshmem_##N##_wait_until_all_vector(T* ivars, size_t nelems, const int* status, int cmp,     \
-                                          T* cmp_values) {                                         \
+                                          const T* cmp_values) {                                   \
     wait_all("shmem_" #N "_wait_until_all_vector", ivars, nelems, status, cmp, cmp_values);        \
   }                                                                                                \
   size_t pshmem_##N##_wait_until_any_vector(T* ivars, size_t nelems, const int* status, int cmp,   \
-                                            T* cmp_values) {                                       \
+                                            const T* cmp_values) {                                 \
     return wait_any("shmem_" #N "_wait_until_any_vector", ivars, nelems, status, cmp, cmp_values); \
   }                                                                                                \
   size_t pshmem_##N##_wait_until_some_vector(T* ivars, size_t nelems, size_t* indices,             \
-                                             const int* status, int cmp, T* cmp_values) {          \
+                                             const int* status, int cmp, const T* cmp_values) {    \
     return wait_some("shmem_" #N "_wait_until_some_vector", ivars, nelems, indices, status, cmp,   \
                      cmp_values);                                                                  \
   }                                                                                                \
@@ -69,14 +69,14 @@ extern "C" {
     return test_some(ivars, nelems, indices, status, cmp, Scalar<T>{cmp_value});                   \
   }                                                                                                \
   int pshmem_##N##_test_all_vector(T* ivars, size_t nelems, const int* status, int cmp,            \
-                                   T* cmp_values) {                                                \
+                                   const T* cmp_values) {                                          \
     check_cmp(cmp, "shmem_" #N "_test_all_vector");                                                \
     check_ivars(ivars, nelems, "shmem_" #N "_test_all_vector");                                    \
     shmoe::run_wait_progress();                                                                    \
     return test_all(ivars, nelems, status, cmp, cmp_values) ? 1 : 0;                               \
   }                                                                                                \
   size_t pshmem_##N##_test_any_vector(T* ivars, size_t nelems, const int* status, int cmp,         \
-                                      T* cmp_values) {                                             \
+                                      const T* cmp_values) {                                       \
     check_cmp(cmp, "shmem_" #N "_test_any_vector");                                                \
     check_ivars(ivars, nelems, "shmem_" #N "_test_any_vector");                                    \
     shmoe::run_wait_progress();                                                                    \
@@ -84,7 +84,7 @@ extern "C" {
         test_any(ivars, nelems, status, cmp, cmp_values, AnyScan::start(nelems)));                 \
   }                                                                                                \
   size_t pshmem_##N##_test_some_vector(T* ivars, size_t nelems, size_t* indices,                   \
-                                       const int* status, int cmp, T* cmp_values) {                \
+                                       const int* status, int cmp, const T* cmp_values) {          \
     check_cmp(cmp, "shmem_" #N "_test_some_vector");                                               \
     check_ivars(ivars, nelems, "shmem_" #N "_test_some_vector");                                   \
     shmoe::run_wait_progress();                                                                    \

@@ -140,6 +140,9 @@ static void signed_bitwise_amos(void) {
     shmem_wait_until_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want);                    \
     CHECK(shmem_test_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want) == 1);              \
     CHECK(shmem_test_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, impossible) == 0);        \
+    /* 1.6: cmp_values is const (a const array compiles without a cast under -Werror). */          \
+    const T* const_want = want;                                                                    \
+    CHECK(shmem_test_all_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, const_want) == 1);        \
     size_t any = shmem_wait_until_any_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want);       \
     CHECK(any < (size_t)npes && slots[any] == want[any]);                                          \
     any = shmem_test_any_vector(slots, (size_t)npes, NULL, SHMEM_CMP_EQ, want);                    \

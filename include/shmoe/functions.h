@@ -24,6 +24,7 @@ int SHMOE_F(shmem_n_pes)(void);
 int SHMOE_F(shmem_pe_accessible)(int pe);
 int SHMOE_F(shmem_addr_accessible)(const void* addr, int pe);
 void* SHMOE_F(shmem_ptr)(const void* dest, int pe);
+void* SHMOE_F(shmem_team_ptr)(shmem_team_t team, const void* dest, int pe); /* 1.6, 9.1.10 */
 void SHMOE_F(shmem_info_get_version)(int* major, int* minor);
 void SHMOE_F(shmem_info_get_name)(char* name);
 
@@ -122,6 +123,11 @@ SHMOE_DECL_BOTH(void, shmem_putmem_signal_nbi, shmem_ctx_putmem_signal_nbi, void
                 int pe)
 
 uint64_t SHMOE_F(shmem_signal_fetch)(const uint64_t* sig_addr);
+/* OpenSHMEM 1.6 (9.8.5, 9.8.7): the signal update of put-with-signal alone. */
+SHMOE_DECL_BOTH(void, shmem_signal_add, shmem_ctx_signal_add, uint64_t* sig_addr, uint64_t signal,
+                int pe)
+SHMOE_DECL_BOTH(void, shmem_signal_set, shmem_ctx_signal_set, uint64_t* sig_addr, uint64_t signal,
+                int pe)
 uint64_t SHMOE_F(shmem_signal_wait_until)(uint64_t* sig_addr, int cmp, uint64_t cmp_value);
 
 /* ---- Atomic memory operations (9.7) ------------------------------------------------------ */

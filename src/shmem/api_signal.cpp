@@ -60,6 +60,17 @@ SHMOE_RMA_SIZES(SHMOE_DEF_PUT_SIGNAL_SIZED)
 
 SHMOE_DEF_PUT_SIGNAL(putmem_signal, void, 1, "shmem_putmem_signal")
 
+// signal_add/signal_set are put-with-signal without data: the same signal update, so atomic
+// with it and with signal_fetch/wait_until; posted (complete at quiet), like a non-fetching AMO.
+#define SHMOE_SIGNAL_ONLY_PARAMS (uint64_t * sig_addr, uint64_t signal, int pe)
+#define SHMOE_SIGNAL_ONLY_ARGS (sig_addr, signal, pe)
+SHMOE_DEFINE_BOTH(void, signal_add, SHMOE_SIGNAL_ONLY_PARAMS, SHMOE_SIGNAL_ONLY_ARGS,
+                  put_signal(ctx, nullptr, nullptr, 0, sig_addr, signal, SHMEM_SIGNAL_ADD, pe,
+                             true, "shmem_signal_add"))
+SHMOE_DEFINE_BOTH(void, signal_set, SHMOE_SIGNAL_ONLY_PARAMS, SHMOE_SIGNAL_ONLY_ARGS,
+                  put_signal(ctx, nullptr, nullptr, 0, sig_addr, signal, SHMEM_SIGNAL_SET, pe,
+                             true, "shmem_signal_set"))
+
 uint64_t pshmem_signal_fetch(const uint64_t* sig_addr) {
   shmoe::run_wait_progress();  // a caller polling the signal must see it arrive over UCX too
   return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(sig_addr))

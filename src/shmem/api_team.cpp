@@ -86,6 +86,13 @@ int pshmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_confi
   return 0;
 }
 
+// OpenSHMEM 1.6 (9.1.10): shmem_ptr of the team's PE `pe`; NULL for a PE outside the team.
+void* pshmem_team_ptr(shmem_team_t team, const void* dest, int pe) {
+  Team* t = resolve(team, "shmem_team_ptr");
+  if (t == nullptr || pe < 0 || pe >= t->size()) return nullptr;
+  return pshmem_ptr(dest, t->world_pe(pe));
+}
+
 int pshmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team) {
   Team* src = resolve(src_team, "shmem_team_translate_pe", "src_team");
   Team* dst = resolve(dest_team, "shmem_team_translate_pe", "dest_team");
@@ -214,6 +221,7 @@ int pshmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
 SHMOE_WEAK_ALIAS(shmem_team_my_pe)
 SHMOE_WEAK_ALIAS(shmem_team_n_pes)
 SHMOE_WEAK_ALIAS(shmem_team_get_config)
+SHMOE_WEAK_ALIAS(shmem_team_ptr)
 SHMOE_WEAK_ALIAS(shmem_team_translate_pe)
 SHMOE_WEAK_ALIAS(shmem_team_split_strided)
 SHMOE_WEAK_ALIAS(shmem_team_split_2d)

@@ -1,0 +1,100 @@
+/* OpenSHMEM 1.6 additions as a C11 program sees them (-std=c11 -pedantic -Werror), those built so
+ * far: shmem_signal_add/shmem_signal_set and their ctx forms (atomic with put-with-signal's ADD
+ * and with signal_fetch/signal_wait_until), shmem_team_ptr, shmem_team_get_config with a mask of
+ * 0, and shmem_align with an alignment that is not a power of two. Values encode the PE that sent
+ * them. Exits non-zero on a wrong result. */
+#include <shmem.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "c_check.h"
+
+static int me, npes, next, prev;
+
+/* Each PE adds to the right neighbour's signal by every route (signal_add, its ctx form, and
+ * put-with-signal's ADD), then sets another signal there; the neighbour sees exactly the sum
+ * and the value set, and a waiter sees a set arrive. */
+static void signal_add_and_set(void) {
+  uint64_t* sig = shmem_calloc(3, sizeof(uint64_t));
+  long* data = shmem_calloc(1, sizeof(long));
+  const uint64_t unit = (uint64_t)me + 1;
+  const uint64_t from_prev = (uint64_t)prev + 1;
+  shmem_barrier_all();
+  for (int i = 0; i < 5; ++i) shmem_signal_add(&sig[0], unit, next);
+  shmem_ctx_signal_add(SHMEM_CTX_DEFAULT, &sig[0], 10 * unit, next);
+  const long payload = 1000 + me;
+  shmem_long_put_signal(data, &payload, 1, &sig[0], 100 * unit, SHMEM_SIGNAL_ADD, next);
+  shmem_signal_set(&sig[1], 7, next);
+  shmem_fence(); /* orders the two sets to the same PE */
+  shmem_ctx_signal_set(SHMEM_CTX_DEFAULT, &sig[1], 500 + (uint64_t)me, next); /* the last wins */
+  shmem_quiet();
+  shmem_barrier_all();
+  CHECK(shmem_signal_fetch(&sig[0]) == 115 * from_prev);
+  CHECK(sig[1] == 500 + (uint64_t)prev);
+  CHECK(*data == 1000 + prev);
+  shmem_barrier_all();
+  /* No barrier between: the set must arrive by itself. */
+  shmem_signal_set(&sig[2], 900 + (uint64_t)me, next);
+  shmem_quiet();
+  CHECK(shmem_signal_wait_until(&sig[2], SHMEM_CMP_EQ, 900 + (uint64_t)prev) ==
+        900 + (uint64_t)prev);
+  shmem_barrier_all();
+  shmem_free(data);
+  shmem_free(sig);
+}
+
+/* shmem_team_ptr over the world and over the team of even PEs: NULL or a pointer through which
+ * the PE's own value reads back; this PE's own object at its own address; NULL outside the team
+ * or for an invalid team. */
+static void team_ptr(void) {
+  long* x = shmem_malloc(sizeof(long));
+  *x = 5000 + me;
+  shmem_barrier_all();
+  for (int pe = 0; pe < npes; ++pe) {
+    const long* p = shmem_team_ptr(SHMEM_TEAM_WORLD, x, pe);
+    if (pe == me) CHECK(p == x);
+    if (p != NULL) CHECK(*p == 5000 + pe);
+    CHECK(p == shmem_ptr(x, pe));
+  }
+  CHECK(shmem_team_ptr(SHMEM_TEAM_WORLD, x, npes) == NULL);
+  CHECK(shmem_team_ptr(SHMEM_TEAM_WORLD, x, -1) == NULL);
+  CHECK(shmem_team_ptr(SHMEM_TEAM_INVALID, x, 0) == NULL);
+  shmem_team_t evens = SHMEM_TEAM_INVALID;
+  shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, (npes + 1) / 2, NULL, 0, &evens);
+  if (evens != SHMEM_TEAM_INVALID) {
+    const int size = shmem_team_n_pes(evens);
+    for (int t = 0; t < size; ++t) {
+      const long* p = shmem_team_ptr(evens, x, t);
+      if (2 * t == me) CHECK(p == x);
+      if (p != NULL) CHECK(*p == 5000 + 2 * t);
+    }
+    CHECK(shmem_team_ptr(evens, x, size) == NULL);
+    shmem_team_destroy(evens);
+  } else {
+    CHECK(me % 2 == 1);
+  }
+  shmem_barrier_all();
+  shmem_free(x);
+}
+
+/* Errata of 1.6: a mask of 0 reads nothing and succeeds, config or not. */
+static void team_config_mask_zero(void) {
+  CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, NULL) == 0);
+  shmem_team_config_t config = {-5};
+  CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, &config) == 0);
+  CHECK(config.num_contexts == -5);
+}
+
+int main(void) {
+  shmem_init();
+  me = shmem_my_pe();
+  npes = shmem_n_pes();
+  next = (me + 1) % npes;
+  prev = (me + npes - 1) % npes;
+  signal_add_and_set();
+  team_ptr();
+  team_config_mask_zero();
+  shmem_finalize();
+  if (failures == 0) printf("PE %d: all checks passed\n", me);
+  return failures != 0;
+}

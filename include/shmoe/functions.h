@@ -247,6 +247,9 @@ void SHMOE_F(shmem_fence)(void);
 void SHMOE_F(shmem_quiet)(void);
 void SHMOE_F(shmem_ctx_fence)(shmem_ctx_t ctx);
 void SHMOE_F(shmem_ctx_quiet)(shmem_ctx_t ctx);
+/* OpenSHMEM 1.6 (9.12.3): quiet for the operations to some PEs (of the context's team). */
+void SHMOE_F(shmem_pe_quiet)(const int* target_pes, size_t npes);
+void SHMOE_F(shmem_ctx_pe_quiet)(shmem_ctx_t ctx, const int* target_pes, size_t npes);
 
 /* ---- Distributed locking (9.12) ---------------------------------------------------------- */
 /* The lock is a symmetric long set to 0 on every PE before first use. */

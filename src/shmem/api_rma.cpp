@@ -214,6 +214,29 @@ void pshmem_ctx_quiet(shmem_ctx_t ctx) {
   shmoe::check_ctx(ctx, "shmem_ctx_quiet");
   shmoe::runtime("shmem_ctx_quiet").transport().quiet(channel_of(ctx));
 }
+// OpenSHMEM 1.6 (9.12.3). PE numbers are those of the context's team (the world for the default
+// context). Every operation of the context is completed, those to target_pes among them: the
+// transports complete a context as a whole.
+void pshmem_ctx_pe_quiet(shmem_ctx_t ctx, const int* target_pes, size_t npes) {
+  constexpr const char* fn = "shmem_ctx_pe_quiet";
+  if (ctx == SHMEM_CTX_INVALID || npes == 0) return;
+  shmoe::check_ctx(ctx, fn);
+  if (target_pes == nullptr) shmoe::api_error(fn, "target_pes=NULL with npes={}", npes);
+  shmem_team_t team = SHMEM_TEAM_INVALID;
+  pshmem_ctx_get_team(ctx, &team);
+  const int size = pshmem_team_n_pes(team);
+  for (size_t i = 0; i < npes; ++i) {
+    if (target_pes[i] < 0 || target_pes[i] >= size) {
+      shmoe::api_error(fn,
+                       "target_pes[{}]={} is out of range (0..{}, the PEs of the context's team)",
+                       i, target_pes[i], size - 1);
+    }
+  }
+  shmoe::runtime(fn).transport().quiet(channel_of(ctx));
+}
+void pshmem_pe_quiet(const int* target_pes, size_t npes) {
+  pshmem_ctx_pe_quiet(SHMEM_CTX_DEFAULT, target_pes, npes);
+}
 void pshmem_fence(void) {
   pshmem_ctx_fence(SHMEM_CTX_DEFAULT);
 }
@@ -224,5 +247,7 @@ SHMOE_WEAK_ALIAS(shmem_ctx_fence)
 SHMOE_WEAK_ALIAS(shmem_ctx_quiet)
 SHMOE_WEAK_ALIAS(shmem_fence)
 SHMOE_WEAK_ALIAS(shmem_quiet)
+SHMOE_WEAK_ALIAS(shmem_ctx_pe_quiet)
+SHMOE_WEAK_ALIAS(shmem_pe_quiet)
 
 }  // extern "C"

@@ -1,8 +1,7 @@
 /* OpenSHMEM 1.6 additions as a C11 program sees them (-std=c11 -pedantic -Werror), those built so
  * far: shmem_signal_add/shmem_signal_set and their ctx forms (atomic with put-with-signal's ADD
  * and with signal_fetch/signal_wait_until), shmem_team_ptr, shmem_team_get_config with a mask of
- * 0, and shmem_align with an alignment that is not a power of two. Values encode the PE that sent
- * them. Exits non-zero on a wrong result. */
+ * 0, and shmem_pe_quiet/shmem_ctx_pe_quiet. Values encode the PE that sent them. Exits non-zero on a wrong result. */
 #include <shmem.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +76,45 @@ static void team_ptr(void) {
   shmem_free(x);
 }
 
+/* shmem_pe_quiet completes non-blocking puts to the named PE: after it, a signal set tells the
+ * neighbour that the data is there. Then the same on a context of the team of even PEs, whose PE
+ * numbers are the team's. */
+static void pe_quiet(void) {
+  long* data = shmem_calloc(64, sizeof(long));
+  uint64_t* sig = shmem_calloc(2, sizeof(uint64_t));
+  long src[64];
+  for (int i = 0; i < 64; ++i) src[i] = 100000 * me + i;
+  shmem_barrier_all();
+  shmem_long_put_nbi(data, src, 64, next);
+  const int target[1] = {next};
+  shmem_pe_quiet(target, 1);
+  shmem_pe_quiet(NULL, 0); /* nothing to complete */
+  shmem_signal_set(&sig[0], 1, next);
+  shmem_signal_wait_until(&sig[0], SHMEM_CMP_EQ, 1);
+  for (int i = 0; i < 64; ++i) CHECK(data[i] == 100000 * prev + i);
+  shmem_barrier_all();
+  shmem_team_t evens = SHMEM_TEAM_INVALID;
+  shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, (npes + 1) / 2, NULL, 0, &evens);
+  if (evens != SHMEM_TEAM_INVALID) {
+    shmem_ctx_t ctx;
+    CHECK(shmem_team_create_ctx(evens, 0, &ctx) == 0);
+    const int size = shmem_team_n_pes(evens), mine = shmem_team_my_pe(evens);
+    const int team_next = (mine + 1) % size;
+    shmem_ctx_long_put_nbi(ctx, data, src, 64, team_next);
+    shmem_ctx_pe_quiet(ctx, &team_next, 1);
+    shmem_ctx_signal_set(ctx, &sig[1], 1, team_next);
+    shmem_ctx_quiet(ctx);
+    shmem_signal_wait_until(&sig[1], SHMEM_CMP_EQ, 1);
+    const int team_prev = (mine + size - 1) % size;
+    for (int i = 0; i < 64; ++i) CHECK(data[i] == 100000 * (2 * team_prev) + i);
+    shmem_ctx_destroy(ctx);
+    shmem_team_destroy(evens);
+  }
+  shmem_barrier_all();
+  shmem_free(sig);
+  shmem_free(data);
+}
+
 /* Errata of 1.6: a mask of 0 reads nothing and succeeds, config or not. */
 static void team_config_mask_zero(void) {
   CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, NULL) == 0);
@@ -94,6 +132,7 @@ int main(void) {
   signal_add_and_set();
   team_ptr();
   team_config_mask_zero();
+  pe_quiet();
   shmem_finalize();
   if (failures == 0) printf("PE %d: all checks passed\n", me);
   return failures != 0;

@@ -56,6 +56,9 @@ int SHMOE_F(shmem_ctx_create)(long options, shmem_ctx_t* ctx);
 int SHMOE_F(shmem_team_create_ctx)(shmem_team_t team, long options, shmem_ctx_t* ctx);
 void SHMOE_F(shmem_ctx_destroy)(shmem_ctx_t ctx);
 int SHMOE_F(shmem_ctx_get_team)(shmem_ctx_t ctx, shmem_team_t* team);
+void SHMOE_F(shmem_ctx_session_start)(shmem_ctx_t ctx, long options,
+                                      const shmem_ctx_session_config_t* config, long config_mask);
+void SHMOE_F(shmem_ctx_session_stop)(shmem_ctx_t ctx);
 
 /* Every RMA and AMO call has a context form shmem_ctx_X(ctx, ...) and a plain form on the
  * default context. */

@@ -127,6 +127,35 @@ int pshmem_ctx_create(long options, shmem_ctx_t* ctx) {
   return 0;
 }
 
+// Context sessions (OpenSHMEM 1.6, 9.9) are hints: the options and total_ops say what the
+// program will do, and results, completion and ordering never depend on them. shmoe checks them
+// and does not act on them yet (its shared-memory stores have nothing to batch; coalescing small
+// operations to other hosts over UCX would be the place).
+void pshmem_ctx_session_start(shmem_ctx_t ctx, long options,
+                              const shmem_ctx_session_config_t* config, long config_mask) {
+  constexpr const char* fn = "shmem_ctx_session_start";
+  if (ctx == SHMEM_CTX_INVALID) return;
+  shmoe::check_ctx(ctx, fn);
+  if ((options & ~SHMEM_CTX_SESSION_BATCH) != 0) {
+    shmoe::log::warn("{}: options={:#x} has bits other than SHMEM_CTX_SESSION_BATCH: ignored", fn,
+                     options);
+  }
+  if ((config_mask & ~SHMEM_CTX_SESSION_TOTAL_OPS) != 0) {
+    shmoe::log::warn("{}: config_mask={:#x} has bits other than SHMEM_CTX_SESSION_TOTAL_OPS: "
+                     "ignored",
+                     fn, config_mask);
+  }
+  if (config_mask != 0 && config == nullptr) {
+    shmoe::log::warn("{}: config=NULL with config_mask={:#x}: the defaults apply", fn,
+                     config_mask);
+  }
+}
+
+void pshmem_ctx_session_stop(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_INVALID) return;
+  shmoe::check_ctx(ctx, "shmem_ctx_session_stop");
+}
+
 void pshmem_ctx_destroy(shmem_ctx_t ctx) {
   if (ctx == SHMEM_CTX_INVALID) return;  // as the specification says: no effect
   if (ctx == SHMEM_CTX_DEFAULT) {
@@ -141,6 +170,8 @@ void pshmem_ctx_destroy(shmem_ctx_t ctx) {
 }
 
 SHMOE_WEAK_ALIAS(shmem_init)
+SHMOE_WEAK_ALIAS(shmem_ctx_session_start)
+SHMOE_WEAK_ALIAS(shmem_ctx_session_stop)
 SHMOE_WEAK_ALIAS(shmem_init_thread)
 SHMOE_WEAK_ALIAS(shmem_query_thread)
 SHMOE_WEAK_ALIAS(shmem_finalize)

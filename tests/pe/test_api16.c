@@ -1,7 +1,8 @@
 /* OpenSHMEM 1.6 additions as a C11 program sees them (-std=c11 -pedantic -Werror), those built so
  * far: shmem_signal_add/shmem_signal_set and their ctx forms (atomic with put-with-signal's ADD
  * and with signal_fetch/signal_wait_until), shmem_team_ptr, shmem_team_get_config with a mask of
- * 0, and shmem_pe_quiet/shmem_ctx_pe_quiet. Values encode the PE that sent them. Exits non-zero on a wrong result. */
+ * 0, shmem_pe_quiet/shmem_ctx_pe_quiet and context sessions (hints). Values encode the PE that
+ * sent them. Exits non-zero on a wrong result. */
 #include <shmem.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -115,6 +116,31 @@ static void pe_quiet(void) {
   shmem_free(data);
 }
 
+/* A batch session on a context with a total_ops hint: the puts and AMOs inside it give the same
+ * results as without one; the hints never change completion (quiet after stop completes them). */
+static void session(void) {
+  uint64_t* table = shmem_calloc(16, sizeof(uint64_t));
+  shmem_ctx_t ctx;
+  CHECK(shmem_ctx_create(0, &ctx) == 0);
+  const shmem_ctx_session_config_t config = {.total_ops = 64};
+  shmem_barrier_all();
+  shmem_ctx_session_start(ctx, SHMEM_CTX_SESSION_BATCH, &config, SHMEM_CTX_SESSION_TOTAL_OPS);
+  for (int i = 0; i < 16; ++i) {
+    shmem_ctx_uint64_atomic_add(ctx, &table[i], (uint64_t)(me + 1), next);
+    shmem_ctx_uint64_atomic_add(ctx, &table[i], (uint64_t)i, next);
+  }
+  shmem_ctx_session_stop(ctx);
+  shmem_ctx_session_start(ctx, 0, NULL, 0); /* default hints */
+  shmem_ctx_session_stop(ctx);
+  shmem_ctx_session_start(SHMEM_CTX_INVALID, SHMEM_CTX_SESSION_BATCH, NULL, 0); /* no effect */
+  shmem_ctx_quiet(ctx);
+  shmem_barrier_all();
+  for (int i = 0; i < 16; ++i) CHECK(table[i] == (uint64_t)(prev + 1 + i));
+  shmem_ctx_destroy(ctx);
+  shmem_barrier_all();
+  shmem_free(table);
+}
+
 /* Errata of 1.6: a mask of 0 reads nothing and succeeds, config or not. */
 static void team_config_mask_zero(void) {
   CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, NULL) == 0);
@@ -133,6 +159,7 @@ int main(void) {
   team_ptr();
   team_config_mask_zero();
   pe_quiet();
+  session();
   shmem_finalize();
   if (failures == 0) printf("PE %d: all checks passed\n", me);
   return failures != 0;

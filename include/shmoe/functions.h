@@ -17,6 +17,7 @@
 void SHMOE_F(shmem_init)(void);
 int SHMOE_F(shmem_init_thread)(int requested, int* provided);
 void SHMOE_F(shmem_query_thread)(int* provided);
+void SHMOE_F(shmem_query_initialized)(int* initialized); /* 1.6, 9.1.5: at any time */
 void SHMOE_F(shmem_finalize)(void);
 SHMOE_NORETURN void SHMOE_F(shmem_global_exit)(int status);
 int SHMOE_F(shmem_my_pe)(void);

@@ -55,6 +55,12 @@ void pshmem_query_thread(int* provided) {
   if (provided != nullptr) *provided = shmoe::runtime("shmem_query_thread").thread_level();
 }
 
+// OpenSHMEM 1.6: nonzero between initialization and the finalize; callable at any time, from any
+// thread, before shmem_init and after shmem_finalize included.
+void pshmem_query_initialized(int* initialized) {
+  if (initialized != nullptr) *initialized = shmoe::runtime_initialized() ? 1 : 0;
+}
+
 void pshmem_finalize(void) {
   auto rt = shmoe::take_runtime();
   if (!rt) return;  // finalize after finalize is allowed and does nothing
@@ -170,6 +176,7 @@ void pshmem_ctx_destroy(shmem_ctx_t ctx) {
 }
 
 SHMOE_WEAK_ALIAS(shmem_init)
+SHMOE_WEAK_ALIAS(shmem_query_initialized)
 SHMOE_WEAK_ALIAS(shmem_ctx_session_start)
 SHMOE_WEAK_ALIAS(shmem_ctx_session_stop)
 SHMOE_WEAK_ALIAS(shmem_init_thread)

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdio>
 
@@ -307,14 +308,25 @@ Runtime& runtime(const char* fn) {
   return *rt;
 }
 
+namespace {
+// Whether a runtime is in place, readable from any thread at any time (shmem_query_initialized),
+// where the slot itself is only changed and read by the thread that initializes and finalizes.
+std::atomic<bool> g_initialized{false};
+}  // namespace
+
 Runtime* runtime_or_null() {
   return runtime_slot().get();
 }
 void set_runtime(std::unique_ptr<Runtime> rt) {
   runtime_slot() = std::move(rt);
+  g_initialized.store(runtime_slot() != nullptr, std::memory_order_release);
 }
 std::unique_ptr<Runtime> take_runtime() {
+  g_initialized.store(false, std::memory_order_release);
   return std::move(runtime_slot());
+}
+bool runtime_initialized() {
+  return g_initialized.load(std::memory_order_acquire);
 }
 
 }  // namespace shmoe

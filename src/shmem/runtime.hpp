@@ -153,6 +153,8 @@ Runtime& runtime(const char* fn);
 Runtime* runtime_or_null();
 void set_runtime(std::unique_ptr<Runtime> rt);
 std::unique_ptr<Runtime> take_runtime();
+// Whether a runtime is in place; safe from any thread at any time.
+bool runtime_initialized();
 
 // Bad arguments to an API call: a message naming the call, the parameter, the value and what
 // is allowed, then exit. The C API has no error return for these.

@@ -1,8 +1,8 @@
 /* OpenSHMEM 1.6 additions as a C11 program sees them (-std=c11 -pedantic -Werror), those built so
  * far: shmem_signal_add/shmem_signal_set and their ctx forms (atomic with put-with-signal's ADD
  * and with signal_fetch/signal_wait_until), shmem_team_ptr, shmem_team_get_config with a mask of
- * 0, shmem_pe_quiet/shmem_ctx_pe_quiet and context sessions (hints). Values encode the PE that
- * sent them. Exits non-zero on a wrong result. */
+ * 0, shmem_pe_quiet/shmem_ctx_pe_quiet, context sessions (hints) and shmem_query_initialized
+ * before, during and after the job. Values encode the PE that sent them. Exits non-zero on a wrong result. */
 #include <shmem.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -150,7 +150,13 @@ static void team_config_mask_zero(void) {
 }
 
 int main(void) {
+  int initialized = -1;
+  shmem_query_initialized(&initialized); /* callable before shmem_init */
+  const int before = initialized;
   shmem_init();
+  shmem_query_initialized(&initialized);
+  CHECK(before == 0);
+  CHECK(initialized != 0);
   me = shmem_my_pe();
   npes = shmem_n_pes();
   next = (me + 1) % npes;
@@ -161,6 +167,8 @@ int main(void) {
   pe_quiet();
   session();
   shmem_finalize();
+  shmem_query_initialized(&initialized); /* and after shmem_finalize */
+  CHECK(initialized == 0);
   if (failures == 0) printf("PE %d: all checks passed\n", me);
   return failures != 0;
 }

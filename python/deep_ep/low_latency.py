@@ -85,8 +85,7 @@ class _Areas:
         self.combine_input: Optional[torch.Tensor] = None
         rows = self.bf16.recv_capacity
         window = self.bf16.receive_window.view(np.int16)[: rows * shape.hidden]
-        self.bf16_window = torch.from_numpy(window).view(torch.bfloat16).view(
-            self.bf16.recv_capacity, shape.hidden)
+        self.bf16_window = torch.from_numpy(window).view(torch.bfloat16).view(rows, shape.hidden)
 
     def _buffer(self, hidden: int, dtype: str) -> shmoe.moe.Buffer:
         s = self.shape
@@ -127,6 +126,13 @@ class LowLatency:
         for a in self.areas.values():
             a.close()
         self.areas.clear()
+
+    def _areas_of(self, call: str, handle: Any) -> _Areas:
+        """The areas of the low_latency_dispatch of this buffer that returned `handle`."""
+        if not isinstance(handle, LowLatencyHandle) or handle.areas not in self.areas.values():
+            raise bad(call, "handle", handle, "the handle a low_latency_dispatch of this buffer "
+                      "returned")
+        return handle.areas
 
     def _areas(self, shape: Shape) -> _Areas:
         if shape not in self.areas:
@@ -212,11 +218,7 @@ class LowLatency:
         n = self.num_ranks
 
         def check():
-            if not isinstance(handle, LowLatencyHandle) or handle.areas not in \
-                    self.areas.values():
-                raise bad(call, "handle", handle, "the handle a low_latency_dispatch of this "
-                          "buffer returned")
-            a = handle.areas
+            a = self._areas_of(call, handle)
             s = a.shape
             tokens = handle.num_tokens
             source = x
@@ -256,11 +258,7 @@ class LowLatency:
         return done.out, EventOverlap(EventHandle()), hook
 
     def next_combine_buffer(self, handle) -> torch.Tensor:
-        call = "deep_ep.Buffer.get_next_low_latency_combine_buffer"
-        if not isinstance(handle, LowLatencyHandle) or handle.areas not in self.areas.values():
-            raise bad(call, "handle", handle, "the handle a low_latency_dispatch of this buffer "
-                      "returned")
-        a = handle.areas
+        a = self._areas_of("deep_ep.Buffer.get_next_low_latency_combine_buffer", handle)
         if a.combine_input is None:
             a.combine_input = torch.empty((a.local_experts, a.slots, a.shape.hidden),
                                           dtype=torch.bfloat16)

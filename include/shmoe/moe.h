@@ -32,7 +32,10 @@ typedef enum {
   /* Refused: bad input or configuration (on every PE for a collective call). Nothing moved. */
   SHMOE_MOE_REFUSED = -1,
   /* Failed for another reason on this PE (out of memory, the symmetric heap is full, ...). */
-  SHMOE_MOE_FAILED = -2
+  SHMOE_MOE_FAILED = -2,
+  /* Not a failure: some PE's shmoe_dispatch_ex asked for a retry (SHMOE_CALL_RETRY), so every
+   * PE's call returns this with nothing moved, and all can switch to another operator together. */
+  SHMOE_MOE_RETRY = -3
 } shmoe_moe_status_t;
 
 /* The text of this thread's last failed call ("" if none failed). */
@@ -63,6 +66,11 @@ typedef struct {
   int matrix_workers;   /* 0 and 0: the cores this PE can fairly use */
   int vector_workers;
   size_t doubleplane_threshold; /* bytes; 0: 2 MiB */
+  /* shmoe_dispatch_ex only (0 for neither): bytes of caller data that travel with each of a
+   * token's rows (0..65536), and int32 values each PE adds to the call's header, which every PE
+   * receives from every PE in the same step (0..65536). */
+  int token_side_bytes;
+  int header_ints;
 } shmoe_moe_config_t;
 
 /* Collective. Allocates the operator's symmetric windows. */
@@ -90,6 +98,47 @@ SHMOE_API int shmoe_dispatch(shmoe_moe_t moe, shmoe_plane_t plane, const void* x
                              void* expand_x, int32_t* assist_info, int32_t* ep_recv_count,
                              int32_t* expert_token_nums, float* expand_scales);
 
+/* What a PE says of a shmoe_dispatch_ex call before any data moves; every PE learns every PE's. */
+typedef enum {
+  SHMOE_CALL_PROCEED = 0,
+  SHMOE_CALL_REFUSE = 1, /* its caller found its inputs wrong: every PE's call is refused, naming it */
+  SHMOE_CALL_RETRY = 2   /* it needs another operator (larger, or of another shape) */
+} shmoe_call_verdict_t;
+
+/* shmoe_dispatch's inputs, and what a layer over it (such as DeepEP's normal mode) needs to
+ * learn in the same exchange: token_side [bs, token_side_bytes] (NULL when 0) travels with each
+ * of a token's rows; header_ints [header_ints] (NULL when 0) goes to every PE in the call's
+ * header. With a verdict other than SHMOE_CALL_PROCEED no other input is read. */
+typedef struct {
+  const void* x;
+  const int32_t* expert_ids;
+  const float* expert_scales; /* or NULL */
+  int bs;
+  const void* token_side;
+  const int32_t* header_ints;
+  shmoe_call_verdict_t verdict;
+} shmoe_dispatch_args_t;
+
+/* shmoe_dispatch's outputs, and: expand_side [rows, token_side_bytes], all_header_ints [n_pes,
+ * header_ints] (every PE's header ints, by PE) and all_counts [n_pes, n_pes, experts_per_pe]
+ * (the rows each PE sends each PE's each local expert); each may be NULL. */
+typedef struct {
+  void* expand_x;
+  int32_t* assist_info;
+  int32_t* ep_recv_count;
+  int32_t* expert_token_nums;
+  float* expand_scales; /* or NULL */
+  void* expand_side;
+  int32_t* all_header_ints;
+  int32_t* all_counts;
+} shmoe_dispatch_outputs_t;
+
+/* shmoe_dispatch with the arguments above. Returns the rows received, SHMOE_MOE_RETRY on every
+ * PE when some PE's verdict was SHMOE_CALL_RETRY, or another status < 0. */
+SHMOE_API int shmoe_dispatch_ex(shmoe_moe_t moe, shmoe_plane_t plane,
+                                const shmoe_dispatch_args_t* args,
+                                const shmoe_dispatch_outputs_t* outputs);
+
 /* expand_x: the experts' outputs in dispatch's expand_x layout, with dispatch's assist_info and
  * ep_recv_count; expert_ids and expert_scales [bs, topk]: this PE's own routing. Writes
  * x_out [bs, hidden] = sum over k of expert_scales[t, k] * (expert output of token t, slot k). */
@@ -97,6 +146,27 @@ SHMOE_API int shmoe_combine(shmoe_moe_t moe, shmoe_plane_t plane, const void* ex
                             const int32_t* assist_info, const int32_t* ep_recv_count,
                             const int32_t* expert_ids, const float* expert_scales, int bs,
                             void* x_out);
+
+/* shmoe_combine's inputs, and: x_out_float32 (nonzero: x_out gets the fp32 sums [bs, hidden],
+ * not rounded to dtype, for a caller that adds a bias before it rounds); caller_mode (0..127,
+ * the same on every PE, or every PE's call is refused before anything moves: a caller that
+ * decides by it what follows the call never diverges); verdict (SHMOE_CALL_REFUSE: the caller
+ * found this PE's inputs wrong, every PE's call is refused naming it and no other input is read;
+ * SHMOE_CALL_RETRY is not one of combine's). */
+typedef struct {
+  const void* expand_x;
+  const int32_t* assist_info;
+  const int32_t* ep_recv_count;
+  const int32_t* expert_ids;
+  const float* expert_scales;
+  int bs;
+  void* x_out;
+  int x_out_float32;
+  int caller_mode;
+  shmoe_call_verdict_t verdict;
+} shmoe_combine_args_t;
+
+SHMOE_API int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_combine_args_t* args);
 
 /* What the last dispatch or combine on this moe measured on this PE (local query). */
 typedef struct {

@@ -58,11 +58,15 @@ class Owned {
 };
 }  // namespace detail
 
+// shmoe_dispatch_args_t and shmoe_dispatch_outputs_t (shmoe/moe.h), with defaults.
 struct DispatchInput {
   const void* x = nullptr;
   const std::int32_t* expert_ids = nullptr;
   const float* expert_scales = nullptr;  // or null
   int bs = 0;
+  const void* token_side = nullptr;           // with config.token_side_bytes > 0
+  const std::int32_t* header_ints = nullptr;  // with config.header_ints > 0
+  shmoe_call_verdict_t verdict = SHMOE_CALL_PROCEED;
 };
 
 struct DispatchOutput {
@@ -71,6 +75,9 @@ struct DispatchOutput {
   std::int32_t* ep_recv_count = nullptr;
   std::int32_t* expert_token_nums = nullptr;
   float* expand_scales = nullptr;  // or null
+  void* expand_side = nullptr;     // the rest: or null
+  std::int32_t* all_header_ints = nullptr;
+  std::int32_t* all_counts = nullptr;
 };
 
 struct CombineInput {
@@ -81,6 +88,9 @@ struct CombineInput {
   const float* expert_scales = nullptr;
   int bs = 0;
   void* x_out = nullptr;
+  bool x_out_float32 = false;  // the rest: shmoe_combine_args_t
+  int caller_mode = 0;
+  shmoe_call_verdict_t verdict = SHMOE_CALL_PROCEED;
 };
 
 // Dispatch and combine on symmetric windows sized by the config. Collective to create and to
@@ -96,18 +106,26 @@ class MoeBuffer {
   // Rows the outputs of a dispatch must hold.
   std::size_t recv_capacity() const { return shmoe_moe_recv_capacity(owned_.get()); }
 
-  // Returns the rows this PE received.
+  // dispatch's result on every PE when some PE's verdict was SHMOE_CALL_RETRY.
+  static constexpr int kRetry = -1;
+
+  // Returns the rows this PE received, or kRetry.
   int dispatch(const DispatchInput& in, const DispatchOutput& out,
                shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
-    return detail::checked(shmoe_dispatch(
-        owned_.get(), plane, in.x, in.expert_ids, in.expert_scales, in.bs, out.expand_x,
-        out.assist_info, out.ep_recv_count, out.expert_token_nums, out.expand_scales));
+    const shmoe_dispatch_args_t args{in.x,          in.expert_ids,  in.expert_scales, in.bs,
+                                     in.token_side, in.header_ints, in.verdict};
+    const shmoe_dispatch_outputs_t outs{out.expand_x,          out.assist_info,   out.ep_recv_count,
+                                        out.expert_token_nums, out.expand_scales, out.expand_side,
+                                        out.all_header_ints,   out.all_counts};
+    const int rows = shmoe_dispatch_ex(owned_.get(), plane, &args, &outs);
+    return rows == SHMOE_MOE_RETRY ? kRetry : detail::checked(rows);
   }
 
   void combine(const CombineInput& in, shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
-    detail::checked(shmoe_combine(owned_.get(), plane, in.expand_x, in.assist_info,
-                                  in.ep_recv_count, in.expert_ids, in.expert_scales, in.bs,
-                                  in.x_out));
+    const shmoe_combine_args_t args{
+        in.expand_x, in.assist_info, in.ep_recv_count,         in.expert_ids,  in.expert_scales,
+        in.bs,       in.x_out,       in.x_out_float32 ? 1 : 0, in.caller_mode, in.verdict};
+    detail::checked(shmoe_combine_ex(owned_.get(), plane, &args));
   }
 
   // The receive window: recv_capacity() rows in expand_x's layout (shmoe_moe_receive_window).
@@ -160,9 +178,8 @@ inline std::vector<float> mx_dequantize_rows(const std::uint8_t* src, std::size_
 inline std::size_t fp8_token_row_bytes(int cols) {
   return shmoe_fp8_token_row_bytes(cols);
 }
-inline std::vector<std::uint8_t> fp8_quantize_token_rows(const std::uint16_t* src,
-                                                         std::size_t rows, int cols,
-                                                         bool round_scale) {
+inline std::vector<std::uint8_t> fp8_quantize_token_rows(const std::uint16_t* src, std::size_t rows,
+                                                         int cols, bool round_scale) {
   std::vector<std::uint8_t> out(rows * fp8_token_row_bytes(cols));
   detail::checked(shmoe_fp8_quantize_token_rows(src, rows, cols, round_scale, out.data()));
   return out;

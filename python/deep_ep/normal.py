@@ -2,33 +2,42 @@
 
 Dispatch is shmoe's MoE dispatch with one "expert" per rank: a token goes to rank j when
 is_token_in_rank[t, j], so each rank receives one row per (token, destination rank), ordered by
-source rank then token, as DeepEP's intranode kernels order them. Before it, one fcollect gives
-every rank every rank's counts (tokens per rank and per expert, tokens, num_worst_tokens) and its
-top-k indices and weights; the received rows' indices and weights are then looked up by (source
-rank, token), so nothing but the rows themselves goes through the operator. Combine is shmoe's
-combine with weight 1 for every (token, rank): an unweighted sum over ranks in float32, rounded
-once to bfloat16 (with bias, the sum is taken in a float32 operator and the bias added before
-the rounding, as DeepEP does).
+source rank then token, as DeepEP's intranode kernels order them. Each token's top-k indices and
+weights travel with its rows (the operator's token side data), and each rank's top-k width,
+num_worst_tokens and tokens per expert reach every rank in the operator's call header, so a
+dispatch is one operator call and nothing else is exchanged (_shmoe.deep_ep_normal_dispatch
+builds DeepEP's outputs around it). Combine is shmoe's combine with weight 1 for every (token,
+rank): an unweighted sum over ranks in float32, rounded once to bfloat16 (with bias, the
+operator returns the float32 sums and the bias is added before the rounding, as DeepEP does).
 
+A rank whose arguments are wrong still joins the operator's call, refusing it, so every rank
+raises at once (the refusing rank its own error, the others one naming it); a call the current operators
+cannot hold (more tokens, another shape) is retried on every rank after a collective replan.
 The operators are called directly (shmoe.moe.Buffer.operator) with arrays kept between calls,
 as DeepEP's Buffer calls its runtime: received rows and combined tokens come from the
 operator's pools of host blocks, which return when the last tensor over them dies."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import torch
 
 import shmoe
 import shmoe.moe
+from shmoe import _shmoe
 from shmoe._runtime import agreed
 
 from .checks import bad, check_range, integer, tensor
 from .config import Config
 
 _MIN_CAPACITY = 64
+# The operator's verdicts (shmoe_call_verdict_t) and its answer to a retry.
+_PROCEED, _REFUSE, _RETRY = 0, 1, 2
+_RETRIED = -1
+# Header ints of a dispatch, before its tokens per expert: top-k and num_worst_tokens.
+_HEADER = 2
 
 
 class Handle(tuple):
@@ -46,47 +55,46 @@ class Handle(tuple):
 
 
 class _Plan:
-    """The operators and arrays of one (hidden, experts, top-k) at a token capacity: the BF16
-    dispatch/combine operator (one expert per rank), float32 ones made at first use (combine
-    with bias; the top-k weights' combine), and the symmetric rows of the counts exchange."""
+    """The operators of one (hidden, experts) at a token capacity and top-k: the BF16
+    dispatch/combine operator (one expert per rank), whose header carries every rank's top-k,
+    num_worst_tokens and tokens per expert and whose rows carry each token's top-k indices and
+    weights, and the float32 one of the top-k weights' combine, made at first use.
+    Every rank holds the same plan: plans change only in Normal._replan, which is collective."""
 
     def __init__(self, n: int, capacity: int, hidden: int, experts: int, topk: int) -> None:
         self.n, self.capacity, self.hidden, self.experts, self.topk = n, capacity, hidden, \
             experts, topk
-        self.x = self._buffer(hidden, "bfloat16")
-        self.wide: Optional[shmoe.moe.Buffer] = None
+        # Each token's side data (int32): its top-k indices, then its weights' float32 bits.
+        self.side_width = 2 * max(topk, 1)
+        self.x = self._buffer(hidden, "bfloat16", token_side_bytes=4 * self.side_width,
+                              header_ints=_HEADER + experts)
         self.weights: Optional[shmoe.moe.Buffer] = None
-        # Row layout (int64): tokens, num_worst_tokens, tokens per rank [n], tokens per expert
-        # [E], then capacity x top-k indices and as many weights (their float32 bits).
-        self.header = 2 + n + experts
-        self.width = self.header + 2 * capacity * topk
-        self.src = shmoe.zeros(self.width, "int64")
-        self.dest = shmoe.zeros(n * self.width, "int64")
         self.ones = np.ones((capacity, n), np.float32)
         self.ranks = torch.arange(n, dtype=torch.int32)
+        self.no_side = np.zeros((capacity, self.side_width), np.int32)  # a cached dispatch's
+        self.no_ints = np.zeros(_HEADER + experts, np.int32)
         self.closed = False
 
-    def _buffer(self, hidden: int, dtype: str) -> shmoe.moe.Buffer:
-        return shmoe.moe.Buffer(self.capacity, hidden, self.n, self.n, dtype,
-                                max_recv_rows=self.n * self.capacity)
+    def fits(self, hidden: int, experts: int, topk: int, tokens: int) -> bool:
+        return (hidden, experts) == (self.hidden, self.experts) and topk <= self.topk \
+            and tokens <= self.capacity
 
-    def float32(self, which: str) -> shmoe.moe.Buffer:
-        """The float32 operator for bias ("wide", hidden columns) or weights (top-k columns)."""
-        if which == "wide":
-            if self.wide is None:
-                self.wide = self._buffer(self.hidden, "float32")
-            return self.wide
+    def _buffer(self, hidden: int, dtype: str, **side: int) -> shmoe.moe.Buffer:
+        return shmoe.moe.Buffer(self.capacity, hidden, self.n, self.n, dtype,
+                                max_recv_rows=self.n * self.capacity, **side)
+
+    def float32_weights(self) -> shmoe.moe.Buffer:
+        """The float32 operator of the top-k weights' combine (top-k columns), made at first use
+        (collective: every rank combines weights alike, see Normal.combine)."""
         if self.weights is None:
             self.weights = self._buffer(self.topk, "float32")
         return self.weights
 
     def close(self) -> None:
         self.closed = True
-        for buf in (self.weights, self.wide, self.x):
+        for buf in (self.weights, self.x):
             if buf is not None:
                 buf.close()
-        shmoe.free(self.dest)
-        shmoe.free(self.src)
 
 
 def _host_array(block: Any, dtype: Any) -> np.ndarray:
@@ -102,29 +110,48 @@ def _capacity_for(tokens: int) -> int:
     return capacity
 
 
+def _shape(args: Any) -> Tuple[int, int, int, int]:
+    """(hidden, experts, top-k, tokens) of a dispatch's checked arguments."""
+    xs, idx, per_expert = args[0], args[6], args[3]
+    return xs.shape[1], per_expert.shape[0], 0 if idx is None else idx.shape[1], xs.shape[0]
+
+
 class Normal:
     """The normal-mode half of a deep_ep.Buffer over `num_ranks` ranks (rank `rank`)."""
 
     def __init__(self, num_ranks: int, rank: int) -> None:
         self.n, self.me = num_ranks, rank
-        self.plans: Dict[Tuple[int, int, int], _Plan] = {}  # (hidden, experts, top-k) -> plan
+        self.plan: Optional[_Plan] = None
 
     def close(self) -> None:
-        for p in self.plans.values():
-            p.close()
-        self.plans.clear()
+        if self.plan is not None:
+            self.plan.close()
+            self.plan = None
 
-    def _plan(self, hidden: int, experts: int, topk: int, capacity: int) -> _Plan:
-        """The plan of this shape with at least `capacity` tokens (collective when it changes:
-        every rank asks for the same, from agreed values and the exchange)."""
-        key = (hidden, experts, topk)
-        p = self.plans.get(key)
-        if p is not None and p.capacity >= capacity:
+    def _replan(self, call: str, convert: Any, shape: Tuple[int, int, int, int]) -> _Plan:
+        """Collective, every rank alike (after a retry, or at the first dispatch): agrees on
+        the call's arguments (hidden, experts, top-k) and makes the plan that holds every
+        rank's tokens, unless the current one does."""
+        agreed(call, convert, lambda _: [("hidden", shape[0]), ("num_experts", shape[1]),
+                                         ("num_topk", shape[2])])
+        mine = shmoe.zeros(1, "int64")
+        most = shmoe.zeros(self.n, "int64")
+        try:
+            mine[0] = shape[3]
+            shmoe.fcollect(shmoe.team_world(), most, mine)
+            tokens = int(np.asarray(most).max())
+        finally:
+            shmoe.free(most)
+            shmoe.free(mine)
+        hidden, experts, topk = shape[:3]
+        p = self.plan
+        if p is not None and p.fits(hidden, experts, topk, tokens):
             return p
-        if p is not None:
-            p.close()
-        self.plans[key] = _Plan(self.n, _capacity_for(capacity), hidden, experts, topk)
-        return self.plans[key]
+        if p is not None and (hidden, experts) == (p.hidden, p.experts):
+            topk, tokens = max(topk, p.topk), max(tokens, p.capacity)
+        self.close()
+        self.plan = _Plan(self.n, _capacity_for(tokens), hidden, experts, topk)
+        return self.plan
 
     # ---- Layout -----------------------------------------------------------------------------
 
@@ -185,83 +212,70 @@ class Normal:
                 check_range(call, "topk_idx", idx, experts)
             return xs, per_rank, in_rank, per_expert, align, worst, idx, w
 
-        xs, per_rank, in_rank, per_expert, align, worst, idx, w = agreed(
-            call, check,
-            lambda c: [("hidden", c[0].shape[1]), ("num_experts", c[3].shape[0]),
-                       ("num_topk", 0 if c[6] is None else c[6].shape[1])])
+        while True:
+            plan, args, error = self.plan, None, None
+            try:
+                args = check()
+            except Exception as e:  # every rank learns it from the operator's header
+                error = e
+            if plan is None:
+                if error is not None:
+                    agreed(call, check)  # raises: the first dispatch has no operator yet
+                plan = self._replan(call, lambda: args, _shape(args))
+            got = self._dispatch(call, plan, args, error)
+            if got is not None:
+                break
+            self._replan(call, lambda: args, _shape(args))  # some rank asked for a retry
+        xs, per_rank, in_rank, per_expert, align, worst, idx, w = args
+        (rows, recv_x, routes, assist, ep_recv, recv_topk_idx, recv_topk_weights, prefix,
+         channel, recv_channel, src_idx, send_head, per_local, _) = got
         tokens, hidden = xs.shape
-        experts = per_expert.shape[0]
         K = 0 if idx is None else idx.shape[1]
-        L = experts // n
-        plan, table = self._exchange(hidden, experts, K, tokens, worst, per_rank, per_expert,
-                                     idx, w)
-        sent = table[:, 2:2 + n]  # sent[i, j]: tokens rank i sends to rank j
-        rows_of = sent.sum(axis=0)
-        worsts = table[:, 1]
-        for j in range(n):
-            if worsts[j] and worsts[j] < rows_of[j]:
-                raise ValueError(f"{call}: rank {j} passed num_worst_tokens={int(worsts[j])}, "
-                                 f"fewer than the {int(rows_of[j])} tokens it receives")
-        ranks = plan.ranks.expand(tokens, n)
-        routes = torch.where(in_rank, ranks, torch.full_like(ranks, -1)).numpy()
-        assist, ep_recv = self._side_arrays(plan)
-        rows, recv_x = self._send(plan, xs, routes, assist, ep_recv)
-        if rows != int(rows_of[me]):
-            raise RuntimeError(f"{call}: received {rows} rows where num_tokens_per_rank of the "
-                               f"ranks promise {int(rows_of[me])}")
-        recv_topk_idx = recv_topk_weights = None
-        src, tok = assist[:rows, 0], assist[:rows, 1]
-        if K:
-            base, span = plan.header, plan.capacity * K
-            at = src.astype(np.int64) * plan.capacity + tok  # row of (source rank, token)
-            got = np.take(table[:, base:base + span].reshape(-1, K), at, axis=0) - me * L
-            bits = np.take(table[:, base + span:base + 2 * span].reshape(-1, K), at, axis=0)
-            mine = (got >= 0) & (got < L)
-            recv_topk_idx = torch.from_numpy(np.where(mine, got, -1))
-            recv_topk_weights = torch.from_numpy(
-                np.where(mine, bits.astype(np.int32).view(np.float32), np.float32(0)))
-        send_head = torch.where(in_rank, torch.cumsum(in_rank, dim=0, dtype=torch.int32) - 1,
-                                torch.full((tokens, n), -1, dtype=torch.int32))
-        handle = Handle((torch.from_numpy(np.cumsum(sent, axis=0).astype(np.int32)),
-                         torch.from_numpy(sent[me].reshape(n, 1).astype(np.int32)),
-                         torch.from_numpy(sent[:, me].reshape(n, 1).astype(np.int32)),
-                         torch.from_numpy(tok.astype(np.int32)), in_rank, send_head))
+        recv_x = torch.from_numpy(recv_x).view(torch.bfloat16)
+        if recv_topk_idx is not None:
+            recv_topk_idx = torch.from_numpy(recv_topk_idx)
+            recv_topk_weights = torch.from_numpy(recv_topk_weights)
+        handle = Handle((torch.from_numpy(prefix), torch.from_numpy(channel),
+                         torch.from_numpy(recv_channel), torch.from_numpy(src_idx), in_rank,
+                         torch.from_numpy(send_head)))
         handle.plan, handle.routes, handle.assist, handle.ep_recv = plan, routes, assist, ep_recv
         handle.rows, handle.tokens, handle.num_topk = rows, tokens, K
-        received = table[:, 2 + n + me * L:2 + n + (me + 1) * L].sum(axis=0)
-        counts: List[int] = [int(-(-int(c) // align) * align) for c in received]
-        if worsts[me]:
-            pad = int(worsts[me]) - rows
+        if worst:
+            pad = worst - rows
             recv_x = torch.cat([recv_x, torch.zeros((pad, hidden), dtype=torch.bfloat16)])
             if recv_topk_idx is not None and recv_topk_weights is not None:
                 recv_topk_idx = torch.cat([recv_topk_idx,
                                            torch.full((pad, K), -1, dtype=torch.int64)])
                 recv_topk_weights = torch.cat([recv_topk_weights,
                                                torch.zeros((pad, K), dtype=torch.float32)])
-            counts = []
-        return recv_x, recv_topk_idx, recv_topk_weights, counts, handle
+            return recv_x, recv_topk_idx, recv_topk_weights, [], handle
+        num_recv: List[int] = [int(-(-int(c) // align) * align) for c in per_local]
+        return recv_x, recv_topk_idx, recv_topk_weights, num_recv, handle
 
-    def _exchange(self, hidden, experts, K, tokens, worst, per_rank, per_expert, idx, w):
-        """Every rank's exchange row (collective: one fcollect, two when a rank has more tokens
-        than the plan holds and every plan grows first). Returns (plan, table [ranks, width])."""
-        n = self.n
-        plan = self._plan(hidden, experts, K, 0)
-        while True:
-            row = plan.src
-            row[0], row[1] = tokens, worst
-            row[2:2 + n] = per_rank.numpy()
-            row[2 + n:plan.header] = per_expert.numpy()
-            if K and tokens <= plan.capacity:
-                span = plan.capacity * K
-                row[plan.header:plan.header + tokens * K] = idx.numpy().reshape(-1)
-                row[plan.header + span:plan.header + span + tokens * K] = \
-                    w.numpy().view(np.int32).reshape(-1)
-            shmoe.fcollect(shmoe.team_world(), plan.dest, plan.src)
-            table = np.asarray(plan.dest).reshape(n, plan.width)
-            most = int(table[:, 0].max())
-            if most <= plan.capacity:
-                return plan, table  # read before the next exchange overwrites it
-            plan = self._plan(hidden, experts, K, most)
+    def _dispatch(self, call: str, plan: _Plan, args: Any, error: Optional[Exception]):
+        """The operator's dispatch of checked `args`, with this rank's verdict: refuse (its check
+        raised `error`, which is raised here once every rank knows), retry (the plan does not
+        hold the call; returns None, on every rank alike, when any rank asked) or proceed:
+        _shmoe.deep_ep_normal_dispatch's tuple (rows, recv_x, routes, assist_info,
+        ep_recv_count, the received top-k, the handle's matrices, tokens per local expert)."""
+        op = plan.x.operator
+        if error is not None or not plan.fits(*_shape(args)):
+            nothing = np.empty(0, np.int32)  # read by no one: the verdict says so
+            try:
+                op.dispatch(False, nothing, nothing, None, 0, nothing, nothing, nothing, nothing,
+                            None, verdict=_REFUSE if error is not None else _RETRY)
+            except shmoe.Error:
+                if error is None:
+                    raise  # another rank refused
+            if error is not None:
+                raise error
+            return None
+        xs, per_rank, in_rank, per_expert, align, worst, idx, w = args
+        K = 0 if idx is None else idx.shape[1]
+        return _shmoe.deep_ep_normal_dispatch(
+            op, call, self.me, xs.view(torch.int16).numpy(), in_rank.numpy(),
+            None if idx is None else idx.numpy(), None if w is None else w.numpy(), K,
+            per_expert.numpy(), worst, plan.side_width)
 
     def _side_arrays(self, plan: _Plan):
         """Fresh (assist_info [capacity, 3], ep_recv_count [ranks]) for one dispatch: its handle
@@ -270,15 +284,15 @@ class Normal:
 
     def _send(self, plan: _Plan, xs: torch.Tensor, routes: np.ndarray, assist: np.ndarray,
               ep_recv: np.ndarray):
-        """The operator's dispatch of xs on `routes`, filling assist and ep_recv: (rows, the
-        received rows in a host block of the operator's pool)."""
+        """The operator's dispatch of xs on `routes` with no side data (a cached dispatch),
+        filling assist and ep_recv: the received rows in a host block of the operator's pool."""
         op = plan.x.operator
         block = _host_array(op.take_rows(), np.int16)
-        nums = np.empty(1, np.int32)
         rows = op.dispatch(False, xs.view(torch.int16).numpy(), routes, None, xs.shape[0], block,
-                           assist, ep_recv, nums, None)
+                           assist, ep_recv, np.empty(1, np.int32), None,
+                           token_side=plan.no_side, header_ints=plan.no_ints)
         received = block[:rows * plan.hidden].reshape(rows, plan.hidden)
-        return rows, torch.from_numpy(received).view(torch.bfloat16)
+        return torch.from_numpy(received).view(torch.bfloat16)
 
     def cached_dispatch(self, call, x, handle, topk_idx, topk_weights):
         def check():
@@ -289,12 +303,12 @@ class Normal:
             return tensor(call, "x", x, torch.bfloat16, (handle.tokens, handle.plan.hidden))
 
         xs = agreed(call, check)
-        return self._send(handle.plan, xs, handle.routes, *self._side_arrays(handle.plan))[1]
+        return self._send(handle.plan, xs, handle.routes, *self._side_arrays(handle.plan))
 
     def _require_current(self, call: str, handle: Any) -> None:
         if not isinstance(handle, Handle) or not hasattr(handle, "plan"):
             raise bad(call, "handle", handle, "the handle a dispatch of this buffer returned")
-        if handle.plan.closed:
+        if handle.plan.closed or handle.plan is not self.plan:
             raise ValueError(f"{call}: handle is stale: the buffer has grown or changed shape "
                              "since that dispatch")
 
@@ -324,33 +338,57 @@ class Normal:
                                   (handle.tokens, p.hidden)) for i, b in enumerate(biases))
             return xs[:handle.rows], w, biases
 
-        xs, w, biases = agreed(call, check, lambda c: [
-            ("with top-k weights", int(c[1] is not None)), ("bias tensors", len(c[2]))])
-        p, tokens = handle.plan, handle.tokens
+        # Every rank combines on the current plan's operator (a handle of another is stale,
+        # refused), which tells every rank each one's verdict and whether it passed weights, so
+        # no rank goes on to the weights' combine alone.
+        p = self.plan
+        try:
+            xs, w, biases = check()
+        except Exception:
+            if p is not None:
+                nothing = np.empty(0, np.int32)
+                try:
+                    p.x.operator.combine(False, nothing, nothing, nothing, nothing, nothing, 0,
+                                         nothing, verdict=_REFUSE)
+                except shmoe.Error:
+                    pass
+            raise
+        tokens = handle.tokens
+        mode = int(w is not None)
         if biases:
             # DeepEP adds the bias to the float32 sum and rounds once.
-            total = Normal._reduce(p.float32("wide"), handle, xs.to(torch.float32).numpy(),
-                                 np.float32, p.hidden)
+            total = np.empty((tokens, p.hidden), np.float32)
+            Normal._reduce(p.x, handle, xs.view(torch.int16).numpy(), total, mode, True)
+            summed = torch.from_numpy(total)
             for b in biases:
-                total += b.to(torch.float32)
-            combined = total.to(torch.bfloat16)
+                summed += b.to(torch.float32)
+            combined = summed.to(torch.bfloat16)
         else:
-            combined = Normal._reduce(p.x, handle, xs.view(torch.int16).numpy(), np.int16,
-                                    p.hidden).view(torch.bfloat16)
+            out = _host_array(p.x.operator.take_token_rows(), np.int16)[:tokens * p.hidden]
+            Normal._reduce(p.x, handle, xs.view(torch.int16).numpy(), out, mode)
+            combined = torch.from_numpy(out.reshape(tokens, p.hidden)).view(torch.bfloat16)
         combined_w = None
         if w is not None:
-            combined_w = Normal._reduce(p.float32("weights"), handle, w.numpy(), np.float32,
-                                      handle.num_topk)
+            weights = p.float32_weights()
+            out = _host_array(weights.operator.take_token_rows(), np.float32)
+            out = out[:tokens * handle.num_topk]
+            Normal._reduce(weights, handle, w.numpy(), out, mode)
+            combined_w = torch.from_numpy(out.reshape(tokens, handle.num_topk))
         return combined, combined_w
 
     @staticmethod
-    def _reduce(buf: shmoe.moe.Buffer, h: Handle, rows: np.ndarray, dtype: Any,
-                width: int) -> torch.Tensor:
-        """buf's combine of `rows` on h's routing with weight 1: [tokens, width] of dtype, in
-        a host block of buf's pool."""
-        op = buf.operator
-        out = _host_array(op.take_token_rows(), dtype)[:h.tokens * width]
-        op.combine(False, rows, h.assist, h.ep_recv, h.routes, h.plan.ones[:h.tokens], h.tokens,
-                   out)
-        return torch.from_numpy(out.reshape(h.tokens, width))
-
+    def _reduce(buf: shmoe.moe.Buffer, h: Handle, rows: np.ndarray, out: np.ndarray, mode: int,
+                sums: bool = False) -> None:
+        """buf's combine of `rows` on h's routing with weight 1 into `out` [tokens, width]
+        (the float32 sums where `sums`); `mode`: whether topk_weights was given, which every
+        rank must pass alike."""
+        try:
+            buf.operator.combine(False, rows, h.assist, h.ep_recv, h.routes,
+                                 h.plan.ones[:h.tokens], h.tokens, out, x_out_float32=sums,
+                                 caller_mode=mode)
+        except shmoe.Error as e:
+            if "caller_mode" not in str(e):
+                raise
+            raise ValueError("deep_ep.Buffer.combine: topk_weights given on some ranks and not "
+                             f"on others (on this rank: {'given' if mode else 'None'}): give it "
+                             "on every rank or on none") from e

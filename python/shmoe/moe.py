@@ -185,12 +185,15 @@ class Buffer:
     doubleplane_threshold (bytes), fp8 ("e4m3"/"e5m2": dispatch sends MX FP8 rows with E8M0
     scales and returns recv_x as (codes, scales); needs dtype bfloat16), max_recv_rows (rows a PE
     can receive; default n_pes * max_tokens_per_pe * num_topk, which never overflows), workers
-    ((matrix, vector) worker threads; default: this PE's fair share of the cores).
+    ((matrix, vector) worker threads; default: this PE's fair share of the cores);
+    token_side_bytes and header_ints (for a layer that calls .operator itself, as deep_ep does:
+    bytes of its own data that travel with each token's rows, and int32 values each PE adds to
+    the call's header, which every PE receives).
     Collective; close() (or the with block, or shmoe.finalize) frees it, collectively."""
 
     def __init__(self, max_tokens_per_pe, hidden, num_experts, num_topk, dtype="bfloat16", *,
                  double_plane=False, doubleplane_threshold=None, fp8=None, max_recv_rows=0,
-                 workers=None):
+                 workers=None, token_side_bytes=0, header_ints=0):
         call = "shmoe.moe.Buffer"
         require_init(call)
 
@@ -208,6 +211,8 @@ class Buffer:
                 call, "doubleplane_threshold", doubleplane_threshold)
             self._max_recv_rows = _positive_int(call, "max_recv_rows", max_recv_rows, 0)
             self._workers = _worker_counts(call, workers)
+            self._side = (_positive_int(call, "token_side_bytes", token_side_bytes, 0),
+                          _positive_int(call, "header_ints", header_ints, 0))
 
         agreed(call, check)
         self.num_local_experts = self.num_experts // state.n_pes
@@ -217,7 +222,8 @@ class Buffer:
             # The C++ operators (the extension's binding of shmoe_dispatch/shmoe_combine) this
             # buffer calls, for callers that keep their own arrays (deep_ep, the benchmarks);
             # the buffer still owns and closes them.
-            self.operator: _shmoe.MoeBuffer = self._context(self.hidden, self.dtype)
+            self.operator: _shmoe.MoeBuffer = self._context(self.hidden, self.dtype,
+                                                            *self._side)
             if self.fp8:
                 self._fp8_row = _shmoe.mx_row_bytes(self.hidden)
                 self._fp8_ctx = self._context(self._fp8_row // 4, "int32")
@@ -233,10 +239,11 @@ class Buffer:
         self._window = np.frombuffer(recv_ctx.receive_window(), np.uint8)
         add_resource(self)
 
-    def _context(self, hidden, dtype):
+    def _context(self, hidden, dtype, token_side_bytes=0, header_ints=0):
         ctx = _shmoe.MoeBuffer(self.num_local_experts, self.max_tokens_per_pe, hidden,
                                 self.num_topk, dtype, self._max_recv_rows, self._workers[0],
-                                self._workers[1], self._threshold)
+                                self._workers[1], self._threshold, token_side_bytes,
+                                header_ints)
         self._contexts.append(ctx)
         return ctx
 

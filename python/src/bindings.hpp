@@ -99,5 +99,6 @@ void bind_amo(py::module_& m);
 void bind_collectives(py::module_& m);
 void bind_moe(py::module_& m);
 void bind_mega(py::module_& m);
+void bind_deep_ep(py::module_& m);
 
 }  // namespace shmoe::python

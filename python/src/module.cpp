@@ -46,4 +46,5 @@ PYBIND11_MODULE(_shmoe, m) {
   shmoe::python::bind_collectives(m);
   shmoe::python::bind_moe(m);
   shmoe::python::bind_mega(m);
+  shmoe::python::bind_deep_ep(m);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "moe_buffer.hpp"
 
 namespace shmoe::python {
 namespace {
@@ -35,81 +36,6 @@ void require_bytes(const Bytes& b, std::size_t need, const char* param) {
   }
 }
 
-// Host blocks of one size for dispatch's received rows, reused once Python holds no view of
-// them: a block of the decode shape is tens of MiB, above glibc's mmap threshold, so a fresh
-// allocation per call would fault in every page again (it made dispatch several times slower).
-class BlockPool {
- public:
-  explicit BlockPool(std::size_t bytes) : bytes_(bytes) {}
-  std::size_t bytes() const { return bytes_; }
-  std::unique_ptr<std::byte[]> take() {
-    std::lock_guard lock(mutex_);
-    if (free_.empty()) return std::unique_ptr<std::byte[]>(new std::byte[bytes_ == 0 ? 1 : bytes_]);
-    auto b = std::move(free_.back());
-    free_.pop_back();
-    return b;
-  }
-  void give(std::unique_ptr<std::byte[]> b) {
-    std::lock_guard lock(mutex_);
-    if (free_.size() < kKeep) free_.push_back(std::move(b));
-  }
-
- private:
-  static constexpr std::size_t kKeep = 3;
-  std::size_t bytes_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<std::byte[]>> free_;
-};
-
-// One block, as Python sees it (buffer protocol); it goes back to its pool when the last array
-// over it dies.
-class HostBlock {
- public:
-  explicit HostBlock(std::shared_ptr<BlockPool> pool)
-      : pool_(std::move(pool)), data_(pool_->take()) {}
-  ~HostBlock() { pool_->give(std::move(data_)); }
-  HostBlock(const HostBlock&) = delete;
-  HostBlock& operator=(const HostBlock&) = delete;
-  py::buffer_info info() {
-    return py::buffer_info(reinterpret_cast<std::uint8_t*>(data_.get()),
-                           static_cast<py::ssize_t>(pool_->bytes()));
-  }
-
- private:
-  std::shared_ptr<BlockPool> pool_;
-  std::unique_ptr<std::byte[]> data_;
-};
-
-// A shmoe::MoeBuffer (closed collectively, see Collective) with its shape and a pool of host
-// blocks for dispatch's received rows.
-class Buffer : public Collective<MoeBuffer> {
- public:
-  Buffer(const shmoe_moe_config_t& c, std::size_t elem)
-      : Collective(released([&] { return std::make_unique<MoeBuffer>(c); }),
-                   "the MoE buffer is closed"),
-        config_(c),
-        elem_(elem),
-        capacity_(get().recv_capacity()),
-        rows_(std::make_shared<BlockPool>(capacity_ * row_bytes())),
-        tokens_(std::make_shared<BlockPool>(static_cast<std::size_t>(c.max_bs) * row_bytes())) {}
-
-  std::size_t capacity() const { return capacity_; }
-  std::size_t row_bytes() const { return static_cast<std::size_t>(config_.hidden) * elem_; }
-  int topk() const { return config_.topk; }
-  int experts_per_pe() const { return config_.experts_per_pe; }
-  std::unique_ptr<HostBlock> take_rows() const { return std::make_unique<HostBlock>(rows_); }
-  std::unique_ptr<HostBlock> take_token_rows() const {
-    return std::make_unique<HostBlock>(tokens_);
-  }
-
- private:
-  shmoe_moe_config_t config_;
-  std::size_t elem_;
-  std::size_t capacity_;
-  std::shared_ptr<BlockPool> rows_;    // blocks of recv_capacity rows
-  std::shared_ptr<BlockPool> tokens_;  // blocks of max_bs rows (combine's output)
-};
-
 shmoe_plane_t plane_of(bool double_plane) {
   return double_plane ? SHMOE_PLANE_DOUBLE : SHMOE_PLANE_CLASSIC;
 }
@@ -121,13 +47,26 @@ void bind_moe(py::module_& m) {
   py::class_<Buffer>(m, "MoeBuffer")
       .def(py::init([](int experts_per_pe, int max_bs, int hidden, int topk,
                        const std::string& dtype, std::size_t max_recv_rows, int matrix_workers,
-                       int vector_workers, std::size_t doubleplane_threshold) {
-        const DTypeInfo t = dtype_named(dtype);
-        const shmoe_moe_config_t c{experts_per_pe, max_bs,         hidden,
-                                   topk,           t.code,         max_recv_rows,
-                                   matrix_workers, vector_workers, doubleplane_threshold};
-        return std::make_unique<Buffer>(c, t.bytes);
-      }))
+                       int vector_workers, std::size_t doubleplane_threshold, int token_side_bytes,
+                       int header_ints) {
+             const DTypeInfo t = dtype_named(dtype);
+             const shmoe_moe_config_t c{experts_per_pe,
+                                        max_bs,
+                                        hidden,
+                                        topk,
+                                        t.code,
+                                        max_recv_rows,
+                                        matrix_workers,
+                                        vector_workers,
+                                        doubleplane_threshold,
+                                        token_side_bytes,
+                                        header_ints};
+             return std::make_unique<Buffer>(c, t.bytes);
+           }),
+           py::arg("experts_per_pe"), py::arg("max_bs"), py::arg("hidden"), py::arg("topk"),
+           py::arg("dtype"), py::arg("max_recv_rows"), py::arg("matrix_workers"),
+           py::arg("vector_workers"), py::arg("doubleplane_threshold"),
+           py::arg("token_side_bytes") = 0, py::arg("header_ints") = 0)
       .def("recv_capacity", &Buffer::capacity)
       // recv_capacity rows of host memory for a dispatch's output, from the buffer's pool.
       .def("take_rows", &Buffer::take_rows)
@@ -140,60 +79,113 @@ void bind_moe(py::module_& m) {
              return py::memoryview::from_memory(
                  w, static_cast<py::ssize_t>(b.capacity() * b.row_bytes()));
            })
-      .def("dispatch",
-           [](Buffer& b, bool double_plane, const py::buffer& x, const py::buffer& expert_ids,
-              const py::object& scales, int bs, const py::buffer& expand_x,
-              const py::buffer& assist_info, const py::buffer& ep_recv_count,
-              const py::buffer& expert_token_nums, const py::object& expand_scales) {
-             MoeBuffer& op = b.get();
-             const std::size_t tokens = bs > 0 ? static_cast<std::size_t>(bs) : 0;
-             const std::size_t routes = tokens * static_cast<std::size_t>(b.topk());
-             const Bytes in = bytes_of(x, "x"), ids = bytes_of(expert_ids, "expert_ids");
-             const Bytes w = bytes_or_null(scales, "scales");
-             const Bytes out = bytes_of(expand_x, "expand_x", true);
-             const Bytes meta = bytes_of(assist_info, "assist_info", true);
-             const Bytes prefix = bytes_of(ep_recv_count, "ep_recv_count", true);
-             const Bytes nums = bytes_of(expert_token_nums, "expert_token_nums", true);
-             const Bytes out_w = bytes_or_null(expand_scales, "expand_scales", true);
-             require_bytes(in, tokens * b.row_bytes(), "x");
-             require_bytes(ids, routes * 4, "expert_ids");
-             require_bytes(w, routes * 4, "scales");
-             require_bytes(out, b.capacity() * b.row_bytes(), "expand_x");
-             require_bytes(meta, b.capacity() * 12, "assist_info");
-             const std::size_t experts = static_cast<std::size_t>(b.experts_per_pe());
-             require_bytes(nums, experts * 4, "expert_token_nums");
-             require_bytes(prefix, experts * static_cast<std::size_t>(shmem_n_pes()) * 4,
-                           "ep_recv_count");
-             require_bytes(out_w, b.capacity() * 4, "expand_scales");
-             return released([&] {
-               return op.dispatch({in.data, ids.as<std::int32_t>(), w.as<float>(), bs},
-                                  {out.data, meta.as<std::int32_t>(), prefix.as<std::int32_t>(),
-                                   nums.as<std::int32_t>(), out_w.as<float>()},
-                                  plane_of(double_plane));
-             });
-           })
-      .def("combine",
-           [](Buffer& b, bool double_plane, const py::buffer& expand_x,
-              const py::buffer& assist_info, const py::buffer& ep_recv_count,
-              const py::buffer& expert_ids, const py::buffer& scales, int bs,
-              const py::buffer& x_out) {
-             MoeBuffer& op = b.get();
-             const std::size_t tokens = bs > 0 ? static_cast<std::size_t>(bs) : 0;
-             const Bytes rows = bytes_of(expand_x, "expand_x");
-             const Bytes meta = bytes_of(assist_info, "assist_info");
-             const Bytes prefix = bytes_of(ep_recv_count, "ep_recv_count");
-             const Bytes ids = bytes_of(expert_ids, "expert_ids");
-             const Bytes w = bytes_of(scales, "scales");
-             const Bytes out = bytes_of(x_out, "x_out", true);
-             require_bytes(ids, tokens * static_cast<std::size_t>(b.topk()) * 4, "expert_ids");
-             require_bytes(w, tokens * static_cast<std::size_t>(b.topk()) * 4, "scales");
-             require_bytes(out, tokens * b.row_bytes(), "x_out");
-             released([&] {
-               op.combine({rows.data, meta.as<std::int32_t>(), prefix.as<std::int32_t>(),
-                           ids.as<std::int32_t>(), w.as<float>(), bs, out.data},
-                          plane_of(double_plane));
-             });
-           })
+      .def(
+          "dispatch",
+          [](Buffer& b, bool double_plane, const py::buffer& x, const py::buffer& expert_ids,
+             const py::object& scales, int bs, const py::buffer& expand_x,
+             const py::buffer& assist_info, const py::buffer& ep_recv_count,
+             const py::buffer& expert_token_nums, const py::object& expand_scales,
+             const py::object& token_side, const py::object& header_ints, int verdict,
+             const py::object& expand_side, const py::object& all_header_ints,
+             const py::object& all_counts) {
+            MoeBuffer& op = b.get();
+            if (verdict < SHMOE_CALL_PROCEED || verdict > SHMOE_CALL_RETRY) {
+              throw Refused("MoeBuffer.dispatch: verdict=" + std::to_string(verdict) +
+                            " is out of range (0 proceed, 1 refuse, 2 retry)");
+            }
+            if (verdict != SHMOE_CALL_PROCEED) {  // the operator reads no other argument
+              return released([&] {
+                return op.dispatch({nullptr, nullptr, nullptr, 0, nullptr, nullptr,
+                                    static_cast<shmoe_call_verdict_t>(verdict)},
+                                   {}, plane_of(double_plane));
+              });
+            }
+            const std::size_t tokens = bs > 0 ? static_cast<std::size_t>(bs) : 0;
+            const std::size_t routes = tokens * static_cast<std::size_t>(b.topk());
+            const Bytes in = bytes_of(x, "x"), ids = bytes_of(expert_ids, "expert_ids");
+            const Bytes w = bytes_or_null(scales, "scales");
+            const Bytes out = bytes_of(expand_x, "expand_x", true);
+            const Bytes meta = bytes_of(assist_info, "assist_info", true);
+            const Bytes prefix = bytes_of(ep_recv_count, "ep_recv_count", true);
+            const Bytes nums = bytes_of(expert_token_nums, "expert_token_nums", true);
+            const Bytes out_w = bytes_or_null(expand_scales, "expand_scales", true);
+            require_bytes(in, tokens * b.row_bytes(), "x");
+            require_bytes(ids, routes * 4, "expert_ids");
+            require_bytes(w, routes * 4, "scales");
+            require_bytes(out, b.capacity() * b.row_bytes(), "expand_x");
+            require_bytes(meta, b.capacity() * 12, "assist_info");
+            const std::size_t experts = static_cast<std::size_t>(b.experts_per_pe());
+            require_bytes(nums, experts * 4, "expert_token_nums");
+            require_bytes(prefix, experts * static_cast<std::size_t>(shmem_n_pes()) * 4,
+                          "ep_recv_count");
+            require_bytes(out_w, b.capacity() * 4, "expand_scales");
+            const std::size_t side = b.token_side_bytes(), n = b.header_ints(),
+                              pes = static_cast<std::size_t>(shmem_n_pes());
+            const Bytes side_in = bytes_or_null(token_side, "token_side");
+            const Bytes ints_in = bytes_or_null(header_ints, "header_ints");
+            const Bytes side_out = bytes_or_null(expand_side, "expand_side", true);
+            const Bytes ints_out = bytes_or_null(all_header_ints, "all_header_ints", true);
+            const Bytes counts_out = bytes_or_null(all_counts, "all_counts", true);
+            require_bytes(side_in, tokens * side, "token_side");
+            require_bytes(ints_in, n * 4, "header_ints");
+            require_bytes(side_out, b.capacity() * side, "expand_side");
+            require_bytes(ints_out, pes * n * 4, "all_header_ints");
+            require_bytes(counts_out, pes * pes * experts * 4, "all_counts");
+            return released([&] {
+              return op.dispatch(
+                  {in.data, ids.as<std::int32_t>(), w.as<float>(), bs, side_in.data,
+                   ints_in.as<std::int32_t>(), static_cast<shmoe_call_verdict_t>(verdict)},
+                  {out.data, meta.as<std::int32_t>(), prefix.as<std::int32_t>(),
+                   nums.as<std::int32_t>(), out_w.as<float>(), side_out.data,
+                   ints_out.as<std::int32_t>(), counts_out.as<std::int32_t>()},
+                  plane_of(double_plane));
+            });
+          },
+          // Returns the rows received, or -1 on every PE when some PE's verdict was retry (2).
+          py::arg("double_plane"), py::arg("x"), py::arg("expert_ids"), py::arg("scales"),
+          py::arg("bs"), py::arg("expand_x"), py::arg("assist_info"), py::arg("ep_recv_count"),
+          py::arg("expert_token_nums"), py::arg("expand_scales"),
+          py::arg("token_side") = py::none(), py::arg("header_ints") = py::none(),
+          py::arg("verdict") = 0, py::arg("expand_side") = py::none(),
+          py::arg("all_header_ints") = py::none(), py::arg("all_counts") = py::none())
+
+      .def(
+          "combine",
+          [](Buffer& b, bool double_plane, const py::buffer& expand_x,
+             const py::buffer& assist_info, const py::buffer& ep_recv_count,
+             const py::buffer& expert_ids, const py::buffer& scales, int bs,
+             const py::buffer& x_out, bool x_out_float32, int caller_mode, int verdict) {
+            MoeBuffer& op = b.get();
+            if (verdict != SHMOE_CALL_PROCEED) {  // refused: the operator reads nothing else
+              CombineInput refused;
+              refused.verdict = static_cast<shmoe_call_verdict_t>(verdict);
+              released([&] { op.combine(refused, plane_of(double_plane)); });
+              return;
+            }
+            const std::size_t tokens = bs > 0 ? static_cast<std::size_t>(bs) : 0;
+            const Bytes rows = bytes_of(expand_x, "expand_x");
+            const Bytes meta = bytes_of(assist_info, "assist_info");
+            const Bytes prefix = bytes_of(ep_recv_count, "ep_recv_count");
+            const Bytes ids = bytes_of(expert_ids, "expert_ids");
+            const Bytes w = bytes_of(scales, "scales");
+            const Bytes out = bytes_of(x_out, "x_out", true);
+            require_bytes(ids, tokens * static_cast<std::size_t>(b.topk()) * 4, "expert_ids");
+            require_bytes(w, tokens * static_cast<std::size_t>(b.topk()) * 4, "scales");
+            const std::size_t hidden = static_cast<std::size_t>(b.hidden());
+            require_bytes(out, tokens * (x_out_float32 ? hidden * 4 : b.row_bytes()), "x_out");
+            released([&] {
+              op.combine({rows.data, meta.as<std::int32_t>(), prefix.as<std::int32_t>(),
+                          ids.as<std::int32_t>(), w.as<float>(), bs, out.data, x_out_float32,
+                          caller_mode, static_cast<shmoe_call_verdict_t>(verdict)},
+                         plane_of(double_plane));
+            });
+          },
+          // x_out_float32: x_out gets the fp32 sums; caller_mode: 0..127, alike on every PE;
+          // verdict 1: this PE refuses the call (every PE's raises; no other input is read).
+          py::arg("double_plane"), py::arg("expand_x"), py::arg("assist_info"),
+          py::arg("ep_recv_count"), py::arg("expert_ids"), py::arg("scales"), py::arg("bs"),
+          py::arg("x_out"), py::arg("x_out_float32") = false, py::arg("caller_mode") = 0,
+          py::arg("verdict") = 0)
       .def("last_timing",
            [](Buffer& b) {
              const shmoe_moe_timing_t t = b.get().last_timing();

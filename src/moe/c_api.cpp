@@ -47,6 +47,8 @@ int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe) {
     c.max_recv_rows = in.max_recv_rows;
     c.workers = {in.matrix_workers, in.vector_workers};
     if (in.doubleplane_threshold != 0) c.doubleplane_threshold = in.doubleplane_threshold;
+    c.token_side_bytes = in.token_side_bytes;
+    c.header_ints = in.header_ints;
     handle = new shmoe_moe{shmoe::moe::MoeContext(c)};
     return int{SHMOE_MOE_OK};
   });
@@ -97,6 +99,80 @@ int shmoe_dispatch(shmoe_moe_t moe, shmoe_plane_t plane, const void* x, const in
                                     expand_scales};
     return plane == SHMOE_PLANE_DOUBLE ? shmoe::moe::dispatch_doubleplane(m.context, in, out)
                                        : shmoe::moe::dispatch_classic(m.context, in, out);
+  });
+}
+
+int shmoe_dispatch_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_dispatch_args_t* args,
+                      const shmoe_dispatch_outputs_t* outputs) {
+  return guarded([&] {
+    auto& m = require(moe, "shmoe_dispatch_ex", "moe");
+    const auto& a = require(args, "shmoe_dispatch_ex", "args");
+    const auto& o = require(outputs, "shmoe_dispatch_ex", "outputs");
+    const int verdict = shmoe::moe::c_api::raw_enum_value(a.verdict);
+    const bool known = verdict >= SHMOE_CALL_PROCEED && verdict <= SHMOE_CALL_RETRY;
+    shmoe::moe::DispatchArgs in{
+        a.x,
+        a.expert_ids,
+        a.expert_scales,
+        a.bs,
+        a.token_side,
+        a.header_ints,
+        known ? static_cast<shmoe::moe::CallVerdict>(verdict) : shmoe::moe::CallVerdict::kRefuse};
+    shmoe::moe::DispatchOutputs out{o.expand_x,          o.assist_info,   o.ep_recv_count,
+                                    o.expert_token_nums, o.expand_scales, o.expand_side,
+                                    o.all_header_ints,   o.all_counts};
+    auto run = [&] {
+      return plane == SHMOE_PLANE_DOUBLE ? shmoe::moe::dispatch_doubleplane(m.context, in, out)
+                                         : shmoe::moe::dispatch_classic(m.context, in, out);
+    };
+    if (!known) {
+      // This PE joins the call as refusing it, so the others stop too, and says why.
+      try {
+        run();
+      } catch (const shmoe::moe::MoeError&) {
+      }
+      throw shmoe::moe::MoeError("shmoe_dispatch_ex: args->verdict=" + std::to_string(verdict) +
+                                 " is out of range (0..2, SHMOE_CALL_PROCEED..SHMOE_CALL_RETRY)");
+    }
+    const int rows = run();
+    return rows == shmoe::moe::kDispatchRetry ? int{SHMOE_MOE_RETRY} : rows;
+  });
+}
+
+int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_combine_args_t* args) {
+  return guarded([&] {
+    auto& m = require(moe, "shmoe_combine_ex", "moe");
+    const auto& a = require(args, "shmoe_combine_ex", "args");
+    const int verdict = shmoe::moe::c_api::raw_enum_value(a.verdict);
+    std::string own;  // this PE's reason to refuse, where the caller's arguments give one
+    if (verdict != SHMOE_CALL_PROCEED && verdict != SHMOE_CALL_REFUSE) {
+      own = "shmoe_combine_ex: args->verdict=" + std::to_string(verdict) +
+            " is out of range (0..1, SHMOE_CALL_PROCEED or SHMOE_CALL_REFUSE)";
+    } else if (a.caller_mode < 0 || a.caller_mode > 127) {
+      own = "shmoe_combine_ex: args->caller_mode=" + std::to_string(a.caller_mode) +
+            " is out of range (0..127)";
+    }
+    shmoe::moe::CombineArgs in{a.expand_x,
+                               a.assist_info,
+                               a.ep_recv_count,
+                               a.expert_ids,
+                               a.expert_scales,
+                               a.bs,
+                               a.x_out,
+                               verdict != SHMOE_CALL_PROCEED || !own.empty(),
+                               a.x_out_float32 != 0,
+                               own.empty() ? a.caller_mode : 0};
+    try {
+      if (plane == SHMOE_PLANE_DOUBLE) {
+        shmoe::moe::combine_doubleplane(m.context, in);
+      } else {
+        shmoe::moe::combine_classic(m.context, in);
+      }
+    } catch (const shmoe::moe::MoeError&) {
+      if (own.empty()) throw;
+      throw shmoe::moe::MoeError(own);  // refused everywhere; here, say why
+    }
+    return int{SHMOE_MOE_OK};
   });
 }
 

@@ -4,9 +4,10 @@
 //
 // Protocol of call g (vector workers; worker 0 runs the control steps):
 //  0. each PE checks its own inputs before anything moves.
-//  1. entry: each PE tells every PE its verdict (Agreement), which also says that its combine
-//     window is free again, and waits for everyone's; only then may rows be written into a
-//     peer's window. If any PE refused, every PE stops here and throws.
+//  1. entry: each PE tells every PE its verdict and its caller's mode (Agreement), which also
+//     says that its combine window is free again, and waits for everyone's; only then may rows
+//     be written into a peer's window. If any PE refused, or the modes differ, every PE stops
+//     here and throws.
 //  2. payload: workers put rows (big segments via the copy engine with the double plane), fence,
 //     barrier; worker 0 quiets the engine and raises combine-done g at every PE.
 //  3. reduce: wait for combine-done g from every PE, then each worker reduces its tokens.
@@ -36,6 +37,10 @@ using Clock = std::chrono::steady_clock;
 std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
   const auto& c = s.cfg;
   const int P = s.n_pes, L = c.experts_per_pe;
+  if (in.caller_refused) {
+    return fmt::format("combine: PE {}: the caller refused its inputs (its own error says why)",
+                       s.me);
+  }
   if (in.bs < 0 || in.bs > c.max_bs) {
     return fmt::format("combine: PE {}: bs={} is out of range (0..{}, the context's max_bs)", s.me,
                        in.bs, c.max_bs);
@@ -76,6 +81,18 @@ std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
   return "";
 }
 
+// A call whose PEs passed different caller_mode values is refused on every PE alike, before any
+// row moves: a caller that decides by its mode what follows the call never diverges.
+std::string modes_differ(const std::vector<int>& modes, int me) {
+  for (std::size_t pe = 0; pe < modes.size(); ++pe) {
+    if (modes[pe] != modes[static_cast<std::size_t>(me)]) {
+      return fmt::format("combine: PEs disagree on caller_mode: PE {} passed {}, PE {} passed {}",
+                         pe, modes[pe], me, modes[static_cast<std::size_t>(me)]);
+    }
+  }
+  return "";
+}
+
 std::string refused_elsewhere(const std::vector<int>& refusing) {
   return fmt::format(
       "combine: refused on every PE because {} {} {} inputs (its own error says why)",
@@ -108,6 +125,8 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   std::vector<bool> by_engine;  // per (expert, source) block of expand_x
   double comm_us = 0;
   std::vector<int> refusing;
+  std::vector<int> modes;  // every PE's caller_mode
+  std::string mode_error;  // they differ: nothing moves, every PE throws
   const bool pull_here = mine.empty() && can_pull(s, in);
   bool pull = false;
   std::vector<const std::byte*> row_at;  // with pull: row (t, k) in its expert's window
@@ -118,16 +137,18 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     if (id == 0) {
       for (int pe = 0; pe < P; ++pe) s.combine_pulls.raise(pe, s.me, pull_here ? g : 0);
       shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
-      refusing = s.combine_entry.agree(g, s.me, !mine.empty(), "combine entry");
+      refusing =
+          s.combine_entry.agree(g, s.me, !mine.empty(), "combine entry", in.caller_mode, &modes);
+      if (refusing.empty()) mode_error = modes_differ(modes, s.me);
       // A PE can enter call g+1 (and move its pull flag) only after this PE has raised
       // combine-done g below, so the flags read here are call g's.
-      pull = refusing.empty();
+      pull = refusing.empty() && mode_error.empty();
       for (int src = 0; pull && src < P; ++src) {
         pull = std::atomic_ref<std::uint64_t>(*s.combine_pulls.slot(src))
                    .load(std::memory_order_acquire) == g;
       }
       if (pull) row_at.resize(static_cast<std::size_t>(in.bs) * c.topk);
-      if (double_plane && refusing.empty() && !pull) {
+      if (double_plane && refusing.empty() && mode_error.empty() && !pull) {
         std::vector<std::size_t> seg(static_cast<std::size_t>(L) * P);
         std::int32_t prev = 0;
         for (std::size_t b = 0; b < seg.size(); ++b) {
@@ -138,7 +159,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
       }
     }
     w.barrier();
-    if (!refusing.empty()) return;
+    if (!refusing.empty() || !mode_error.empty()) return;
     const std::size_t first = static_cast<std::size_t>(in.bs) * id / nw;
     const std::size_t last = static_cast<std::size_t>(in.bs) * (id + 1) / nw;
     if (pull) {
@@ -149,7 +170,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
                                   static_cast<std::size_t>(pos) * s.row_bytes;
       }
       reduce_weighted_rows({c.dtype, c.hidden, c.topk, nullptr, s.row_bytes, in.expert_ids,
-                            in.expert_scales, in.x_out, row_at.data()},
+                            in.expert_scales, in.x_out, row_at.data(), in.x_out_float32},
                            first, last);
       w.barrier();
       if (id == 0) {
@@ -185,12 +206,13 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     w.barrier();
     // Reduce this worker's tokens: fp32, slots in increasing order.
     reduce_weighted_rows({c.dtype, c.hidden, c.topk, s.combine_rows, s.row_bytes, in.expert_ids,
-                          in.expert_scales, in.x_out},
+                          in.expert_scales, in.x_out, nullptr, in.x_out_float32},
                          first, last);
   };
   s.pool->launch({0, c.workers.vector}, kernel);
   if (!mine.empty()) throw MoeError(mine);
   if (!refusing.empty()) throw MoeError(refused_elsewhere(refusing));
+  if (!mode_error.empty()) throw MoeError(mode_error);
   for (int i = 0; i < c.workers.vector; ++i)
     s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
   s.timing.comm_us = comm_us;

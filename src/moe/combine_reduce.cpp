@@ -24,11 +24,12 @@ struct TokenRows {
 };
 
 // Columns [col, col + width) of one token: the accumulators start at zero and take every row's
-// product in turn, then are rounded once. The element type and the block width are constants, so
+// product in turn, then are rounded once (to kOut: the element type, or float32 where the caller
+// adds to the sum before rounding). The element type and the block width are constants, so
 // the compiler keeps a full-width block's accumulators in registers while the rows stream past
 // (a multiply and an add each, never fused: see CMakeLists); every element sees the same
 // operations in the same order whatever the width, which is what keeps all paths bit-identical.
-template <DType kType, int kBlock>
+template <DType kType, DType kOut, int kBlock>
 inline __attribute__((always_inline)) void reduce_block(const TokenRows& r, std::size_t col,
                                                         int width, std::byte* out) {
   constexpr std::size_t kSize = dtype_size(kType);
@@ -46,68 +47,76 @@ inline __attribute__((always_inline)) void reduce_block(const TokenRows& r, std:
       for (int j = 0; j < width; ++j) acc[j] += load_f32(kType, src, j) * scale;
     }
   }
-  std::byte* __restrict dst = out + col * kSize;
+  std::byte* __restrict dst = out + col * dtype_size(kOut);
   if (width == kBlock) {
-    for (int j = 0; j < kBlock; ++j) store_f32(kType, dst, j, acc[j]);
+    for (int j = 0; j < kBlock; ++j) store_f32(kOut, dst, j, acc[j]);
   } else {
-    for (int j = 0; j < width; ++j) store_f32(kType, dst, j, acc[j]);
+    for (int j = 0; j < width; ++j) store_f32(kOut, dst, j, acc[j]);
   }
 }
 
 // Each token's columns a register block at a time. The vector paths take 32 columns, one cache
 // line of 16-bit elements, so every row read is whole lines and each is prefetched once; the
 // baseline takes 16, four SSE registers of accumulators.
-template <DType kType, int kBlock>
+template <DType kType, DType kOut, int kBlock>
 inline __attribute__((always_inline)) void reduce_tokens(const WeightedRows& w, std::size_t first,
                                                          std::size_t last) {
   TokenRows r(w.topk);
   const std::size_t hidden = static_cast<std::size_t>(w.hidden);
   for (std::size_t t = first; t < last; ++t) {
     r.gather(w, t);
-    std::byte* out = static_cast<std::byte*>(w.out) + t * w.row_bytes;
+    std::byte* out = static_cast<std::byte*>(w.out) + t * hidden * dtype_size(kOut);
     std::size_t col = 0;
-    for (; col + kBlock <= hidden; col += kBlock) reduce_block<kType, kBlock>(r, col, kBlock, out);
-    if (col < hidden) reduce_block<kType, kBlock>(r, col, static_cast<int>(hidden - col), out);
+    for (; col + kBlock <= hidden; col += kBlock)
+      reduce_block<kType, kOut, kBlock>(r, col, kBlock, out);
+    if (col < hidden)
+      reduce_block<kType, kOut, kBlock>(r, col, static_cast<int>(hidden - col), out);
   }
 }
 
 constexpr int kBaselineBlock = 16;
 
-template <DType kType>
+template <DType kType, DType kOut>
 void reduce_typed(const WeightedRows& w, std::size_t first, std::size_t last) {
-  reduce_tokens<kType, kBaselineBlock>(w, first, last);
+  reduce_tokens<kType, kOut, kBaselineBlock>(w, first, last);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
 // The same loops in wider registers where the CPU has them (no FMA in either target, so the bits
 // are those of the baseline): AVX2 holds a 32-column block in four registers, AVX-512 in two.
-template <DType kType>
+template <DType kType, DType kOut>
 __attribute__((target("avx2"))) void reduce_typed_avx2(const WeightedRows& w, std::size_t first,
                                                        std::size_t last) {
-  reduce_tokens<kType, 32>(w, first, last);
+  reduce_tokens<kType, kOut, 32>(w, first, last);
 }
-template <DType kType>
+template <DType kType, DType kOut>
 __attribute__((target("avx512f,avx512bw,prefer-vector-width=512"))) void reduce_typed_avx512(
     const WeightedRows& w, std::size_t first, std::size_t last) {
-  reduce_tokens<kType, 32>(w, first, last);
+  reduce_tokens<kType, kOut, 32>(w, first, last);
 }
 #endif
 
-template <DType kType>
-void reduce_on(ReducePath path, const WeightedRows& w, std::size_t first, std::size_t last) {
+template <DType kType, DType kOut>
+void reduce_to(ReducePath path, const WeightedRows& w, std::size_t first, std::size_t last) {
   switch (path) {
 #if defined(__x86_64__) || defined(__i386__)
     case ReducePath::kAvx512:
-      return reduce_typed_avx512<kType>(w, first, last);
+      return reduce_typed_avx512<kType, kOut>(w, first, last);
     case ReducePath::kAvx2:
-      return reduce_typed_avx2<kType>(w, first, last);
+      return reduce_typed_avx2<kType, kOut>(w, first, last);
 #else
     case ReducePath::kAvx512:
     case ReducePath::kAvx2:
 #endif
     case ReducePath::kBaseline:
-      return reduce_typed<kType>(w, first, last);
+      return reduce_typed<kType, kOut>(w, first, last);
   }
+}
+
+template <DType kType>
+void reduce_on(ReducePath path, const WeightedRows& w, std::size_t first, std::size_t last) {
+  if (w.out_float32) return reduce_to<kType, DType::kFloat32>(path, w, first, last);
+  reduce_to<kType, kType>(path, w, first, last);
 }
 
 }  // namespace

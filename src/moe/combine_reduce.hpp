@@ -19,9 +19,11 @@ struct WeightedRows {
   std::size_t row_bytes = 0;
   const std::int32_t* expert_ids = nullptr;  // [tokens, topk]; slots with -1 are skipped
   const float* weights = nullptr;            // [tokens, topk]
-  void* out = nullptr;                       // [tokens][row_bytes]
+  void* out = nullptr;                       // [tokens][hidden] of dtype (or float32)
   // Where not null, row (t, k) is read at row_at[t * topk + k] instead, wherever it lies.
   const std::byte* const* row_at = nullptr;
+  // out holds the fp32 sums, not rounded to dtype (for a caller that adds to them first).
+  bool out_float32 = false;
 };
 
 // out[t] = sum over k (increasing) of rows[t, k] * weights[t, k], for t in [first, last).

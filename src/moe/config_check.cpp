@@ -33,6 +33,8 @@ std::string config_error(const MoeConfig& c, int n_pes, const MoeConfigNames& n)
     e = fmt::format("{} matrix={} vector={} are out of range (0..256 in all)", n.workers,
                     c.workers.matrix, c.workers.vector);
   }
+  if (e.empty()) e = out_of_range(n.token_side_bytes, c.token_side_bytes, 0, 1 << 16);
+  if (e.empty()) e = out_of_range(n.header_ints, c.header_ints, 0, 1 << 16);
   return e;
 }
 

@@ -17,6 +17,8 @@ struct MoeConfigNames {
   const char* hidden = "hidden";
   const char* topk = "topk";
   const char* workers = "workers";
+  const char* token_side_bytes = "token_side_bytes";
+  const char* header_ints = "header_ints";
 };
 
 struct MegaConfigNames {

@@ -13,7 +13,7 @@ namespace {
 // their side-band, combine rows.
 struct Window {
   std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, headers, recv_rows,
-      recv_meta, combine_rows, total;
+      recv_band, combine_rows, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -21,6 +21,10 @@ std::size_t row_bytes_of(const MoeConfig& c) {
 }
 std::size_t recv_capacity_of(const MoeConfig& c, int n_pes) {
   return c.max_recv_rows ? c.max_recv_rows : static_cast<std::size_t>(n_pes) * c.max_bs * c.topk;
+}
+
+std::size_t band_bytes_of(const MoeConfig& c) {  // RowMeta, then the side data, 4-byte aligned
+  return (sizeof(RowMeta) + static_cast<std::size_t>(c.token_side_bytes) + 3) / 4 * 4;
 }
 
 Window window_layout(const MoeConfig& c, int n_pes) {
@@ -32,9 +36,9 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_entry = l.take(Agreement::bytes(n_pes));
   w.combine_done = l.take(flags);
   w.combine_pulls = l.take(flags);
-  w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe));
+  w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
   w.recv_rows = l.take(cap * row);
-  w.recv_meta = l.take(cap * sizeof(RowMeta));
+  w.recv_band = l.take(cap * band_bytes_of(c));
   w.combine_rows = l.take(static_cast<std::size_t>(c.max_bs) * c.topk * row);
   w.total = l.total();
   return w;
@@ -71,7 +75,7 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   const Window wl = window_layout(c, s.n_pes);
   const std::size_t off = wl.total;
   if (!s.open_window(off, {wl.headers, wl.combine_done, wl.recv_rows, wl.combine_rows},
-                     c.experts_per_pe)) {
+                     c.experts_per_pe, c.header_ints)) {
     throw MoeError(fmt::format(
         "MoeContext: the symmetric windows need {} bytes per PE (recv rows {} x {} bytes, combine "
         "rows {} x {} bytes), more than is free in the symmetric heap: raise SHMEM_SYMMETRIC_SIZE "
@@ -81,7 +85,8 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
-  s.recv_meta = reinterpret_cast<RowMeta*>(s.window + wl.recv_meta);
+  s.recv_band = s.window + wl.recv_band;
+  s.band_bytes = band_bytes_of(c);
   for (int pe = 0; pe < s.n_pes; ++pe)
     s.peer_recv_rows.push_back(static_cast<const std::byte*>(shmem_ptr(s.recv_rows, pe)));
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());

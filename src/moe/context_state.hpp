@@ -20,7 +20,9 @@ struct MoeContext::State : OperatorState {
   std::size_t row_bytes = 0;
 
   // The window's own parts, as addresses on this PE.
-  RowMeta* recv_meta = nullptr;  // [recv_cap]
+  // Each received row's side-band: its RowMeta, then the caller's token_side_bytes.
+  std::byte* recv_band = nullptr;  // [recv_cap][band_bytes]
+  std::size_t band_bytes = 0;
   // recv_rows as mapped on each PE, all non-null where every PE's heap is mapped here (then a
   // combine from the receive windows pulls rows instead of sending them).
   std::vector<const std::byte*> peer_recv_rows;
@@ -38,6 +40,7 @@ struct MoeContext::State : OperatorState {
   // windows hold: a combine may pull them only with this same routing.
   std::vector<std::int32_t> dispatched_ids;
   bool dispatched = false;
+  bool retry = false;  // the current dispatch: some PE's verdict was kRetry
 
   int experts() const { return n_pes * cfg.experts_per_pe; }
 };

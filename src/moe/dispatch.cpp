@@ -4,12 +4,15 @@
 //
 // Protocol of call g (vector workers only; worker 0 runs the control steps):
 //  1. header: each PE puts its CallHeader (counts per destination and expert, parameters, input
-//     errors) into every PE's header row (parity g % 2), then raises header flag g there.
+//     errors or the caller's verdict, then the caller's header ints) into every PE's header row
+//     (parity g % 2), then raises header flag g there.
 //  2. plan: once every header is in, each PE knows every count, so it computes where each of its
 //     rows lands at each destination and checks every destination's capacity (same verdict on
-//     every PE). A PE only writes rows after every PE's header of call g arrived, i.e. after every
-//     receiver has finished with its window for call g-1.
-//  3. payload: workers put rows and side-band; with the double plane, big segments go to the copy
+//     every PE). A caller's kRetry verdict ends the call here on every PE, with nothing moved. A PE
+//     only writes rows after every PE's header of call g arrived, i.e. after every receiver has
+//     finished with its window for call g-1.
+//  3. payload: workers put rows, side-band and the caller's token side data; with the double plane,
+//  big segments go to the copy
 //     engine. Each worker fences its stores; after a worker barrier and the engine's quiet,
 //     worker 0 raises dispatch-done g at every PE.
 //  4. receive: wait for dispatch-done g from every PE, then copy rows out to the caller, unless
@@ -41,6 +44,11 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
   h.experts_per_pe = c.experts_per_pe;
   h.dtype = static_cast<std::int32_t>(c.dtype);
   h.bs = in.bs;
+  if (in.verdict != CallVerdict::kProceed) {
+    h.error =
+        in.verdict == CallVerdict::kRefuse ? InputError::kCallerRefused : InputError::kCallerRetry;
+    return h;
+  }
   const bool inputs_missing = in.bs > 0 && (in.x == nullptr || in.expert_ids == nullptr);
   fill_route_header(h, counts, inputs_missing ? nullptr : in.expert_ids, inputs_missing ? 0 : in.bs,
                     c.max_bs, c.topk, s.experts());
@@ -55,6 +63,10 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
     refuse_null(h, Tensor::kEpRecvCount);
   } else if (out.expert_token_nums == nullptr) {
     refuse_null(h, Tensor::kExpertTokenNums);
+  } else if (c.token_side_bytes > 0 && in.bs > 0 && in.token_side == nullptr) {
+    refuse_null(h, Tensor::kTokenSide);
+  } else if (c.header_ints > 0 && in.header_ints == nullptr) {
+    refuse_null(h, Tensor::kHeaderInts);
   }
   return h;
 }
@@ -63,12 +75,29 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
 void exchange_and_plan(MoeContext::State& s, const DispatchArgs& in, const DispatchOutputs& out,
                        std::uint64_t g) {
   const auto& c = s.cfg;
-  *s.headers.mine(g, s.me) = make_header(s, in, out, s.headers.counts(g, s.me));
+  CallHeader& mine = *s.headers.mine(g, s.me);
+  mine = make_header(s, in, out, s.headers.counts(g, s.me));
+  if (mine.error == InputError::kNone && c.header_ints > 0) {
+    std::copy_n(in.header_ints, c.header_ints, s.headers.caller_ints(g, s.me));
+  }
   const auto headers = s.headers.exchange(g, s.me, "dispatch header");
   s.error = first_call_error("dispatch", headers, s.me, s.experts(), c.max_bs);
   if (!s.error.empty()) return;
+  s.retry = any_retry(headers);
+  if (s.retry) return;
   s.error = plan_routes(s.headers, g, s.me, s.n_pes, c.experts_per_pe, in.expert_ids, in.bs, c.topk,
                         s.recv_cap, "dispatch", "max_recv_rows", s.plan);
+  if (!s.error.empty()) return;
+  // Every PE's header ints and counts, read before this PE raises dispatch-done g: no PE can
+  // write call g + 2's headers (this parity) before then.
+  if (out.all_header_ints != nullptr) {
+    for (int src = 0; src < s.n_pes; ++src) {
+      std::copy_n(s.headers.caller_ints(g, src), c.header_ints,
+                  out.all_header_ints + static_cast<std::size_t>(src) * c.header_ints);
+    }
+  }
+  if (out.all_counts != nullptr)
+    std::copy(s.plan.counts.begin(), s.plan.counts.end(), out.all_counts);
 }
 
 int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out,
@@ -77,8 +106,10 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   const auto& c = s.cfg;
   const std::uint64_t g = ++s.dispatch_generation;
   const int P = s.n_pes, L = c.experts_per_pe;
+  const std::size_t side = static_cast<std::size_t>(c.token_side_bytes);
   s.timing = OpTiming{};
   s.error.clear();
+  s.retry = false;
   s.dispatched = false;
   std::vector<bool> by_engine;  // per (destination, expert) segment of mine
   std::size_t engine_bytes = 0;
@@ -100,12 +131,13 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
       }
     }
     w.barrier();
-    if (!s.error.empty()) return;
+    if (!s.error.empty() || s.retry) return;
 
     // Payload: the (token, slot) pairs are split evenly over the workers.
     const std::size_t pairs = s.plan.positions.size();
     const std::size_t lo = pairs * id / nw, hi = pairs * (id + 1) / nw;
     std::vector<kernel::RemoteCopy> engine_copies;
+    std::vector<std::byte> band(s.band_bytes);  // one row's side-band, sent in one put
     for (std::size_t i = lo; i < hi; ++i) {
       const std::int64_t pos = s.plan.positions[i];
       if (pos < 0) continue;
@@ -119,8 +151,16 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
       } else {
         shmem_putmem(to, row, s.row_bytes, dst);
       }
-      RowMeta meta{s.me, t, k, in.expert_scales ? in.expert_scales[i] : 1.0f};
-      shmem_putmem(&s.recv_meta[pos], &meta, sizeof meta, dst);
+      const RowMeta meta{s.me, t, k, in.expert_scales ? in.expert_scales[i] : 1.0f};
+      std::memcpy(band.data(), &meta, sizeof meta);
+      if (side > 0) {
+        std::memcpy(
+            band.data() + sizeof meta,
+            static_cast<const std::byte*>(in.token_side) + static_cast<std::size_t>(t) * side,
+            side);
+      }
+      shmem_putmem(s.recv_band + static_cast<std::size_t>(pos) * s.band_bytes, band.data(),
+                   s.band_bytes, dst);
     }
     s.engine->submit(std::move(engine_copies));
     shmem_quiet();  // this thread's stores, non-temporal ones included, before the barrier
@@ -152,7 +192,11 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
                   s.recv_rows + r0 * s.row_bytes, (r1 - r0) * s.row_bytes);
     }
     for (std::size_t r = r0; r < r1; ++r) {
-      const RowMeta& m = s.recv_meta[r];
+      const std::byte* at = s.recv_band + r * s.band_bytes;
+      RowMeta m;
+      std::memcpy(&m, at, sizeof m);
+      if (out.expand_side != nullptr && side > 0)
+        std::memcpy(static_cast<std::byte*>(out.expand_side) + r * side, at + sizeof m, side);
       out.assist_info[3 * r] = m.src_pe;
       out.assist_info[3 * r + 1] = m.token;
       out.assist_info[3 * r + 2] = m.slot;
@@ -161,6 +205,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   };
   s.pool->launch({0, c.workers.vector}, kernel);
   if (!s.error.empty()) throw MoeError(s.error);
+  if (s.retry) return kDispatchRetry;
   s.dispatched_ids.assign(in.expert_ids, in.expert_ids + static_cast<std::size_t>(in.bs) * c.topk);
   s.dispatched = true;
   s.timing.worker_us.clear();

@@ -35,13 +35,34 @@ struct MoeConfig {
   std::size_t max_recv_rows = 0;
   kernel::WorkerCounts workers{0, 0};            // {0, 0}: default_worker_counts()
   std::size_t doubleplane_threshold = 2u << 20;  // bytes; see dispatch_doubleplane
+  // Bytes of caller data that travel with each of a token's rows (DispatchArgs::token_side):
+  // what a layer over dispatch needs at the receiver per token, such as DeepEP's top-k indices
+  // and weights, without a second exchange.
+  int token_side_bytes = 0;
+  // int32 values each PE adds to dispatch's call header (DispatchArgs::header_ints); every PE
+  // receives every PE's (DispatchOutputs::all_header_ints), with the counts, in the same step.
+  int header_ints = 0;
 };
+
+// What this PE says of a call before any data moves, told to every PE in the call's first step.
+enum class CallVerdict {
+  kProceed,
+  kRefuse,  // the caller found its inputs wrong: every PE's call is refused, naming this PE
+  kRetry,   // the caller needs another operator (a larger one, another shape): no PE moves any
+            // data and every PE's dispatch returns kDispatchRetry, so all can switch together
+};
+
+// dispatch's result on every PE when some PE's verdict was kRetry.
+inline constexpr int kDispatchRetry = -1;
 
 struct DispatchArgs {
   const void* x = nullptr;                   // [bs, hidden] of dtype
   const std::int32_t* expert_ids = nullptr;  // [bs, topk]; -1 = no expert
   const float* expert_scales = nullptr;      // [bs, topk] or null; travels with each row
   int bs = 0;
+  const void* token_side = nullptr;             // [bs, config.token_side_bytes]; null when 0
+  const std::int32_t* header_ints = nullptr;    // [config.header_ints]; null when 0
+  CallVerdict verdict = CallVerdict::kProceed;  // anything but kProceed reads no other input
 };
 
 // Caller-provided outputs on the receiving PE; `expand_x` and `assist_info` must hold
@@ -53,6 +74,10 @@ struct DispatchOutputs {
   std::int32_t* ep_recv_count = nullptr;  // [L * n_pes]: inclusive prefix over (expert, source)
   std::int32_t* expert_token_nums = nullptr;  // [L]
   float* expand_scales = nullptr;             // [rows] or null
+  void* expand_side = nullptr;                // [rows, token_side_bytes] or null
+  std::int32_t* all_header_ints = nullptr;    // [n_pes, header_ints] or null
+  std::int32_t* all_counts = nullptr;         // [n_pes source, n_pes destination, L] or null: every
+                                              // PE's rows for every (PE, local expert)
 };
 
 struct CombineArgs {
@@ -64,6 +89,15 @@ struct CombineArgs {
   const float* expert_scales = nullptr;      // [bs, topk]
   int bs = 0;
   void* x_out = nullptr;  // [bs, hidden]
+  // The caller found its inputs wrong: every PE's combine is refused, naming this PE; no other
+  // input is read.
+  bool caller_refused = false;
+  // x_out holds the fp32 sums [bs, hidden], not rounded to dtype (for a caller that adds a bias
+  // before it rounds, as DeepEP's combine does).
+  bool x_out_float32 = false;
+  // A value (0..127) every PE must pass alike, or the call is refused on every PE: what a caller
+  // decides after the call (such as whether a second operator runs) is then the same everywhere.
+  int caller_mode = 0;
 };
 
 // What the last operator call measured on this PE.
@@ -105,7 +139,8 @@ class MoeContext {
   std::unique_ptr<State> state_;
 };
 
-// Returns the rows this PE received.
+// Returns the rows this PE received, or kDispatchRetry (on every PE) when a PE's verdict was
+// kRetry.
 int dispatch_classic(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out);
 void combine_classic(MoeContext& ctx, const CombineArgs& in);
 // The same operators, with segments of at least config().doubleplane_threshold bytes that are

@@ -42,7 +42,8 @@ struct OperatorState {
   };
   // Collective: the window of `bytes`, zeroed, with the common parts placed; false (and no
   // window) where the symmetric heap has no room, on every PE alike.
-  bool open_window(std::size_t bytes, const CommonParts& at, int experts_per_pe);
+  bool open_window(std::size_t bytes, const CommonParts& at, int experts_per_pe,
+                   int header_caller_ints = 0);
   // Collective: the workers stop, then the window goes back to the heap.
   void close();
 };

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <shmem.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "common/backoff.hpp"
@@ -42,11 +43,13 @@ Agreement::Agreement(std::byte* base, int n_pes) : n_(n_pes) {
   for (int p = 0; p < 2; ++p) flags_[p] = FlagArray(base + p * FlagArray::bytes(n_pes), n_pes);
 }
 
-std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse,
-                                  const std::string& what) const {
+std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse, const std::string& what,
+                                  int mode, std::vector<int>* modes) const {
   const FlagArray& flags = flags_[g % 2];
-  const std::uint64_t raised = 2 * g;
-  for (int pe = 0; pe < n_; ++pe) flags.raise(pe, me, raised + (refuse ? 1 : 0));
+  const std::uint64_t raised = 256 * g;
+  const auto code = static_cast<std::uint64_t>(mode & 127) * 2 + (refuse ? 1 : 0);
+  for (int pe = 0; pe < n_; ++pe) flags.raise(pe, me, raised + code);
+  if (modes != nullptr) modes->assign(static_cast<std::size_t>(n_), 0);
   std::vector<int> refusing;
   for (int src = 0; src < n_; ++src) {
     std::atomic_ref<std::uint64_t> flag(*flags.slot(src));
@@ -58,13 +61,15 @@ std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse,
                             what,
                             fmt::format("{} #{}: waiting for PE {} (its flag is at call "
                                         "{})",
-                                        what, g, src, now / 2),
+                                        what, g, src, now / 256),
                             src,
                             g,
-                            now / 2,
+                            now / 256,
                             g};
                       });
-    if (seen == raised + 1) refusing.push_back(src);
+    if ((seen - raised) & 1) refusing.push_back(src);
+    if (modes != nullptr)
+      (*modes)[static_cast<std::size_t>(src)] = static_cast<int>((seen - raised) / 2);
   }
   return refusing;
 }
@@ -89,6 +94,10 @@ const char* tensor_name(Tensor t) {
       return "expert_token_nums";
     case Tensor::kExpertTokenCounts:
       return "expert_token_counts";
+    case Tensor::kTokenSide:
+      return "token_side";
+    case Tensor::kHeaderInts:
+      return "header_ints";
   }
   return "a tensor";
 }
@@ -102,14 +111,17 @@ namespace {
 constexpr std::size_t round64(std::size_t v) {
   return (v + 63) / 64 * 64;
 }
-std::size_t header_stride(int n_pes, int experts_per_pe) {
+std::size_t header_stride(int n_pes, int experts_per_pe, int caller_ints) {
   return round64(sizeof(CallHeader) +
-                 sizeof(std::int32_t) * static_cast<std::size_t>(n_pes) * experts_per_pe);
+                 sizeof(std::int32_t) * (static_cast<std::size_t>(n_pes) * experts_per_pe +
+                                         static_cast<std::size_t>(caller_ints)));
 }
 }  // namespace
 
-HeaderExchange::HeaderExchange(std::byte* base, int n_pes, int experts_per_pe)
-    : stride_(header_stride(n_pes, experts_per_pe)), n_(n_pes) {
+HeaderExchange::HeaderExchange(std::byte* base, int n_pes, int experts_per_pe, int caller_ints)
+    : stride_(header_stride(n_pes, experts_per_pe, caller_ints)),
+      n_(n_pes),
+      experts_per_pe_(experts_per_pe) {
   const std::size_t flags = round64(FlagArray::bytes(n_pes));
   const std::size_t rows = stride_ * static_cast<std::size_t>(n_pes);
   for (int p = 0; p < 2; ++p) {
@@ -118,9 +130,9 @@ HeaderExchange::HeaderExchange(std::byte* base, int n_pes, int experts_per_pe)
   }
 }
 
-std::size_t HeaderExchange::bytes(int n_pes, int experts_per_pe) {
+std::size_t HeaderExchange::bytes(int n_pes, int experts_per_pe, int caller_ints) {
   return 2 * round64(FlagArray::bytes(n_pes)) +
-         2 * header_stride(n_pes, experts_per_pe) * static_cast<std::size_t>(n_pes);
+         2 * header_stride(n_pes, experts_per_pe, caller_ints) * static_cast<std::size_t>(n_pes);
 }
 
 std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
@@ -165,7 +177,8 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
     const auto* i = h.error_index;
     switch (h.error) {
       case InputError::kNone:
-        break;
+      case InputError::kCallerRetry:
+        continue;
       case InputError::kExpertOutOfRange:
         return fmt::format(
             "{}: PE {}: expert_ids[{}][{}]={} is out of range (0..{}, or -1 for "
@@ -177,13 +190,21 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
       case InputError::kNullTensor:
         return fmt::format("{}: PE {}: required tensor '{}' is null", op, pe,
                            tensor_name(static_cast<Tensor>(i[0])));
+      case InputError::kCallerRefused:
+        return fmt::format(
+            "{}: refused on every PE because PE {} refused its inputs (its own "
+            "error says why)",
+            op, pe);
     }
-    if (h.error != InputError::kNone) {
-      return fmt::format("{}: PE {} reported error code {}", op, pe,
-                         static_cast<std::int32_t>(h.error));
-    }
+    return fmt::format("{}: PE {} reported error code {}", op, pe,
+                       static_cast<std::int32_t>(h.error));
   }
   return {};
+}
+
+bool any_retry(const std::vector<const CallHeader*>& headers) {
+  return std::any_of(headers.begin(), headers.end(),
+                     [](const CallHeader* h) { return h->error == InputError::kCallerRetry; });
 }
 
 }  // namespace shmoe::moe

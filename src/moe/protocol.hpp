@@ -62,11 +62,12 @@ class FlagArray {
   int n_ = 0;
 };
 
-// A step in which every PE tells every PE whether it refuses call g, and learns the same list of
-// refusing PEs as every other PE. Its flags hold 2g + (refused), in two parities (call g uses
-// parity g % 2): a PE that refuses call g returns at once and may start call g + 1, but its
-// flag of g + 1 lands in the other parity, and it cannot reach call g + 2 (same parity) before
-// every PE has raised g + 1, i.e. read its flags of g. So a flag read for call g is always g's.
+// A step in which every PE tells every PE whether it refuses call g (and a small mode value),
+// and learns the same list of refusing PEs (and modes) as every other PE. Its flags hold
+// 256g + 2 mode + (refused), in two parities (call g uses parity g % 2): a PE that refuses call
+// g returns at once and may start call g + 1, but its flag of g + 1 lands in the other parity,
+// and it cannot reach call g + 2 (same parity) before every PE has raised g + 1, i.e. read its
+// flags of g. So a flag read for call g is always g's.
 class Agreement {
  public:
   Agreement() = default;
@@ -77,7 +78,9 @@ class Agreement {
   // Raises my verdict on call g at every PE and waits for everyone's; returns the PEs that
   // refuse, ascending (the same list on every PE). Past it, no PE still reads my buffers of
   // call g - 1 (as after FlagArray::all_reach).
-  std::vector<int> agree(std::uint64_t g, int me, bool refuse, const std::string& what) const;
+  // `mode` (0..127) goes along; where `modes` is not null it gets every PE's, by PE.
+  std::vector<int> agree(std::uint64_t g, int me, bool refuse, const std::string& what,
+                         int mode = 0, std::vector<int>* modes = nullptr) const;
 
  private:
   FlagArray flags_[2];
@@ -98,6 +101,8 @@ enum class InputError : std::int32_t {
   kExpertOutOfRange = 1,  // error_index = (token, slot, value)
   kBsOutOfRange = 2,      // error_index = (bs, max_bs)
   kNullTensor = 3,        // error_index[0] = a Tensor
+  kCallerRefused = 4,     // the caller found its own inputs wrong (its own error says why)
+  kCallerRetry = 5,       // not an error: the caller needs another operator; every PE retries
 };
 
 // The tensors an operator's call header can name as null.
@@ -111,6 +116,8 @@ enum class Tensor : std::int32_t {
   kEpRecvCount,
   kExpertTokenNums,
   kExpertTokenCounts,
+  kTokenSide,
+  kHeaderInts,
 };
 const char* tensor_name(Tensor t);
 
@@ -125,7 +132,8 @@ struct CallHeader {
   std::int32_t bs = 0;
   std::int32_t ffn = 0;  // MegaMoE's ffn_dim; 0 for dispatch
   std::int32_t reserved[6] = {};
-  // followed by n_pes * experts_per_pe int32 counts: rows for (destination PE, local expert)
+  // followed by n_pes * experts_per_pe int32 counts: rows for (destination PE, local expert),
+  // then the caller's own header ints (dispatch's config.header_ints)
 };
 static_assert(sizeof(CallHeader) == 64);
 
@@ -138,14 +146,18 @@ void refuse_null(CallHeader& h, Tensor which);
 class HeaderExchange {
  public:
   HeaderExchange() = default;
-  // `base` points at bytes(n_pes, experts_per_pe) bytes of the symmetric window.
-  HeaderExchange(std::byte* base, int n_pes, int experts_per_pe);
-  static std::size_t bytes(int n_pes, int experts_per_pe);
+  // `base` points at bytes(n_pes, experts_per_pe, caller_ints) bytes of the symmetric window.
+  HeaderExchange(std::byte* base, int n_pes, int experts_per_pe, int caller_ints = 0);
+  static std::size_t bytes(int n_pes, int experts_per_pe, int caller_ints = 0);
 
   // My header row of call g, to fill in before exchange(); its counts are [dst * L + expert].
   CallHeader* mine(std::uint64_t g, int me) const { return header(parity(g), me); }
   std::int32_t* counts(std::uint64_t g, int src) const {
     return reinterpret_cast<std::int32_t*>(header(parity(g), src) + 1);
+  }
+  // PE src's caller ints of call g, after its counts.
+  std::int32_t* caller_ints(std::uint64_t g, int src) const {
+    return counts(g, src) + static_cast<std::size_t>(n_) * experts_per_pe_;
   }
   // Puts my filled-in header to every PE, then waits for everyone's; returns them by source PE.
   std::vector<const CallHeader*> exchange(std::uint64_t g, int me, const std::string& what) const;
@@ -157,14 +169,17 @@ class HeaderExchange {
   }
   std::byte* rows_[2] = {};
   FlagArray flags_[2];
-  std::size_t stride_ = 0;  // one header and its counts, cache-line rounded
-  int n_ = 0;
+  std::size_t stride_ = 0;  // one header, its counts and caller ints, cache-line rounded
+  int n_ = 0, experts_per_pe_ = 0;
 };
 
-// Turns the headers of all PEs into the first error, if any (the same text on every PE).
+// Turns the headers of all PEs into the first error, if any (the same text on every PE). A
+// kCallerRetry header is not an error: see any_retry.
 // `bs_name` and `limit_name` say what the token count and its limit are called in this operator.
 std::string first_call_error(const char* op, const std::vector<const CallHeader*>& headers,
                              int my_pe, int n_experts, int max_bs, const char* bs_name = "bs",
                              const char* limit_name = "the context's max_bs");
+// Whether some PE's header asks every PE to retry the call (after first_call_error found none).
+bool any_retry(const std::vector<const CallHeader*>& headers);
 
 }  // namespace shmoe::moe

@@ -271,6 +271,40 @@ def _bad_input(rank, n, buffer):
         with pytest.raises((ValueError, shmoe.Error)) as err:
             buffer.dispatch(**args)
         assert name in str(err.value) if rank == 1 else "PE 1" in str(err.value), str(err.value)
+    # Combine: a wrong x on rank 1; top-k weights on some ranks only.
+    recv_x, _, recv_w, _, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+        num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
+    with pytest.raises((ValueError, shmoe.Error)) as err:
+        buffer.combine(recv_x.float() if rank == 1 else recv_x, handle)
+    assert "x (dtype" in str(err.value) if rank == 1 else "PE 1" in str(err.value), str(err.value)
+    with pytest.raises(ValueError, match="topk_weights given on some ranks"):
+        buffer.combine(recv_x, handle, topk_weights=recv_w if rank == 0 else None)
+    # Ranks that disagree on the top-k width (both fit the operators): every rank raises.
+    args = dict(x=x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+                num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
+    if rank == 2:
+        args.update(topk_idx=idx[:, :1].contiguous(), topk_weights=w[:, :1].contiguous())
+    with pytest.raises(shmoe.Error, match="ranks disagree on num_topk"):
+        buffer.dispatch(**args)
+    # More tokens on rank 0 than the operators hold: every rank retries on larger ones.
+    times = 3 if rank == 0 else 1
+    big_idx, big_w = idx.repeat(times, 1), w.repeat(times, 1)
+    per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(big_idx, experts)
+    recv_x, _, _, _, handle, _ = buffer.dispatch(
+        x.repeat(times, 1), num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+        num_tokens_per_expert=per_expert, topk_idx=big_idx, topk_weights=big_w)
+    want = []
+    for src in range(n):
+        s_idx, _ = _routing(src, n)
+        for t in range(TOKENS * (3 if src == 0 else 1)):
+            if any(int(e) >= 0 and int(e) // EXPERTS_PER_RANK == rank for e in s_idx[t % TOKENS]):
+                want.append((src, t))
+    assert [(int(r[0]), int(r[1])) for r in recv_x[:, :2].float()] == \
+        [(src, t % TOKENS) for src, t in want]
+    assert handle[3].tolist() == [t for _, t in want]
+    combined, _, _ = buffer.combine(recv_x, handle)
+    assert torch.equal(combined.float(), x.repeat(times, 1).float() * in_rank.sum(1, keepdim=True))
     with pytest.raises(ValueError, match="num_experts"):
         buffer.get_dispatch_layout(idx, experts + 1)
     _normal_mode(rank, n, buffer)  # nothing was left half done

@@ -260,7 +260,7 @@ TEST(CutWaves, EveryRowOnceInWavesOfAtMostWaveRowsPerExpert) {
 
 // Rows read where they lie (row_at, as combine does from the experts' windows), in bf16, across
 // several column slices with a partial last one: each element is still the fp32 sum in increasing
-// k, rounded once to bf16.
+// k, rounded once to bf16; asked for the sums (out_float32), the fp32 sum itself.
 TEST(WeightedReduction, RowsReadInPlaceAcrossColumnSlices) {
   std::mt19937_64 rng(std::random_device{}());
   const int tokens = 5, topk = 4, hidden = 1100;
@@ -284,11 +284,18 @@ TEST(WeightedReduction, RowsReadInPlaceAcrossColumnSlices) {
     WeightedRows w{DType::kBFloat16, hidden,         topk,       nullptr,      row_bytes,
                    ids.data(),       weights.data(), out.data(), row_at.data()};
     reduce_weighted_rows_on(path, w, 1, tokens);
+    std::vector<float> sums(static_cast<std::size_t>(tokens) * hidden, -1.0f);
+    WeightedRows s = w;
+    s.out = sums.data();
+    s.out_float32 = true;
+    reduce_weighted_rows_on(path, s, 1, tokens);
     for (int t = 0; t < tokens; ++t) {
       for (int h = 0; h < hidden; ++h) {
         const std::uint16_t got = out[static_cast<std::size_t>(t) * hidden + h];
+        const float sum = sums[static_cast<std::size_t>(t) * hidden + h];
         if (t == 0) {
           ASSERT_EQ(got, 0xFFFF) << "token 0 is outside [first, last)";
+          ASSERT_EQ(sum, -1.0f) << "token 0 is outside [first, last)";
           continue;
         }
         float fp32 = 0.0f;
@@ -299,6 +306,7 @@ TEST(WeightedReduction, RowsReadInPlaceAcrossColumnSlices) {
           fp32 += numeric::bf16_to_float({row[h]}) * weights[i];
         }
         ASSERT_EQ(got, numeric::float_to_bf16(fp32).bits) << "token " << t << " element " << h;
+        ASSERT_EQ(sum, fp32) << "fp32 sums: token " << t << " element " << h;
       }
     }
   }

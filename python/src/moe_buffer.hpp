@@ -1,0 +1,122 @@
+// The extension's MoeBuffer: a shmoe::MoeBuffer with its shape and pools of host blocks for the
+// arrays its calls return (moe.cpp binds it; deep_ep_normal.cpp calls it).
+#pragma once
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "bindings.hpp"
+#include "shmoe/moe.hpp"
+
+namespace shmoe::python {
+
+// Host memory for one block, freed with std::free.
+struct FreeBlock {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using BlockMemory = std::unique_ptr<std::byte, FreeBlock>;
+
+// Host blocks of one size for dispatch's received rows, reused once Python holds no view of
+// them: a block of the decode shape is tens of MiB, above glibc's mmap threshold, so a fresh
+// allocation per call would fault in every page again (it made dispatch several times slower).
+// Blocks of 4 MiB and more are 2 MiB aligned and asked for transparent huge pages, as NumPy
+// asks for its large arrays: copying rows through 4 KiB pages cost a quarter more at prefill
+// sizes.
+class BlockPool {
+ public:
+  explicit BlockPool(std::size_t bytes) : bytes_(bytes) {}
+  std::size_t bytes() const { return bytes_; }
+  BlockMemory take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return allocate();
+    auto b = std::move(free_.back());
+    free_.pop_back();
+    return b;
+  }
+  void give(BlockMemory b) {
+    std::lock_guard lock(mutex_);
+    if (free_.size() < kKeep) free_.push_back(std::move(b));
+  }
+
+ private:
+  static constexpr std::size_t kKeep = 3;
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+  BlockMemory allocate() const {
+    void* p = nullptr;
+    if (bytes_ >= 2 * kHugePage) {
+      const std::size_t rounded = (bytes_ + kHugePage - 1) / kHugePage * kHugePage;
+      p = std::aligned_alloc(kHugePage, rounded);
+      if (p != nullptr) (void)madvise(p, rounded, MADV_HUGEPAGE);  // a hint; fine if refused
+    } else {
+      p = std::malloc(bytes_ == 0 ? 1 : bytes_);
+    }
+    if (p == nullptr) throw std::bad_alloc();
+    return BlockMemory(static_cast<std::byte*>(p));
+  }
+
+  std::size_t bytes_;
+  std::mutex mutex_;
+  std::vector<BlockMemory> free_;
+};
+
+// One block, as Python sees it (buffer protocol); it goes back to its pool when the last array
+// over it dies.
+class HostBlock {
+ public:
+  explicit HostBlock(std::shared_ptr<BlockPool> pool)
+      : pool_(std::move(pool)), data_(pool_->take()) {}
+  ~HostBlock() { pool_->give(std::move(data_)); }
+  HostBlock(const HostBlock&) = delete;
+  HostBlock& operator=(const HostBlock&) = delete;
+  py::buffer_info info() {
+    return py::buffer_info(reinterpret_cast<std::uint8_t*>(data_.get()),
+                           static_cast<py::ssize_t>(pool_->bytes()));
+  }
+
+ private:
+  std::shared_ptr<BlockPool> pool_;
+  BlockMemory data_;
+};
+
+// A shmoe::MoeBuffer (closed collectively, see Collective) with its shape and a pool of host
+// blocks for dispatch's received rows.
+class Buffer : public Collective<MoeBuffer> {
+ public:
+  Buffer(const shmoe_moe_config_t& c, std::size_t elem)
+      : Collective(released([&] { return std::make_unique<MoeBuffer>(c); }),
+                   "the MoE buffer is closed"),
+        config_(c),
+        elem_(elem),
+        capacity_(get().recv_capacity()),
+        rows_(std::make_shared<BlockPool>(capacity_ * row_bytes())),
+        tokens_(std::make_shared<BlockPool>(static_cast<std::size_t>(c.max_bs) * row_bytes())) {}
+
+  std::size_t capacity() const { return capacity_; }
+  std::size_t row_bytes() const { return static_cast<std::size_t>(config_.hidden) * elem_; }
+  int topk() const { return config_.topk; }
+  int experts_per_pe() const { return config_.experts_per_pe; }
+  int hidden() const { return config_.hidden; }
+  std::size_t token_side_bytes() const {
+    return static_cast<std::size_t>(config_.token_side_bytes);
+  }
+  std::size_t header_ints() const { return static_cast<std::size_t>(config_.header_ints); }
+  std::unique_ptr<HostBlock> take_rows() const { return std::make_unique<HostBlock>(rows_); }
+  std::unique_ptr<HostBlock> take_token_rows() const {
+    return std::make_unique<HostBlock>(tokens_);
+  }
+
+ private:
+  shmoe_moe_config_t config_;
+  std::size_t elem_;
+  std::size_t capacity_;
+  std::shared_ptr<BlockPool> rows_;    // blocks of recv_capacity rows
+  std::shared_ptr<BlockPool> tokens_;  // blocks of max_bs rows (combine's output)
+};
+
+}  // namespace shmoe::python

@@ -9,7 +9,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
@@ -21,10 +24,39 @@ namespace {
 // Header ints of a dispatch, before its tokens per expert: top-k width and num_worst_tokens.
 constexpr std::size_t kHeader = 2;
 
-template <typename T>
-py::array_t<T> array(std::initializer_list<py::ssize_t> shape) {
-  return py::array_t<T>(std::vector<py::ssize_t>(shape));
-}
+// Output arrays carved from one host block of the buffer's pool, each keeping the block alive:
+// the same few hundred KiB every call, with no page faults. Reserve every part, then open().
+class Carved {
+ public:
+  // The next part, of `elems` elements of T: its offset, for ptr() and array().
+  template <typename T>
+  std::size_t reserve(std::size_t elems) {
+    const std::size_t at = at_;
+    at_ += round64(elems * sizeof(T));
+    return at;
+  }
+  template <typename T>
+  T* ptr(std::size_t at) const {
+    return reinterpret_cast<T*>(base_ + at);
+  }
+  std::size_t bytes() const { return at_; }
+  // The block, once every part is reserved.
+  void open(std::unique_ptr<HostBlock> block) {
+    base_ = static_cast<std::byte*>(block->info().ptr);
+    block_ = py::cast(std::move(block));
+  }
+  // The part at `at` as an array of `shape` (at most the elements reserved).
+  template <typename T>
+  py::array_t<T> array(std::size_t at, std::vector<py::ssize_t> shape) const {
+    return py::array_t<T>(std::move(shape), ptr<T>(at), block_);
+  }
+
+ private:
+  static std::size_t round64(std::size_t b) { return (b + 63) / 64 * 64; }
+  std::byte* base_ = nullptr;
+  py::object block_;
+  std::size_t at_ = 0;
+};
 
 // The checks that need every rank's header: the same data on every rank, so the same verdict.
 void check_ranks(const std::string& call, const std::vector<std::int32_t>& ints, std::size_t width,
@@ -74,59 +106,74 @@ py::object normal_dispatch(Buffer& b, const std::string& call, int me, const py:
   const std::size_t tokens = xs.size / row, P = static_cast<std::size_t>(n);
   const std::size_t E = experts_in.size / 4, L = E / P, W = static_cast<std::size_t>(side_width);
   const std::size_t K = num_topk > 0 ? static_cast<std::size_t>(num_topk) : 0;
-  if (xs.size != tokens * row || in_rank.size != tokens * P || idx.size != tokens * K * 8 ||
-      w.size != tokens * K * 4 || (K > 0 && idx.data == nullptr) || 2 * K > W ||
-      b.token_side_bytes() != W * 4 || b.header_ints() != kHeader + E || L * P != E) {
+  const std::size_t cap = b.capacity(), most = b.max_bs(), Kp = W / 2;
+  if (tokens > most || xs.size != tokens * row || in_rank.size != tokens * P ||
+      idx.size != tokens * K * 8 || w.size != tokens * K * 4 || (K > 0 && idx.data == nullptr) ||
+      2 * K > W || b.token_side_bytes() != W * 4 || b.header_ints() != kHeader + E || L * P != E) {
     throw Refused(call + ": the arrays do not match the operator's shape");
   }
   const auto* ids = idx.as<std::int64_t>();
   const auto* weights = w.as<std::int32_t>();  // the bits travel; the receiver reads floats
   const auto* routed = in_rank.as<bool>();
 
-  auto routes = array<std::int32_t>({static_cast<py::ssize_t>(tokens), n});
-  std::int32_t* route = routes.mutable_data();
+  // Outputs, in one block: assist_info, routes, recv_topk_idx, recv_topk_weights, recv_src_idx,
+  // send_head, ep_recv_count, the prefix matrices, tokens per local expert.
+  Carved out;
+  const auto T_ = static_cast<py::ssize_t>(tokens), n_ = static_cast<py::ssize_t>(n);
+  const std::size_t assist_at = out.reserve<std::int32_t>(cap * 3);
+  const std::size_t routes_at = out.reserve<std::int32_t>(most * P);
+  const std::size_t idx_at = out.reserve<std::int64_t>(cap * Kp);
+  const std::size_t w_at = out.reserve<float>(cap * Kp);
+  const std::size_t src_at = out.reserve<std::int32_t>(cap);
+  const std::size_t head_at = out.reserve<std::int32_t>(most * P);
+  const std::size_t ep_recv_at = out.reserve<std::int32_t>(P);
+  const std::size_t prefix_at = out.reserve<std::int32_t>(P * P);
+  const std::size_t channel_at = out.reserve<std::int32_t>(P);
+  const std::size_t recv_channel_at = out.reserve<std::int32_t>(P);
+  const std::size_t local_at = out.reserve<std::int64_t>(L);
+  out.open(b.take_block(out.bytes()));
+  std::int32_t* route = out.ptr<std::int32_t>(routes_at);
   for (std::size_t i = 0; i < tokens * P; ++i)
     route[i] = routed[i] ? static_cast<std::int32_t>(i % P) : -1;
-  std::vector<std::int32_t> side(tokens * W, 0);
+  // Scratch: each token's side data (its top-k indices, then its weights' bits; the columns
+  // past K are not read), the received side data, every rank's header ints and counts.
+  std::int32_t* side = b.scratch(0, most * W);
   for (std::size_t t = 0; t < tokens; ++t) {
     for (std::size_t k = 0; k < K; ++k) {
       side[t * W + k] = static_cast<std::int32_t>(ids[t * K + k]);
-      side[t * W + W / 2 + k] = weights[t * K + k];
+      side[t * W + Kp + k] = weights[t * K + k];
     }
   }
-  std::vector<std::int32_t> ints(kHeader + E);
+  std::int32_t* ints = b.scratch(1, kHeader + E);
   ints[0] = static_cast<std::int32_t>(K);
   ints[1] = num_worst_tokens;
-  std::memcpy(ints.data() + kHeader, experts_in.data, E * 4);
+  std::memcpy(ints + kHeader, experts_in.data, E * 4);
+  std::int32_t* side_out = b.scratch(2, cap * W);
+  const std::size_t width = kHeader + E;
+  std::vector<std::int32_t> all_ints(P * width), counts(P * P);
 
-  const std::size_t cap = b.capacity();
-  auto assist = array<std::int32_t>({static_cast<py::ssize_t>(cap), 3});
-  auto ep_recv = array<std::int32_t>({n});
-  py::object block = py::cast(b.take_rows());
-  std::byte* received = static_cast<std::byte*>(block.cast<HostBlock&>().info().ptr);
-  std::vector<std::int32_t> side_out(cap * W), all_ints(P * ints.size()), counts(P * P);
+  py::object rows_block = py::cast(b.take_rows());
+  std::byte* received = static_cast<std::byte*>(rows_block.cast<HostBlock&>().info().ptr);
+  std::int32_t* assist = out.ptr<std::int32_t>(assist_at);
   std::int32_t nums = 0;
   const int rows = released([&] {
-    return op.dispatch({xs.data, route, nullptr, static_cast<int>(tokens), side.data(), ints.data(),
-                        SHMOE_CALL_PROCEED},
-                       {received, assist.mutable_data(), ep_recv.mutable_data(), &nums, nullptr,
-                        side_out.data(), all_ints.data(), counts.data()});
+    return op.dispatch(
+        {xs.data, route, nullptr, static_cast<int>(tokens), side, ints, SHMOE_CALL_PROCEED},
+        {received, assist, out.ptr<std::int32_t>(ep_recv_at), &nums, nullptr, side_out,
+         all_ints.data(), counts.data()});
   });
   if (rows == MoeBuffer::kRetry) return py::none();
-  check_ranks(call, all_ints, ints.size(), counts, n, me);
+  check_ranks(call, all_ints, width, counts, n, me);
   const std::size_t R = static_cast<std::size_t>(rows);
+  const auto R_ = static_cast<py::ssize_t>(R);
 
-  const py::dtype bf16_bits = py::dtype::of<std::int16_t>();
-  py::array recv_x(
-      bf16_bits,
-      std::vector<py::ssize_t>{static_cast<py::ssize_t>(R), static_cast<py::ssize_t>(hidden)},
-      received, block);
+  py::array recv_x(py::dtype::of<std::int16_t>(),
+                   std::vector<py::ssize_t>{R_, static_cast<py::ssize_t>(hidden)}, received,
+                   rows_block);
   py::object recv_idx = py::none(), recv_w = py::none();
   if (K > 0) {
-    auto local = array<std::int64_t>({static_cast<py::ssize_t>(R), static_cast<py::ssize_t>(K)});
-    auto kept = array<float>({static_cast<py::ssize_t>(R), static_cast<py::ssize_t>(K)});
-    std::int64_t* li = local.mutable_data();
-    float* kw = kept.mutable_data();
+    auto* li = out.ptr<std::int64_t>(idx_at);
+    auto* kw = out.ptr<float>(w_at);
     const std::int64_t first = static_cast<std::int64_t>(me) * static_cast<std::int64_t>(L);
     for (std::size_t r = 0; r < R; ++r) {
       for (std::size_t k = 0; k < K; ++k) {
@@ -134,40 +181,45 @@ py::object normal_dispatch(Buffer& b, const std::string& call, int me, const py:
         const bool mine = e >= 0 && e < static_cast<std::int64_t>(L);
         li[r * K + k] = mine ? e : -1;
         float v;
-        std::memcpy(&v, &side_out[r * W + W / 2 + k], 4);
+        std::memcpy(&v, &side_out[r * W + Kp + k], 4);
         kw[r * K + k] = mine ? v : 0.0f;
       }
     }
-    recv_idx = local;
-    recv_w = kept;
+    recv_idx = out.array<std::int64_t>(idx_at, {R_, static_cast<py::ssize_t>(K)});
+    recv_w = out.array<float>(w_at, {R_, static_cast<py::ssize_t>(K)});
   }
-  auto prefix = array<std::int32_t>({n, n});
-  auto channel = array<std::int32_t>({n, 1}), recv_channel = array<std::int32_t>({n, 1});
-  std::int32_t* pm = prefix.mutable_data();
+  std::int32_t* pm = out.ptr<std::int32_t>(prefix_at);
   for (std::size_t i = 0; i < P; ++i) {
     for (std::size_t j = 0; j < P; ++j)
       pm[i * P + j] = counts[i * P + j] + (i > 0 ? pm[(i - 1) * P + j] : 0);
   }
+  std::int32_t* ch = out.ptr<std::int32_t>(channel_at);
+  std::int32_t* rch = out.ptr<std::int32_t>(recv_channel_at);
   for (std::size_t j = 0; j < P; ++j) {
-    channel.mutable_data()[j] = counts[static_cast<std::size_t>(me) * P + j];
-    recv_channel.mutable_data()[j] = counts[j * P + static_cast<std::size_t>(me)];
+    ch[j] = counts[static_cast<std::size_t>(me) * P + j];
+    rch[j] = counts[j * P + static_cast<std::size_t>(me)];
   }
-  auto src_idx = array<std::int32_t>({static_cast<py::ssize_t>(R)});
-  for (std::size_t r = 0; r < R; ++r) src_idx.mutable_data()[r] = assist.data()[3 * r + 1];
-  auto send_head = array<std::int32_t>({static_cast<py::ssize_t>(tokens), n});
+  std::int32_t* src = out.ptr<std::int32_t>(src_at);
+  for (std::size_t r = 0; r < R; ++r) src[r] = assist[3 * r + 1];
   std::vector<std::int32_t> sent(P, 0);
-  std::int32_t* head = send_head.mutable_data();
+  std::int32_t* head = out.ptr<std::int32_t>(head_at);
   for (std::size_t i = 0; i < tokens * P; ++i) head[i] = routed[i] ? sent[i % P]++ : -1;
-  auto per_local = array<std::int64_t>({static_cast<py::ssize_t>(L)});
+  auto* per_local = out.ptr<std::int64_t>(local_at);
   for (std::size_t l = 0; l < L; ++l) {
     std::int64_t sum = 0;
     for (std::size_t i = 0; i < P; ++i)
-      sum += all_ints[i * ints.size() + kHeader + static_cast<std::size_t>(me) * L + l];
-    per_local.mutable_data()[l] = sum;
+      sum += all_ints[i * width + kHeader + static_cast<std::size_t>(me) * L + l];
+    per_local[l] = sum;
   }
-  return py::make_tuple(rows, recv_x, routes, assist, ep_recv, recv_idx, recv_w, prefix, channel,
-                        recv_channel, src_idx, send_head, per_local,
-                        all_ints[static_cast<std::size_t>(me) * ints.size() + 1]);
+  return py::make_tuple(
+      rows, recv_x, out.array<std::int32_t>(routes_at, {T_, n_}),
+      out.array<std::int32_t>(assist_at, {static_cast<py::ssize_t>(cap), 3}),
+      out.array<std::int32_t>(ep_recv_at, {n_}), recv_idx, recv_w,
+      out.array<std::int32_t>(prefix_at, {n_, n_}), out.array<std::int32_t>(channel_at, {n_, 1}),
+      out.array<std::int32_t>(recv_channel_at, {n_, 1}), out.array<std::int32_t>(src_at, {R_}),
+      out.array<std::int32_t>(head_at, {T_, n_}),
+      out.array<std::int64_t>(local_at, {static_cast<py::ssize_t>(L)}),
+      all_ints[static_cast<std::size_t>(me) * width + 1]);
 }
 
 }  // namespace

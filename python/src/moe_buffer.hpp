@@ -4,6 +4,8 @@
 
 #include <sys/mman.h>
 
+#include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -24,7 +26,7 @@ using BlockMemory = std::unique_ptr<std::byte, FreeBlock>;
 // Host blocks of one size for dispatch's received rows, reused once Python holds no view of
 // them: a block of the decode shape is tens of MiB, above glibc's mmap threshold, so a fresh
 // allocation per call would fault in every page again (it made dispatch several times slower).
-// Blocks of 4 MiB and more are 2 MiB aligned and asked for transparent huge pages, as NumPy
+// Blocks of 2 MiB and more are 2 MiB aligned and asked for transparent huge pages, as NumPy
 // asks for its large arrays: copying rows through 4 KiB pages cost a quarter more at prefill
 // sizes.
 class BlockPool {
@@ -49,7 +51,7 @@ class BlockPool {
 
   BlockMemory allocate() const {
     void* p = nullptr;
-    if (bytes_ >= 2 * kHugePage) {
+    if (bytes_ >= kHugePage) {
       const std::size_t rounded = (bytes_ + kHugePage - 1) / kHugePage * kHugePage;
       p = std::aligned_alloc(kHugePage, rounded);
       if (p != nullptr) (void)madvise(p, rounded, MADV_HUGEPAGE);  // a hint; fine if refused
@@ -106,6 +108,21 @@ class Buffer : public Collective<MoeBuffer> {
     return static_cast<std::size_t>(config_.token_side_bytes);
   }
   std::size_t header_ints() const { return static_cast<std::size_t>(config_.header_ints); }
+  std::size_t max_bs() const { return static_cast<std::size_t>(config_.max_bs); }
+  // A host block of `bytes` from a pool of that size (a layer's per-call output arrays, carved
+  // from one block that returns when the last of them dies; deep_ep_normal.cpp): fresh arrays of
+  // hundreds of KiB per call cost page faults at every call.
+  std::unique_ptr<HostBlock> take_block(std::size_t bytes) {
+    if (!blocks_ || blocks_->bytes() != bytes) blocks_ = std::make_shared<BlockPool>(bytes);
+    return std::make_unique<HostBlock>(blocks_);
+  }
+  // Scratch memory `i` (0..3) of at least `n` ints, kept between calls (calls on a buffer never
+  // overlap: they are collective, made in one order).
+  std::int32_t* scratch(int i, std::size_t n) {
+    auto& v = scratch_.at(static_cast<std::size_t>(i));
+    if (v.size() < n) v.resize(n);
+    return v.data();
+  }
   std::unique_ptr<HostBlock> take_rows() const { return std::make_unique<HostBlock>(rows_); }
   std::unique_ptr<HostBlock> take_token_rows() const {
     return std::make_unique<HostBlock>(tokens_);
@@ -117,6 +134,8 @@ class Buffer : public Collective<MoeBuffer> {
   std::size_t capacity_;
   std::shared_ptr<BlockPool> rows_;    // blocks of recv_capacity rows
   std::shared_ptr<BlockPool> tokens_;  // blocks of max_bs rows (combine's output)
+  std::shared_ptr<BlockPool> blocks_;  // take_block's
+  std::array<std::vector<std::int32_t>, 4> scratch_;
 };
 
 }  // namespace shmoe::python

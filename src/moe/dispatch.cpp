@@ -11,10 +11,10 @@
 //     every PE). A caller's kRetry verdict ends the call here on every PE, with nothing moved. A PE
 //     only writes rows after every PE's header of call g arrived, i.e. after every receiver has
 //     finished with its window for call g-1.
-//  3. payload: workers put rows, side-band and the caller's token side data; with the double plane,
-//  big segments go to the copy
-//     engine. Each worker fences its stores; after a worker barrier and the engine's quiet,
-//     worker 0 raises dispatch-done g at every PE.
+//  3. payload: workers put rows, and each row's side-band (its RowMeta, then the caller's token
+//     side data) in one put; with the double plane, big segments go to the copy engine. Each
+//     worker fences its stores; after a worker barrier and the engine's quiet, worker 0 raises
+//     dispatch-done g at every PE.
 //  4. receive: wait for dispatch-done g from every PE, then copy rows out to the caller, unless
 //     the caller reads them where they landed (expand_x is the receive window).
 #include <fmt/format.h>

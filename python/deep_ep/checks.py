@@ -17,12 +17,19 @@ def bad(call: str, name: str, value: Any, want: str) -> ValueError:
 
 def tensor(call: str, name: str, t: Any, dtype: torch.dtype, shape: Tuple[Optional[int], ...],
            ) -> torch.Tensor:
-    """`t`, checked: a CPU tensor of `dtype` and `shape` (None: any length), made contiguous."""
-    want = f"a CPU {dtype} tensor of shape [{', '.join('*' if n is None else str(n) for n in shape)}]"
-    if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.dtype != dtype:
-        raise bad(call, name, t, want)
-    if t.dim() != len(shape) or any(n is not None and n != m for n, m in zip(shape, t.shape)):
-        raise bad(call, name, t, want)
+    """`t`, checked: a CPU tensor of `dtype` and `shape` (None: any length), made contiguous.
+    (Every call of every operator checks several tensors, so the message is made only for a
+    tensor that fails.)"""
+    ok = isinstance(t, torch.Tensor) and t.dtype == dtype and t.device.type == "cpu" \
+        and t.dim() == len(shape)
+    if ok:
+        for n, m in zip(shape, t.shape):
+            if n is not None and n != m:
+                ok = False
+                break
+    if not ok:
+        dims = ", ".join("*" if n is None else str(n) for n in shape)
+        raise bad(call, name, t, f"a CPU {dtype} tensor of shape [{dims}]")
     return t.contiguous()
 
 

@@ -249,7 +249,7 @@ class Normal:
                 recv_topk_weights = torch.cat([recv_topk_weights,
                                                torch.zeros((pad, K), dtype=torch.float32)])
             return recv_x, recv_topk_idx, recv_topk_weights, [], handle
-        num_recv: List[int] = [int(-(-int(c) // align) * align) for c in per_local]
+        num_recv: List[int] = ((per_local + (align - 1)) // align * align).tolist()
         return recv_x, recv_topk_idx, recv_topk_weights, num_recv, handle
 
     def _dispatch(self, call: str, plan: _Plan, args: Any, error: Optional[Exception]):

@@ -11,8 +11,9 @@ rank): an unweighted sum over ranks in float32, rounded once to bfloat16 (with b
 operator returns the float32 sums and the bias is added before the rounding, as DeepEP does).
 
 A rank whose arguments are wrong still joins the operator's call, refusing it, so every rank
-raises at once (the refusing rank its own error, the others one naming it); a call the current operators
-cannot hold (more tokens, another shape) is retried on every rank after a collective replan.
+raises at once (the refusing rank its own error, the others one naming it); a call the current
+operators cannot hold (more tokens, another shape) is retried on every rank after a collective
+replan.
 The operators are called directly (shmoe.moe.Buffer.operator) with arrays kept between calls,
 as DeepEP's Buffer calls its runtime: received rows and combined tokens come from the
 operator's pools of host blocks, which return when the last tensor over them dies."""
@@ -33,9 +34,8 @@ from .checks import bad, check_range, integer, tensor
 from .config import Config
 
 _MIN_CAPACITY = 64
-# The operator's verdicts (shmoe_call_verdict_t) and its answer to a retry.
-_PROCEED, _REFUSE, _RETRY = 0, 1, 2
-_RETRIED = -1
+# The operator's verdicts of a rank that does not proceed (shmoe_call_verdict_t).
+_REFUSE, _RETRY = 1, 2
 # Header ints of a dispatch, before its tokens per expert: top-k and num_worst_tokens.
 _HEADER = 2
 
@@ -70,7 +70,6 @@ class _Plan:
                               header_ints=_HEADER + experts)
         self.weights: Optional[shmoe.moe.Buffer] = None
         self.ones = np.ones((capacity, n), np.float32)
-        self.ranks = torch.arange(n, dtype=torch.int32)
         self.no_side = np.zeros((capacity, self.side_width), np.int32)  # a cached dispatch's
         self.no_ints = np.zeros(_HEADER + experts, np.int32)
         self.closed = False
@@ -353,35 +352,33 @@ class Normal:
                 except shmoe.Error:
                     pass
             raise
-        tokens = handle.tokens
         mode = int(w is not None)
+        rows = xs.view(torch.int16).numpy()
         if biases:
             # DeepEP adds the bias to the float32 sum and rounds once.
-            total = np.empty((tokens, p.hidden), np.float32)
-            Normal._reduce(p.x, handle, xs.view(torch.int16).numpy(), total, mode, True)
-            summed = torch.from_numpy(total)
+            summed = Normal._reduce(p.x, handle, rows, p.hidden, mode, sums=True)
             for b in biases:
                 summed += b.to(torch.float32)
             combined = summed.to(torch.bfloat16)
         else:
-            out = _host_array(p.x.operator.take_token_rows(), np.int16)[:tokens * p.hidden]
-            Normal._reduce(p.x, handle, xs.view(torch.int16).numpy(), out, mode)
-            combined = torch.from_numpy(out.reshape(tokens, p.hidden)).view(torch.bfloat16)
+            combined = Normal._reduce(p.x, handle, rows, p.hidden, mode).view(torch.bfloat16)
         combined_w = None
         if w is not None:
-            weights = p.float32_weights()
-            out = _host_array(weights.operator.take_token_rows(), np.float32)
-            out = out[:tokens * handle.num_topk]
-            Normal._reduce(weights, handle, w.numpy(), out, mode)
-            combined_w = torch.from_numpy(out.reshape(tokens, handle.num_topk))
+            combined_w = Normal._reduce(p.float32_weights(), handle, w.numpy(), handle.num_topk,
+                                        mode)
         return combined, combined_w
 
     @staticmethod
-    def _reduce(buf: shmoe.moe.Buffer, h: Handle, rows: np.ndarray, out: np.ndarray, mode: int,
-                sums: bool = False) -> None:
-        """buf's combine of `rows` on h's routing with weight 1 into `out` [tokens, width]
-        (the float32 sums where `sums`); `mode`: whether topk_weights was given, which every
-        rank must pass alike."""
+    def _reduce(buf: shmoe.moe.Buffer, h: Handle, rows: np.ndarray, width: int, mode: int,
+                sums: bool = False) -> torch.Tensor:
+        """buf's combine of `rows` on h's routing with weight 1: [tokens, width] of buf's
+        dtype in a host block of its pool, or with `sums` the float32 sums in a fresh array;
+        `mode`: whether topk_weights was given, which every rank must pass alike."""
+        if sums:
+            out = np.empty(h.tokens * width, np.float32)
+        else:
+            dtype = np.float32 if buf.dtype == "float32" else np.int16
+            out = _host_array(buf.operator.take_token_rows(), dtype)[:h.tokens * width]
         try:
             buf.operator.combine(False, rows, h.assist, h.ep_recv, h.routes,
                                  h.plan.ones[:h.tokens], h.tokens, out, x_out_float32=sums,
@@ -392,3 +389,4 @@ class Normal:
             raise ValueError("deep_ep.Buffer.combine: topk_weights given on some ranks and not "
                              f"on others (on this rank: {'given' if mode else 'None'}): give it "
                              "on every rank or on none") from e
+        return torch.from_numpy(out.reshape(h.tokens, width))

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   q.pes = 4;
   if (shmoe::tools::config::parse_config_options(static_cast<int>(args.size()), argv.data(),
                                                  "0.0.0", q) < 0) {
-    if (!(q.prefix || q.cflags || q.libs || q.diagnose) || q.pes < 1 || q.pes > (1 << 16)) {
+    if (!(q.prefix || q.cflags || q.libs || q.env || q.diagnose) || q.pes < 1 ||
+        q.pes > (1 << 16)) {
       std::abort();
     }
   }

@@ -6,11 +6,13 @@
 // same run. Times are medians of REPS runs of each, alternating. Prints a '#' line naming the
 // kernel, then one CSV line:
 //   rows,model_dim,ffn_dim,experts,wave_rows,gflop,tiled_ms,limit_ms,tiled_gflops,limit_gflops,
-//   tiled/limit,weight_bytes,weight_gbps,memcpy_gbps,weight/memcpy
-//   mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS [tiles|limit]]
-// With a KIND, runs only that one REPS times back to back and prints "KIND,mean_ms": for several
-// processes at once (PEs outnumbering cores), whose individual runs are cut into by the others'
-// time slices while a long loop's mean is their fair share.
+//   tiled/limit,weight_bytes,weight_gbps,memcpy_gbps,weight/memcpy,read_gbps,weight/read
+//   mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS [tiles|limit|all [bf16|fp8]]]
+// The tiles read the weights in the form named last (mega_gemm.hpp; default bf16, packed); the
+// read is a streaming read of as many bytes as those weights take (reading, not copying).
+// With a KIND other than all, runs only that one REPS times back to back and prints
+// "KIND,mean_ms": for several processes at once (PEs outnumbering cores), whose individual runs
+// are cut into by the others' time slices while a long loop's mean is their fair share.
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stream_read.hpp"
 #include "moe/expert_ffn.hpp"
 
 namespace {
@@ -86,19 +89,20 @@ class PlainMatmul {
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(
-        stderr, "usage: mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS [tiles|limit]]\n");
+    std::fprintf(stderr,
+                 "usage: mega_gemm ROWS MODEL_DIM FFN_DIM EXPERTS WAVE_ROWS [REPS [tiles|limit|all "
+                 "[bf16|fp8]]]\n");
     return 2;
   }
   const int rows = std::atoi(argv[1]), D = std::atoi(argv[2]), F = std::atoi(argv[3]),
             L = std::atoi(argv[4]), W = std::atoi(argv[5]),
             reps = argc > 6 ? std::atoi(argv[6]) : 7;
-  const std::string kind = argc > 7 ? argv[7] : "all";
+  const std::string kind = argc > 7 ? argv[7] : "all", form = argc > 8 ? argv[8] : "bf16";
   if (rows < 1 || D < 1 || F < 2 || F % 2 || L < 1 || W < 1 || reps < 1 ||
-      (kind != "all" && kind != "tiles" && kind != "limit")) {
+      (kind != "all" && kind != "tiles" && kind != "limit") || (form != "bf16" && form != "fp8")) {
     std::fprintf(stderr,
                  "mega_gemm: ROWS, MODEL_DIM, EXPERTS, WAVE_ROWS, REPS >= 1; FFN_DIM even; KIND "
-                 "tiles or limit\n");
+                 "tiles, limit or all; weights bf16 or fp8\n");
     return 2;
   }
   using namespace shmoe::moe;
@@ -121,7 +125,8 @@ int main(int argc, char** argv) {
   std::vector<ExpertWeights> weights;
   for (int e = 0; e < L; ++e) {
     const auto w1 = random_rows(F, shape.token_row()), w2 = random_rows(D, shape.act_row());
-    weights.push_back(pack_expert(engine, shape, w1.data(), w2.data()));
+    weights.push_back(load_expert(engine, shape, w1.data(), w2.data(),
+                                  form == "fp8" ? WeightForm::kFp8 : WeightForm::kPacked));
   }
   const auto tokens = random_rows(rows, shape.token_row());
   const auto acts = random_rows(rows, shape.act_row());
@@ -187,17 +192,22 @@ int main(int argc, char** argv) {
       asm volatile("" : : "r"(dst.data()) : "memory");
     }
   };
+  std::uint64_t sink = 0;
+  auto read_weights = [&] {
+    for (int i = 0; i < 4; ++i) sink ^= shmoe::stream_read(src.data(), weight_bytes);
+  };
   copy_weights();
-  const auto t = alternating_median_ms(reps, {run_tiles, run_plain, copy_weights});
-  const double tiled = t[0], limit = t[1], copy = t[2] / 4;
+  read_weights();
+  const auto t = alternating_median_ms(reps, {run_tiles, run_plain, copy_weights, read_weights});
+  const double tiled = t[0], limit = t[1], copy = t[2] / 4, read = t[3] / 4;
 
   const double gflop =
       2.0 * rows * (static_cast<double>(D) * F + static_cast<double>(D) * F / 2) / 1e9;
   std::printf("# %s; kernel for the tiles: %s\n", engine.describe().c_str(),
               engine.kernel_name(std::min(W, per_expert), F, D).c_str());
-  std::printf("%d,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.2f,%.2f,%.3f,%zu,%.2f,%.2f,%.3f\n", rows, D, F, L, W,
-              gflop, tiled, limit, gflop / tiled * 1e3, gflop / limit * 1e3, tiled / limit,
-              weight_bytes, weight_bytes / tiled / 1e6, weight_bytes / copy / 1e6,
-              (weight_bytes / tiled) / (weight_bytes / copy));
-  return 0;
+  std::printf("%d,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.2f,%.2f,%.3f,%zu,%.2f,%.2f,%.3f,%.2f,%.3f\n", rows,
+              D, F, L, W, gflop, tiled, limit, gflop / tiled * 1e3, gflop / limit * 1e3,
+              tiled / limit, weight_bytes, weight_bytes / tiled / 1e6, weight_bytes / copy / 1e6,
+              copy / tiled, weight_bytes / read / 1e6, read / tiled);
+  return sink == 42 ? 1 : 0;  // never: keeps the reads
 }

@@ -216,6 +216,12 @@ SHMOE_API int shmoe_fp8_unpack_token_rows(const uint8_t* src, size_t rows, int c
 
 typedef struct shmoe_mega_moe* shmoe_mega_moe_t;
 
+/* How MegaMoE keeps the experts' weights. FP8: the codes and scales as given, 1.03 bytes per
+ * parameter, read directly by the GEMMs of small batches (decode is bound by reading them).
+ * BF16: expanded once to bfloat16 (fp32 where the CPU has no bf16 dot products) and packed for
+ * oneDNN, 2 (4) bytes per parameter. */
+typedef enum { SHMOE_MEGA_WEIGHTS_FP8 = 0, SHMOE_MEGA_WEIGHTS_BF16 = 1 } shmoe_mega_weights_t;
+
 typedef struct {
   int tokens; /* the most tokens any call passes on any PE */
   int model_dim;
@@ -227,12 +233,13 @@ typedef struct {
   int matrix_workers;         /* 0 and 0: 1 and 2; otherwise vector_workers = 2 * matrix */
   int vector_workers;
   int wave_rows; /* rows per GEMM tile; 0: 128 */
+  shmoe_mega_weights_t weights; /* 0 (SHMOE_MEGA_WEIGHTS_FP8) unless set */
 } shmoe_mega_moe_config_t;
 
 /* Collective. w1 and w2 hold experts_per_pe pointers, one per local expert, to MX FP8 rows
  * (shmoe_mx_quantize_rows) along the reduction dimension: w1[e] is ffn_dim rows of model_dim
- * elements, w2[e] model_dim rows of ffn_dim / 2. The weights are packed at creation and may be
- * freed after it. */
+ * elements, w2[e] model_dim rows of ffn_dim / 2. The weights are copied (config.weights says in
+ * which form) at creation and may be freed after it. */
 SHMOE_API int shmoe_mega_moe_create(const shmoe_mega_moe_config_t* config, const uint8_t* const* w1,
                                     const uint8_t* const* w2, shmoe_mega_moe_t* mega);
 /* Collective. */

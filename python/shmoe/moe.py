@@ -462,12 +462,14 @@ class MegaMoE:
     tokens: the most tokens any PE passes; model_dim, ffn_dim (even: SwiGLU splits GEMM1's
     output into gate and up halves); num_experts (divisible by the PE count), num_topk; mode:
     "e4m3" or "e5m2". Options: max_received_tokens, workers ((matrix, vector), vector = 2 x
-    matrix), wave_rows. load_weights (collective) gives this PE's experts; then
+    matrix), wave_rows, weights: how the experts' weights are kept, "fp8" (the codes and
+    scales, 1.03 bytes per parameter, read directly by small batches) or "bf16" (expanded and
+    packed for oneDNN). load_weights (collective) gives this PE's experts; then
     layer(x, topk_idx, topk_weights) (collective) returns the layer's output. Creating it is
     collective too (the PEs agree on its arguments)."""
 
     def __init__(self, tokens, model_dim, ffn_dim, num_experts, num_topk, mode="e4m3", *,
-                 max_received_tokens=0, workers=None, wave_rows=128):
+                 max_received_tokens=0, workers=None, wave_rows=128, weights="fp8"):
         call = "shmoe.moe.MegaMoE"
         require_init(call)
 
@@ -484,6 +486,9 @@ class MegaMoE:
                                                0)
             self._workers = _worker_counts(call, workers)
             self.wave_rows = _positive_int(call, "wave_rows", wave_rows)
+            if weights not in ("fp8", "bf16"):
+                raise ValueError(f"{call}: weights={weights!r} must be 'fp8' or 'bf16'")
+            self.weights = weights
 
         agreed(call, check)
         self.num_local_experts = self.num_experts // state.n_pes
@@ -531,7 +536,7 @@ class MegaMoE:
         self._op = _shmoe.MegaMoE(
             self.tokens, D, F, self.num_topk, self.num_local_experts, self.mode,
             self._max_received, self._workers[0], self._workers[1], self.wave_rows,
-            rows1, rows2)
+            self.weights, rows1, rows2)
         add_resource(self)
 
     def __call__(self, x, topk_idx, topk_weights, *, fused=True):

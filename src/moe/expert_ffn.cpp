@@ -6,23 +6,24 @@
 namespace shmoe::moe {
 namespace {
 
-// Expands n MX rows into the scratch tile the GEMM reads.
-const void* expand_tile(const ExpertFfnShape& s, const GemmEngine& g, const std::byte* rows,
-                        std::size_t stride, int n, int k, FfnScratch& scratch) {
-  scratch.a.resize(static_cast<std::size_t>(n) * k * g.input_bytes());
-  g.expand_rows(rows, stride, n, k, s.format, scratch.a.data());
+// Expands n MX rows into the scratch tile the GEMM with w reads.
+const void* expand_tile(const ExpertFfnShape& s, const GemmEngine& g, const GemmEngine::Weight& w,
+                        const std::byte* rows, std::size_t stride, int n, FfnScratch& scratch) {
+  const GemmInput t = g.input(w, n);
+  scratch.a.resize(static_cast<std::size_t>(n) * w.k() * GemmEngine::bytes_of(t));
+  GemmEngine::expand_rows(rows, stride, n, w.k(), s.format, t, scratch.a.data());
   return scratch.a.data();
 }
 
 }  // namespace
 
-ExpertWeights pack_expert(const GemmEngine& g, const ExpertFfnShape& s, const std::uint8_t* w1_rows,
-                          const std::uint8_t* w2_rows) {
+ExpertWeights load_expert(const GemmEngine& g, const ExpertFfnShape& s, const std::uint8_t* w1_rows,
+                          const std::uint8_t* w2_rows, WeightForm form) {
   const MxRow r1 = s.token_row(), r2 = s.act_row();
-  return {g.pack(reinterpret_cast<const std::byte*>(w1_rows), r1.bytes(), s.ffn_dim, r1.elems,
-                 s.format),
-          g.pack(reinterpret_cast<const std::byte*>(w2_rows), r2.bytes(), s.model_dim, r2.elems,
-                 s.format)};
+  return {g.load(reinterpret_cast<const std::byte*>(w1_rows), r1.bytes(), s.ffn_dim, r1.elems,
+                 s.format, form),
+          g.load(reinterpret_cast<const std::byte*>(w2_rows), r2.bytes(), s.model_dim, r2.elems,
+                 s.format, form)};
 }
 
 void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,
@@ -38,7 +39,7 @@ void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::
 void gemm1_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
                 const std::byte* rows, std::size_t stride, int n, float* h, FfnScratch& scratch) {
   if (n == 0) return;
-  g.multiply(w.w1, expand_tile(s, g, rows, stride, n, s.model_dim, scratch), n, h);
+  g.multiply(w.w1, expand_tile(s, g, w.w1, rows, stride, n, scratch), n, h);
 }
 
 void swiglu_quantize(const ExpertFfnShape& s, const float* h, int first, int last, std::byte* act) {
@@ -59,8 +60,7 @@ void gemm2_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
   const MxRow layout = s.act_row();
   const std::size_t out_elems = static_cast<std::size_t>(n) * s.model_dim;
   scratch.out.resize(out_elems);
-  g.multiply(w.w2, expand_tile(s, g, act, layout.bytes(), n, layout.elems, scratch), n,
-             scratch.out.data());
+  g.multiply(w.w2, expand_tile(s, g, w.w2, act, layout.bytes(), n, scratch), n, scratch.out.data());
   numeric::floats_to_bf16(scratch.out.data(), out_elems, out);
 }
 

@@ -35,17 +35,17 @@ struct ExpertFfnShape {
   MxRow act_row() const { return {ffn_dim / 2}; }
 };
 
-// One expert's weights, packed once into the GEMM kernel's layout (see mega_gemm.hpp).
+// One expert's weights, loaded once in the form the operator keeps them (see mega_gemm.hpp).
 struct ExpertWeights {
   GemmEngine::Weight w1;  // F outputs along D
   GemmEngine::Weight w2;  // D outputs along F/2
   std::size_t bytes() const { return w1.bytes() + w2.bytes(); }
 };
 
-// Packs MX FP8 weights given as rows along the reduction dimension: w1 [F] rows of D elements,
+// Loads MX FP8 weights given as rows along the reduction dimension: w1 [F] rows of D elements,
 // w2 [D] rows of F/2 elements, each in MxRow layout. Runs on the calling thread.
-ExpertWeights pack_expert(const GemmEngine& g, const ExpertFfnShape& s, const std::uint8_t* w1_rows,
-                          const std::uint8_t* w2_rows);
+ExpertWeights load_expert(const GemmEngine& g, const ExpertFfnShape& s, const std::uint8_t* w1_rows,
+                          const std::uint8_t* w2_rows, WeightForm form);
 
 // Row-wise MX quantization of BF16 tokens into token_row() rows, `stride` bytes apart.
 void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,

@@ -29,6 +29,14 @@ shmoe::numeric::Fp8Format format_of(shmoe_fp8_format_t f, const char* fn) {
                  " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
 }
 
+shmoe::moe::WeightForm weights_of(shmoe_mega_weights_t w, const char* fn) {
+  const int value = shmoe::moe::c_api::raw_enum_value(w);
+  if (value == SHMOE_MEGA_WEIGHTS_FP8) return shmoe::moe::WeightForm::kFp8;
+  if (value == SHMOE_MEGA_WEIGHTS_BF16) return shmoe::moe::WeightForm::kPacked;
+  throw MoeError(std::string(fn) + ": weights=" + std::to_string(value) +
+                 " is not SHMOE_MEGA_WEIGHTS_FP8 (0) or SHMOE_MEGA_WEIGHTS_BF16 (1)");
+}
+
 shmoe::moe::MegaMoEConfig config_of(const shmoe_mega_moe_config_t& in, const char* fn) {
   shmoe::moe::MegaMoEConfig c;
   c.tokens = in.tokens;
@@ -40,6 +48,7 @@ shmoe::moe::MegaMoEConfig config_of(const shmoe_mega_moe_config_t& in, const cha
   c.max_received_tokens = in.max_received_tokens;
   c.workers = {in.matrix_workers, in.vector_workers};
   if (in.wave_rows != 0) c.wave_rows = in.wave_rows;
+  c.weights = weights_of(in.weights, fn);
   return c;
 }
 

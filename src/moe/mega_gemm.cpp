@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "numeric/mx.hpp"
+#include "numeric/mx_matrix.hpp"
 
 #if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
 #include <omp.h>
@@ -106,11 +108,33 @@ BoundArgs& bound_args(const Kernel& kernel) {
   return it->second;
 }
 
+// The weight's expansion to the input type, per thread, for tiles past kDirectRows.
+void* thread_expanded(std::size_t bytes) {
+  thread_local std::vector<std::byte> expanded;
+  if (expanded.size() < bytes) expanded.resize(bytes);
+  return expanded.data();
+}
+
+// A tile's rows of k elements (`elem` bytes each), zero-padded to `padded` for
+// numeric/mx_matrix, per thread: zero bits are +0 in either type.
+const void* thread_padded(const void* a, int m, int k, int padded, std::size_t elem) {
+  thread_local std::vector<std::byte> rows;
+  rows.assign(static_cast<std::size_t>(m) * padded * elem, std::byte{0});
+  for (int r = 0; r < m; ++r) {
+    std::memcpy(rows.data() + static_cast<std::size_t>(r) * padded * elem,
+                static_cast<const std::byte*>(a) + static_cast<std::size_t>(r) * k * elem,
+                k * elem);
+  }
+  return rows.data();
+}
+
 }  // namespace
 
 struct GemmEngine::Weight::Impl {
   int n = 0, k = 0;
-  memory packed;
+  WeightForm form = WeightForm::kPacked;
+  memory packed;                // kPacked
+  numeric::MxWeightMatrix fp8;  // kFp8
 };
 
 int GemmEngine::Weight::n() const {
@@ -119,8 +143,11 @@ int GemmEngine::Weight::n() const {
 int GemmEngine::Weight::k() const {
   return impl_->k;
 }
+WeightForm GemmEngine::Weight::form() const {
+  return impl_->form;
+}
 std::size_t GemmEngine::Weight::bytes() const {
-  return impl_->packed.get_desc().get_size();
+  return impl_->form == WeightForm::kFp8 ? impl_->fp8.bytes() : impl_->packed.get_desc().get_size();
 }
 
 struct GemmEngine::Impl {
@@ -129,8 +156,9 @@ struct GemmEngine::Impl {
   memory::data_type type =
       input == GemmInput::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
   std::mutex mutex;
-  std::map<std::pair<int, int>, memory::desc> layouts;                   // (n, k) -> packed weights
-  std::map<std::tuple<int, int, int>, std::unique_ptr<Kernel>> kernels;  // (m, n, k)
+  std::map<std::pair<int, int>, memory::desc> layouts;  // (n, k) -> packed weights
+  // (m, n, k, plain): plain kernels take the weight unpacked, [n][k] in the input type.
+  std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Kernel>> kernels;
 
   dnnl::matmul::primitive_desc describe_product(int m, int n, int k, const memory::desc& weights) {
     dnnl::primitive_attr attr;
@@ -154,12 +182,14 @@ struct GemmEngine::Impl {
     return layout_locked(n, k);
   }
 
-  const Kernel& kernel(int m, int n, int k) {
+  memory::desc plain_layout(int n, int k) const { return {{k, n}, type, Tag::ba}; }
+
+  const Kernel& kernel(int m, int n, int k, bool plain) {
     const std::lock_guard lock(mutex);
-    auto& slot = kernels[{m, n, k}];
+    auto& slot = kernels[{m, n, k, plain}];
     if (!slot) {
       static std::atomic<std::uint64_t> next_id{0};
-      const auto pd = describe_product(m, n, k, layout_locked(n, k));
+      const auto pd = describe_product(m, n, k, plain ? plain_layout(n, k) : layout_locked(n, k));
       slot = std::make_unique<Kernel>(
           Kernel{++next_id, dnnl::matmul(pd), pd.src_desc(), pd.dst_desc(), pd.scratchpad_desc()});
     }
@@ -190,6 +220,11 @@ GemmInput GemmEngine::input() const {
   return impl_->input;
 }
 
+GemmInput GemmEngine::input(const Weight& w, int m) const {
+  if (w.form() != WeightForm::kFp8 || m > kDirectRows) return impl_->input;
+  return w.impl_->fp8.row_type() == numeric::RowType::kBf16 ? GemmInput::kBf16 : GemmInput::kF32;
+}
+
 std::string GemmEngine::describe() const {
   const dnnl_version_t* v = dnnl::version();
   return fmt::format("oneDNN {}.{}.{}, {} inputs ({})", v->major, v->minor, v->patch,
@@ -201,12 +236,12 @@ std::string GemmEngine::kernel_name(int m, int n, int k) const {
 }
 
 void GemmEngine::expand_rows(const std::byte* rows, std::size_t stride, int m, int k,
-                             numeric::Fp8Format f, void* out) const {
+                             numeric::Fp8Format f, GemmInput t, void* out) {
   const auto row_elems = static_cast<std::size_t>(k);
   for (int r = 0; r < m; ++r) {
     const auto* codes = reinterpret_cast<const std::uint8_t*>(rows + r * stride);
     const std::uint8_t* scales = codes + row_elems;
-    if (impl_->input == GemmInput::kBf16) {
+    if (t == GemmInput::kBf16) {
       numeric::dequantize_mx_bf16(codes, scales, row_elems, f,
                                   static_cast<std::uint16_t*>(out) + r * row_elems);
     } else {
@@ -215,19 +250,25 @@ void GemmEngine::expand_rows(const std::byte* rows, std::size_t stride, int m, i
   }
 }
 
-GemmEngine::Weight GemmEngine::pack(const std::byte* rows, std::size_t stride, int n, int k,
-                                    numeric::Fp8Format f) const {
-  run_on_this_thread_only();
-  std::vector<std::byte> plain(static_cast<std::size_t>(n) * k * input_bytes());
-  expand_rows(rows, stride, n, k, f, plain.data());
-  // Row j of the plain matrix is output feature j: the [k][n] weight stored column by column.
-  memory plain_mem({{k, n}, impl_->type, Tag::ba}, cpu_engine(), plain.data());
+GemmEngine::Weight GemmEngine::load(const std::byte* rows, std::size_t stride, int n, int k,
+                                    numeric::Fp8Format f, WeightForm form) const {
   auto w = std::make_shared<Weight::Impl>();
   w->n = n;
   w->k = k;
-  w->packed = memory(impl_->layout(n, k), cpu_engine());
-  dnnl::reorder(plain_mem, w->packed).execute(thread_stream(), plain_mem, w->packed);
-  thread_stream().wait();
+  w->form = form;
+  const auto elems = static_cast<std::size_t>(n) * k;
+  if (form == WeightForm::kFp8) {
+    w->fp8 = numeric::MxWeightMatrix(reinterpret_cast<const std::uint8_t*>(rows), stride, n, k, f);
+  } else {
+    run_on_this_thread_only();
+    std::vector<std::byte> plain(elems * bytes_of(impl_->input));
+    expand_rows(rows, stride, n, k, f, impl_->input, plain.data());
+    // Row j of the plain matrix is output feature j: the [k][n] weight stored column by column.
+    memory plain_mem(impl_->plain_layout(n, k), cpu_engine(), plain.data());
+    w->packed = memory(impl_->layout(n, k), cpu_engine());
+    dnnl::reorder(plain_mem, w->packed).execute(thread_stream(), plain_mem, w->packed);
+    thread_stream().wait();
+  }
   Weight out;
   out.impl_ = std::move(w);
   return out;
@@ -235,14 +276,30 @@ GemmEngine::Weight GemmEngine::pack(const std::byte* rows, std::size_t stride, i
 
 void GemmEngine::multiply(const Weight& w, const void* a, int m, float* out) const {
   if (m <= 0) return;
+  const Weight::Impl& wi = *w.impl_;
+  const int n = wi.n, k = wi.k;
+  if (wi.form == WeightForm::kFp8 && m <= kDirectRows) {
+    const int padded = wi.fp8.padded_cols();
+    if (padded != k) a = thread_padded(a, m, k, padded, bytes_of(input(w, m)));
+    wi.fp8.times_rows(a, m, out, static_cast<std::size_t>(n));
+    return;
+  }
   run_on_this_thread_only();
-  const int n = w.n(), k = w.k();
+  const bool plain = wi.form == WeightForm::kFp8;
+  memory weights = wi.packed;
+  if (plain) {
+    void* expanded = thread_expanded(static_cast<std::size_t>(n) * k * bytes_of(impl_->input));
+    wi.fp8.expand(
+        impl_->input == GemmInput::kBf16 ? numeric::RowType::kBf16 : numeric::RowType::kF32,
+        expanded);
+    weights = memory(impl_->plain_layout(n, k), cpu_engine(), expanded);
+  }
   const int whole = m / 16 * 16, rest = m - whole;
-  if (whole > 0) impl_->run(impl_->kernel(whole, n, k), w.impl_->packed, a, out);
+  if (whole > 0) impl_->run(impl_->kernel(whole, n, k, plain), weights, a, out);
   if (rest > 0) {
-    const auto* a_rest =
-        static_cast<const std::byte*>(a) + static_cast<std::size_t>(whole) * k * input_bytes();
-    impl_->run(impl_->kernel(rest, n, k), w.impl_->packed, a_rest,
+    const auto* a_rest = static_cast<const std::byte*>(a) +
+                         static_cast<std::size_t>(whole) * k * bytes_of(impl_->input);
+    impl_->run(impl_->kernel(rest, n, k, plain), weights, a_rest,
                out + static_cast<std::size_t>(whole) * n);
   }
 }

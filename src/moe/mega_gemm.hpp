@@ -1,6 +1,12 @@
-// The MegaMoE GEMMs, on oneDNN: out[m][n] (fp32) = a[m][k] . w[n][k]^T, where w is one expert
-// weight matrix given as MX FP8 rows and packed once into the kernel's layout, and a is a tile of
-// MX FP8 rows expanded for the call.
+// The MegaMoE GEMMs: out[m][n] (fp32) = a[m][k] . w[n][k]^T, where w is one expert weight matrix
+// given as MX FP8 rows, and a is a tile of MX FP8 rows expanded for the call. A weight is held in
+// one of two forms (WeightForm):
+//   kFp8: as given, one byte per element and one E8M0 scale per 32 (1.03 bytes per parameter).
+//     Tiles of up to kDirectRows rows go to numeric/mx_matrix, which reads the codes directly:
+//     small batches are bound by reading the weights, and these are half the bytes of bf16.
+//     Taller tiles expand the weight to the input type first and run oneDNN on it, where the
+//     expansion is small against the product.
+//   kPacked: expanded and packed once into oneDNN's layout (2 or 4 bytes per parameter).
 //
 // Precision. An MX FP8 value (an E4M3 or E5M2 code times a power-of-two E8M0 scale) has at most 4
 // significant bits, so it is exactly a bfloat16, and the product of two of them is exact in fp32:
@@ -24,6 +30,7 @@
 namespace shmoe::moe {
 
 enum class GemmInput : std::uint8_t { kBf16, kF32 };
+enum class WeightForm : std::uint8_t { kFp8, kPacked };
 
 class GemmEngine {
  public:
@@ -32,6 +39,7 @@ class GemmEngine {
    public:
     int n() const;
     int k() const;
+    WeightForm form() const;
     std::size_t bytes() const;  // what one pass over it reads
 
    private:
@@ -45,23 +53,32 @@ class GemmEngine {
   GemmEngine(const GemmEngine&) = delete;
   GemmEngine& operator=(const GemmEngine&) = delete;
 
+  // Tiles of at most this many rows read kFp8 weights directly (see above). Past it, numeric/
+  // mx_matrix's time grows with the rows, while oneDNN's bf16 kernels do 2 products per lane per
+  // instruction and the expansion is spread over the rows.
+  static constexpr int kDirectRows = 8;
+
+  // The type of the rows `multiply` takes for m rows against w (expand_rows writes it).
   GemmInput input() const;
-  std::size_t input_bytes() const { return input() == GemmInput::kBf16 ? 2 : 4; }
+  GemmInput input(const Weight& w, int m) const;
+  static std::size_t bytes_of(GemmInput t) { return t == GemmInput::kBf16 ? 2 : 4; }
   // "oneDNN 2.6.3, bf16 inputs (avx512_core_bf16)": for reports.
   std::string describe() const;
   // The name of the implementation oneDNN picks for an m x n x k product ("brg:avx512_core_bf16").
   std::string kernel_name(int m, int n, int k) const;
 
   // Rows `stride` bytes apart, each `k` MX FP8 codes followed by their scales (MxRow), to `m`
-  // contiguous rows of k input() elements: exact (see above).
-  void expand_rows(const std::byte* rows, std::size_t stride, int m, int k, numeric::Fp8Format f,
-                   void* out) const;
-  // Packs n such rows (the weight's output features, each along the reduction dimension).
-  Weight pack(const std::byte* rows, std::size_t stride, int n, int k, numeric::Fp8Format f) const;
+  // contiguous rows of k elements of type t: exact (see above).
+  static void expand_rows(const std::byte* rows, std::size_t stride, int m, int k,
+                          numeric::Fp8Format f, GemmInput t, void* out);
+  // Loads n such rows (the weight's output features, each along the reduction dimension) in the
+  // given form.
+  Weight load(const std::byte* rows, std::size_t stride, int n, int k, numeric::Fp8Format f,
+              WeightForm form) const;
 
-  // out[m][w.n()] = a . w^T, a being m contiguous rows of w.k() input() elements. The kernel for
-  // a new row count is made on first use: one per multiple of 16 rows and one per remainder, the
-  // rows past the last multiple of 16 going through the second.
+  // out[m][w.n()] = a . w^T, a being m contiguous rows of w.k() elements of type input(w, m).
+  // oneDNN's kernel for a new row count is made on first use: one per multiple of 16 rows and
+  // one per remainder, the rows past the last multiple of 16 going through the second.
   void multiply(const Weight& w, const void* a, int m, float* out) const;
 
  private:

@@ -128,12 +128,13 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
   s.arrivals_seen.assign(s.max_waves, 0);
 
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
-  // Packed by the matrix workers, which run the GEMMs: oneDNN work stays on their threads.
+  // Loaded by the matrix workers, which run the GEMMs: oneDNN's packing stays on their threads,
+  // and each worker's experts are first touched where they will be read.
   s.weights.resize(c.experts_per_pe);
   s.pool->launch(c.workers, [&](kernel::KernelContext& w) {
     if (w.kind() != kernel::WorkerKind::kMatrix) return;
     for (int e = w.kind_id(); e < c.experts_per_pe; e += w.kind_count())
-      s.weights[e] = pack_expert(s.gemm, s.shape, weights.w1[e], weights.w2[e]);
+      s.weights[e] = load_expert(s.gemm, s.shape, weights.w1[e], weights.w2[e], c.weights);
   });
   s.row_slot = row_slot_bytes(s.shape);
   s.my_rows.resize(static_cast<std::size_t>(c.tokens) * s.row_slot);
@@ -158,6 +159,11 @@ const MegaMoEConfig& MegaMoE::config() const {
 }
 std::string MegaMoE::gemm_engine() const {
   return state_->gemm.describe();
+}
+std::size_t MegaMoE::weight_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& w : state_->weights) bytes += w.bytes();
+  return bytes;
 }
 double MegaMoE::last_kernel_us() const {
   return state_->kernel_us;

@@ -51,6 +51,10 @@ struct MegaMoEConfig {
   // shape on 2 cores (2 PEs, other jobs running), 128-row waves took 31 ms against 72 ms.
   int wave_rows = 128;
   MegaSchedule schedule = MegaSchedule::kAuto;
+  // How the experts' weights are kept: as the FP8 codes and scales given (1.03 bytes per
+  // parameter, read directly by small tiles), or expanded to bf16 (fp32 where the CPU has no bf16
+  // dot products) and packed for oneDNN. See mega_gemm.hpp.
+  WeightForm weights = WeightForm::kFp8;
 };
 
 // This PE's L local experts in MX FP8, rows along the reduction dimension (ExpertFfnShape):
@@ -86,6 +90,8 @@ class MegaMoE {
   const MegaMoEConfig& config() const;
   // The GEMM engine, in words ("oneDNN 2.6.3, bf16 inputs (avx512_core_bf16)").
   std::string gemm_engine() const;
+  // Bytes the local experts' weights take in the form config().weights keeps them.
+  std::size_t weight_bytes() const;
   // Microseconds of the last call's operator launches (kernel time, without argument checks).
   double last_kernel_us() const;
   // Records every worker's stages of the following calls (fused only).

@@ -140,6 +140,17 @@ void mega_layer(int me, int n) {
     w1.push_back(w1_rows[l].data());
     w2.push_back(w2_rows[l].data());
   }
+  shmoe_mega_moe_config_t bad = config;
+  bad.weights = static_cast<shmoe_mega_weights_t>(7);
+  try {
+    shmoe::MegaMoELayer refused(bad, w1, w2);
+    check(false, "a MegaMoE with weights=7 was not refused");
+  } catch (const shmoe::MoeError& e) {
+    check(std::strstr(e.what(), "weights=7") != nullptr,
+          std::string("the refusal does not name weights=7: ") + e.what());
+  }
+  // The bf16 form on odd PEs, FP8 on even ones: each PE keeps its own experts as it likes.
+  config.weights = me % 2 ? SHMOE_MEGA_WEIGHTS_BF16 : SHMOE_MEGA_WEIGHTS_FP8;
   shmoe::MegaMoELayer layer(config, w1, w2);
 
   const int tokens = T - me % 2;

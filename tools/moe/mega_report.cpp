@@ -10,6 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <vector>
+
+#include "common/stream_read.hpp"
 
 namespace shmoe::tools {
 
@@ -51,8 +54,31 @@ PerfSummary Timings::summary(bool timed) const {
   return r;
 }
 
+WeightReads measure_weight_reads(std::size_t my_bytes) {
+  auto* v = static_cast<double*>(shmem_calloc(4, sizeof(double)));
+  v[0] = static_cast<double>(my_bytes);
+  shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 1, v, 1);
+  WeightReads r{true, v[1], 0};
+  const auto bytes = static_cast<std::size_t>(r.bytes);
+  std::vector<std::byte> buffer(bytes, std::byte{1});
+  std::vector<double> seconds;
+  std::uint64_t sink = 0;
+  for (int round = 0; round < 5; ++round) {
+    shmem_barrier_all();
+    const auto t0 = std::chrono::steady_clock::now();
+    sink ^= stream_read(buffer.data(), bytes);
+    v[2] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 3, v + 2, 1);
+    seconds.push_back(v[3]);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  r.read_gbps = sink == 42 ? 0 : r.bytes / seconds[2] / 1e9;  // the sink keeps the reads
+  shmem_free(v);
+  return r;
+}
+
 void report(const MegaOptions& o, const char* variant, const std::string& shape,
-            const std::string& verdict, const PerfSummary& p) {
+            const std::string& verdict, const PerfSummary& p, const WeightReads& reads) {
   if (shmem_my_pe() != 0) return;
   std::string perf;
   if (p.timed) {
@@ -60,6 +86,13 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
         " e2e_avg_ms={:.3f} e2e_min_ms={:.3f} e2e_max_ms={:.3f} kernel_avg_ms={:.3f} "
         "kernel_min_ms={:.3f} kernel_max_ms={:.3f} loops={}",
         p.e2e_avg, p.e2e_min, p.e2e_max, p.kernel_avg, p.kernel_min, p.kernel_max, o.loops);
+  }
+  const double weight_gbps = reads.bytes / (p.e2e_avg * 1e-3) / 1e9;
+  if (p.timed && reads.measured) {
+    perf += fmt::format(
+        " weights={} weight_read_mb={:.2f} weight_gbps={:.2f} read_gbps={:.2f} "
+        "weight/read={:.3f}",
+        o.weights, reads.bytes / 1e6, weight_gbps, reads.read_gbps, weight_gbps / reads.read_gbps);
   }
   fmt::print("mega{}: {} {}{}\n", std::string(variant) == "unfused" ? " (unfused chain)" : "",
              shape, verdict, perf);
@@ -72,12 +105,14 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
   if (!f) fail();
   if (fresh) {
     f << "variant,pes,tokens,model_dim,ffn_dim,topk,experts_per_pe,mode,e2e_avg_ms,e2e_min_ms,"
-         "e2e_max_ms,kernel_avg_ms,kernel_min_ms,kernel_max_ms,loops\n";
+         "e2e_max_ms,kernel_avg_ms,kernel_min_ms,kernel_max_ms,loops,weights,weight_read_bytes,"
+         "read_gbps\n";
   }
-  f << fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{}\n",
-                   variant, shmem_n_pes(), o.tokens, o.model_dim, o.ffn_dim, o.topk,
-                   o.experts_per_pe, mode_name(o.mode), p.e2e_avg, p.e2e_min, p.e2e_max,
-                   p.kernel_avg, p.kernel_min, p.kernel_max, o.loops);
+  f << fmt::format(
+      "{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{},{:.0f},{:.3f}\n",
+      variant, shmem_n_pes(), o.tokens, o.model_dim, o.ffn_dim, o.topk, o.experts_per_pe,
+      mode_name(o.mode), p.e2e_avg, p.e2e_min, p.e2e_max, p.kernel_avg, p.kernel_min, p.kernel_max,
+      o.loops, o.weights, reads.bytes, reads.read_gbps);
   f.close();
   if (!f) fail();
 }

@@ -49,9 +49,18 @@ struct Timings {
   PerfSummary summary(bool timed) const;
 };
 
+// What a timed call reads of the weights on the PE that reads the most (the experts that got
+// rows), and the machine's limit for it: a streaming read of as many bytes by one thread on every
+// PE at once, the median of 5 (each the slowest PE's time). Decode is bound by these reads.
+struct WeightReads {
+  bool measured = false;
+  double bytes = 0, read_gbps = 0;
+};
+WeightReads measure_weight_reads(std::size_t my_bytes);  // collective
+
 // Prints the summary line on PE 0 (and appends the CSV row with --csv).
 void report(const MegaOptions& o, const char* variant, const std::string& shape,
-            const std::string& verdict, const PerfSummary& p);
+            const std::string& verdict, const PerfSummary& p, const WeightReads& reads);
 
 // Each PE writes its events to PATH.peN; PE 0 merges them into one Chrome trace (one process per
 // PE, one thread per worker), time zero at the first event. Collective.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "mega_report.hpp"
 #include "mega_workload.hpp"
@@ -91,21 +92,27 @@ struct NumericCheck {
 int run(const MegaOptions& o, std::uint64_t seed) {
   const int P = shmem_n_pes(), me = shmem_my_pe(), L = o.experts_per_pe;
   const moe::ExpertFfnShape shape{o.model_dim, o.ffn_dim, o.mode};
-  // Every expert (the reference needs those this PE's tokens route to; the operator, its own).
-  std::vector<GeneratedExpert> experts;
-  for (int e = 0; e < P * L; ++e) experts.push_back(make_expert(shape, seed, e));
-  std::vector<const GeneratedExpert*> by_id;
-  for (const auto& e : experts) by_id.push_back(&e);
+  // Experts are made when first needed: the operator needs this PE's, the reference those this
+  // PE's tokens route to (at a real layer's shape, making all of them on every PE took 30 s).
+  std::map<int, GeneratedExpert> experts;
+  std::vector<const GeneratedExpert*> by_id(static_cast<std::size_t>(P) * L, nullptr);
+  auto need = [&](int e) {
+    if (by_id[e] == nullptr)
+      by_id[e] = &experts.emplace(e, make_expert(shape, seed, e)).first->second;
+  };
   moe::MegaMoEWeights weights;
   for (int e = 0; e < L; ++e) {
-    weights.w1.push_back(experts[me * L + e].w1_rows.data());
-    weights.w2.push_back(experts[me * L + e].w2_rows.data());
+    need(me * L + e);
+    weights.w1.push_back(by_id[me * L + e]->w1_rows.data());
+    weights.w2.push_back(by_id[me * L + e]->w2_rows.data());
   }
   const moe::MegaMoEConfig cfg = mega_config(o);
   moe::MegaMoE op(cfg, weights);
   if (me == 0) {
     fmt::print(
-        "mega: GEMMs on {}; SwiGLU and write-back by the {} (schedule {})\n", op.gemm_engine(),
+        "mega: weights kept as {} ({} bytes on this PE); GEMMs on {}; SwiGLU and write-back by "
+        "the {} (schedule {})\n",
+        o.weights, op.weight_bytes(), op.gemm_engine(),
         op.config().schedule == moe::MegaSchedule::kInline ? "matrix worker" : "vector workers",
         op.config().schedule == moe::MegaSchedule::kInline ? "inline" : "overlapped");
   }
@@ -143,6 +150,9 @@ int run(const MegaOptions& o, std::uint64_t seed) {
                          it, fmt::join(counts, ","), fmt::join(expected, ",")));
     }
     y.resize(static_cast<std::size_t>(mine.bs) * o.model_dim);
+    for (const int e : mine.expert_ids) {
+      if (e >= 0) need(e);
+    }
     replay.check(y, reference_layer(mine, o, by_id, true), o.model_dim);
     ideal.check(y, reference_layer(mine, o, by_id, false), o.model_dim);
     y.resize(static_cast<std::size_t>(o.tokens) * o.model_dim);
@@ -198,8 +208,14 @@ int run(const MegaOptions& o, std::uint64_t seed) {
       fmt::format("verify={}({})", all_passed(v.ok) ? "pass" : "FAIL", checks);
   const PerfSummary fused_perf = fused.summary(time_fused);
   const PerfSummary unfused_perf = unfused.summary(time_unfused);
-  if (!o.unfused || !o.perf) report(o, "fused", described, verdict, fused_perf);
-  if (time_unfused) report(o, "unfused", described, verdict, unfused_perf);
+  WeightReads reads;
+  if (o.perf) {
+    const auto experts_read =
+        std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; });
+    reads = measure_weight_reads(op.weight_bytes() / L * static_cast<std::size_t>(experts_read));
+  }
+  if (!o.unfused || !o.perf) report(o, "fused", described, verdict, fused_perf, reads);
+  if (time_unfused) report(o, "unfused", described, verdict, unfused_perf, reads);
   if (time_fused && time_unfused && me == 0) {
     fmt::print("mega: fused is {:.2f}x as fast as the unfused chain (e2e, slowest PE's average)\n",
                unfused_perf.e2e_avg / fused_perf.e2e_avg);

@@ -1,0 +1,312 @@
+// The AVX-512 kernels of mx_matrix.hpp. Both take a group's 4 rows of w at once against up to 4
+// (F16C) or 2 (BF16) rows of a, so that 8 to 16 accumulator chains hide the latency of the
+// multiply-adds, and read the group's chunks as one stream.
+#include <algorithm>
+#include <array>
+#include <bit>
+
+#include "numeric/mx_matrix.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#if !defined(__clang__)
+// As in mx_avx512.cpp: GCC 12 warns about the intrinsics' deliberately undefined start values.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#define SHMOE_MATRIX_AVX512 1
+#define SHMOE_AVX512 __attribute__((target("avx512f,avx512bw,f16c")))
+#define SHMOE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512bf16")))
+#endif
+
+namespace shmoe::numeric::mx_matrix_kernels {
+
+#ifdef SHMOE_MATRIX_AVX512
+
+namespace {
+
+constexpr int kBlock = 32;
+constexpr int kGroup = MxWeightMatrix::kGroupRows;
+constexpr int kChunk = MxWeightMatrix::kChunk;
+
+SHMOE_AVX512 inline float add_lanes(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+// ---- F16C: fp32 products in the header's lane order ----
+
+template <Fp8Format F>
+SHMOE_AVX512 inline __m512i codes_to_fp16(const std::uint8_t* p) {
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (F == Fp8Format::kE5M2) {
+    return _mm512_slli_epi16(_mm512_cvtepu8_epi16(c), 8);
+  } else {
+    return _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(c), 7),
+                            _mm512_set1_epi16(static_cast<short>(0xbfff)));
+  }
+}
+
+template <Fp8Format F, int M>
+SHMOE_AVX512 void tile(const View& w, const float* a, int g, float* out, std::size_t ldo) {
+  const auto cols = static_cast<std::size_t>(w.padded_cols);
+  __m512 acc[M][kGroup];
+#pragma GCC unroll 4
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < kGroup; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  for (int c = 0; c < w.padded_cols / kChunk; ++c) {
+    const std::uint8_t* chunk = w.chunk(g, c);
+    const std::uint8_t* scales = w.chunk_scales(g, c);
+#pragma GCC unroll 2
+    for (int b = 0; b < 2; ++b) {
+      __m512 a0[M], a1[M];
+#pragma GCC unroll 4
+      for (int r = 0; r < M; ++r) {
+        a0[r] = _mm512_loadu_ps(a + r * cols + c * kChunk + b * kBlock);
+        a1[r] = _mm512_loadu_ps(a + r * cols + c * kChunk + b * kBlock + 16);
+      }
+#pragma GCC unroll 4
+      for (int q = 0; q < kGroup; ++q) {
+        const __m512i h = codes_to_fp16<F>(chunk + q * kChunk + b * kBlock);
+        const __m512 s = _mm512_castsi512_ps(
+            _mm512_set1_epi32(static_cast<int>(simd_multiplier_bits(F, scales[q * 2 + b]))));
+        const __m512 w0 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), s);
+        const __m512 w1 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), s);
+#pragma GCC unroll 4
+        for (int r = 0; r < M; ++r) {
+          acc[r][q] = _mm512_fmadd_ps(a0[r], w0, acc[r][q]);
+          acc[r][q] = _mm512_fmadd_ps(a1[r], w1, acc[r][q]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < M; ++r) {
+    for (int q = 0; q < kGroup; ++q) {
+      const int j = g * kGroup + q;
+      if (j < w.rows) out[r * ldo + j] = add_lanes(acc[r][q]);
+    }
+  }
+}
+
+template <Fp8Format F>
+void f16c_as(const View& w, const float* a, int m, float* out, std::size_t ldo) {
+  const auto cols = static_cast<std::size_t>(w.padded_cols);
+  const int groups = (w.rows + kGroup - 1) / kGroup;
+  for (int r = 0; r < m; r += 4) {
+    const float* ar = a + r * cols;
+    float* o = out + r * ldo;
+    for (int g = 0; g < groups; ++g) {
+      switch (std::min(m - r, 4)) {
+        case 4:
+          tile<F, 4>(w, ar, g, o, ldo);
+          break;
+        case 3:
+          tile<F, 3>(w, ar, g, o, ldo);
+          break;
+        case 2:
+          tile<F, 2>(w, ar, g, o, ldo);
+          break;
+        default:
+          tile<F, 1>(w, ar, g, o, ldo);
+      }
+    }
+  }
+}
+
+// ---- AVX512-BF16: codes looked up as bf16, pairs multiplied by VDPBF16PS ----
+
+// The bf16 bits of every code's magnitude, split into low and high bytes (128 each), for the
+// two-table byte lookup (VPERMT2B takes 7 index bits; the sign goes on separately).
+struct Bf16Tables {
+  alignas(64) std::array<std::uint8_t, 128> lo, hi;
+};
+
+const Bf16Tables& bf16_tables(Fp8Format f) {
+  static const auto kTables = [] {
+    std::array<Bf16Tables, 2> t{};
+    for (int fi = 0; fi < 2; ++fi) {
+      const Fp8Format format = fi == 0 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+      for (int i = 0; i < 128; ++i) {
+        const auto code = static_cast<std::uint8_t>(i);
+        const float v = fp8_is_nan(code, format) ? 0.0f : decode_fp8(code, format);
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(v) >> 16;  // exact: <= 4 bits
+        t[fi].lo[i] = static_cast<std::uint8_t>(bits & 0xff);
+        t[fi].hi[i] = static_cast<std::uint8_t>((bits >> 8) & 0x7f);
+      }
+    }
+    return t;
+  }();
+  return kTables[f == Fp8Format::kE4M3 ? 0 : 1];
+}
+
+inline std::uint32_t scale_bits(std::uint8_t scale) {
+  return scale == 0 ? 0x00400000u : std::uint32_t(scale) << 23;  // e8m0_to_float, finite
+}
+
+template <int M>
+SHMOE_AVX512_BF16 void tile_bf16(const View& w, const Bf16Tables& t, const std::uint16_t* a, int g,
+                                 float* out, std::size_t ldo) {
+  const auto cols = static_cast<std::size_t>(w.padded_cols);
+  const __m512i lo_a = _mm512_load_si512(t.lo.data()), lo_b = _mm512_load_si512(t.lo.data() + 64);
+  const __m512i hi_a = _mm512_load_si512(t.hi.data()), hi_b = _mm512_load_si512(t.hi.data() + 64);
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[M][kGroup];
+#pragma GCC unroll 4
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < kGroup; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  for (int c = 0; c < w.padded_cols / kChunk; ++c) {
+    const std::uint8_t* chunk = w.chunk(g, c);
+    const std::uint8_t* scales = w.chunk_scales(g, c);
+    __m512bh a0[M], a1[M];
+#pragma GCC unroll 4
+    for (int r = 0; r < M; ++r) {
+      a0[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + r * cols + c * kChunk));
+      a1[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + r * cols + c * kChunk + kBlock));
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < kGroup; ++q) {
+      const __m512i codes = _mm512_loadu_si512(chunk + q * kChunk);
+      const __m512i lo = _mm512_permutex2var_epi8(lo_a, codes, lo_b);
+      // hi | (codes & 0x80): the sign.
+      const __m512i hi =
+          _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi_a, codes, hi_b), codes, sign, 0xf8);
+      const auto w0 = reinterpret_cast<__m512bh>(_mm512_unpacklo_epi8(lo, hi));
+      const auto w1 = reinterpret_cast<__m512bh>(_mm512_unpackhi_epi8(lo, hi));
+      const __m512 s0 = _mm512_castsi512_ps(
+                       _mm512_set1_epi32(static_cast<int>(scale_bits(scales[q * 2])))),
+                   s1 = _mm512_castsi512_ps(
+                       _mm512_set1_epi32(static_cast<int>(scale_bits(scales[q * 2 + 1]))));
+#pragma GCC unroll 4
+      for (int r = 0; r < M; ++r) {
+        acc[r][q] =
+            _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), a0[r], w0), s0, acc[r][q]);
+        acc[r][q] =
+            _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), a1[r], w1), s1, acc[r][q]);
+      }
+    }
+  }
+  for (int r = 0; r < M; ++r) {
+    for (int q = 0; q < kGroup; ++q) {
+      const int j = g * kGroup + q;
+      if (j < w.rows) out[r * ldo + j] = add_lanes(acc[r][q]);
+    }
+  }
+}
+
+// Lanes [0, n) of a 16-lane store (n may be 0 or more than 16).
+inline __mmask16 first_lanes(std::ptrdiff_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+SHMOE_AVX512_BF16 void expand_bf16_as(const View& w, int cols, RowType t, void* out) {
+  const Bf16Tables& tb = bf16_tables(w.format);
+  const __m512i lo_a = _mm512_load_si512(tb.lo.data()), lo_b = _mm512_load_si512(tb.lo.data() + 64);
+  const __m512i hi_a = _mm512_load_si512(tb.hi.data()), hi_b = _mm512_load_si512(tb.hi.data() + 64);
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int j = 0; j < w.rows; ++j) {
+    const int g = j / kGroup, q = j % kGroup;
+    for (int c = 0; c * kChunk < cols; ++c) {
+      const __m512i codes = _mm512_loadu_si512(w.chunk(g, c) + q * kChunk);
+      const __m512i lo = _mm512_permutex2var_epi8(lo_a, codes, lo_b);
+      const __m512i hi =
+          _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi_a, codes, hi_b), codes, sign, 0xf8);
+      const __m512i blocks[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
+      for (int b = 0; b < 2; ++b) {
+        const __m512 s = _mm512_castsi512_ps(
+            _mm512_set1_epi32(static_cast<int>(scale_bits(w.chunk_scales(g, c)[q * 2 + b]))));
+        // bf16 -> fp32 is a shift; times the scale, exact (4 significant bits).
+        const __m512 v0 =
+            _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(
+                              _mm512_cvtepu16_epi32(_mm512_castsi512_si256(blocks[b])), 16)),
+                          s);
+        const __m512 v1 =
+            _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(
+                              _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(blocks[b], 1)), 16)),
+                          s);
+        const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(c) * kChunk + b * kBlock,
+                             left = cols - first;
+        const std::size_t at = static_cast<std::size_t>(j) * cols + first;
+        if (t == RowType::kF32) {
+          auto* o = static_cast<float*>(out) + at;
+          _mm512_mask_storeu_ps(o, first_lanes(left), v0);
+          _mm512_mask_storeu_ps(o + 16, first_lanes(left - 16), v1);
+        } else {
+          const __m512i bf = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
+          const __mmask32 keep = left >= 32  ? ~__mmask32(0)
+                                 : left <= 0 ? __mmask32(0)
+                                             : __mmask32((1u << left) - 1);
+          _mm512_mask_storeu_epi16(static_cast<std::uint16_t*>(out) + at, keep, bf);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool avx512_available() {
+  static const bool kHas = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("f16c");
+  }();
+  return kHas;
+}
+
+void avx512(const View& w, const float* a, int m, float* out, std::size_t ldo) {
+  w.format == Fp8Format::kE4M3 ? f16c_as<Fp8Format::kE4M3>(w, a, m, out, ldo)
+                               : f16c_as<Fp8Format::kE5M2>(w, a, m, out, ldo);
+}
+
+bool avx512_bf16_available() {
+  static const bool kHas = [] {
+    __builtin_cpu_init();
+    return avx512_available() && __builtin_cpu_supports("avx512vbmi") &&
+           __builtin_cpu_supports("avx512bf16");
+  }();
+  return kHas;
+}
+
+void avx512_bf16_expand(const View& w, int cols, RowType t, void* out) {
+  expand_bf16_as(w, cols, t, out);
+}
+
+void avx512_bf16(const View& w, const std::uint16_t* a, int m, float* out, std::size_t ldo) {
+  const Bf16Tables& t = bf16_tables(w.format);
+  const auto cols = static_cast<std::size_t>(w.padded_cols);
+  const int groups = (w.rows + kGroup - 1) / kGroup;
+  for (int r = 0; r < m; r += 2) {
+    for (int g = 0; g < groups; ++g) {
+      if (m - r >= 2) {
+        tile_bf16<2>(w, t, a + r * cols, g, out + r * ldo, ldo);
+      } else {
+        tile_bf16<1>(w, t, a + r * cols, g, out + r * ldo, ldo);
+      }
+    }
+  }
+}
+
+#else
+
+bool avx512_available() {
+  return false;
+}
+void avx512(const View& w, const float* a, int m, float* out, std::size_t ldo) {
+  portable(w, a, m, out, ldo);
+}
+bool avx512_bf16_available() {
+  return false;
+}
+void avx512_bf16(const View&, const std::uint16_t*, int, float*, std::size_t) {}
+void avx512_bf16_expand(const View&, int, RowType, void*) {}
+
+#endif
+
+}  // namespace shmoe::numeric::mx_matrix_kernels

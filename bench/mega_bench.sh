@@ -5,11 +5,15 @@
 #      matmul on the same GEMMs (bench/mega_gemm: one process per PE at once, one thread each, the
 #      GEMM shapes a PE gets, untiled, inputs already in the kernel's type), and the operator's
 #      GEMM tiles alone (expansion of the FP8 rows included) against that limit;
-#   2. small-batch decode (1, 4, 16 tokens per PE, 2 PEs), where the GEMMs are bound by reading
-#      the weights: weight bytes per call over the time, against memcpy's bandwidth on as many
-#      bytes measured in the same run, for the GEMM tiles alone and for the whole layer.
+#   2. small-batch decode (1, 4, 16, 64 tokens per PE, 2 and 4 PEs) at two real layer shapes and
+#      the small one, where the GEMMs are bound by reading the weights: the weight bytes a call
+#      reads (on the PE that reads the most) over its time, against a streaming read of as many
+#      bytes on every PE at once measured in the same run, and the layer with FP8 weights against
+#      the same layer with bf16 weights; then the fixed cost of a call. Draws the PNG next to the
+#      CSV (python3-matplotlib).
 #   bench/mega_bench.sh [BUILD_DIR] [--quick]
-# Shape: model_dim 512, ffn_dim 1024, top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector workers.
+# Shape of part 1: model_dim 512, ffn_dim 1024, top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector
+# workers, FP8 weights (the default).
 # Other processes on the machine move every figure: each is a median of MEGA_BENCH_REPEATS runs
 # (default 3; --quick: 1, and fewer calls), and the load is printed before and after.
 set -euo pipefail
@@ -54,23 +58,6 @@ gemm_alone() {
   limit=$(gemm_group "$1" "$2" limit $reps)
 }
 
-# gemm_rates PES ROWS: mega_gemm in one process per PE at once, each alternating tiles, limit and
-# memcpy; sets wbytes, wgbps and cgbps (weight and memcpy GB/s, from the process with the slowest
-# tiles) and kernel (the '#' line).
-gemm_rates() {
-  local reps=7
-  [[ $quick == --quick ]] && reps=3
-  rm -f "$out"/pe*.gemm
-  for ((p = 0; p < $1; ++p)); do "$gemm" "$2" $D $F $L $W $reps >"$out/pe$p.gemm" & done
-  wait
-  kernel=$(grep "^#" "$out/pe0.gemm" | cut -c3-)
-  local slowest
-  slowest=$(grep -hv "^#" "$out"/pe*.gemm | sort -t, -k7 -g | tail -1)
-  wbytes=$(cut -d, -f12 <<<"$slowest")
-  wgbps=$(cut -d, -f13 <<<"$slowest")
-  cgbps=$(cut -d, -f14 <<<"$slowest")
-}
-
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 # median V...: the middle value (the lower middle of an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
@@ -104,24 +91,75 @@ echo "limit_ms: oneDNN's matmul on the GEMMs a PE gets, one process per PE at on
 echo "  one's mean over a loop; tiles_ms: the operator's GEMM tiles (FP8 expansion included) alike"
 echo
 
-printf '%-12s %6s %9s %11s %12s %11s %11s %12s %13s %13s\n' decode_small tokens fused_ms \
-  unfused_ms weight_bytes tiles_GB/s layer_GB/s memcpy_GB/s tiles/memcpy layer/memcpy
-for T in 1 4 16; do
-  fs=() us=() ws=() lg=() cs=() tm=() lm=()
-  for ((r = 0; r < repeats; ++r)); do
-    layer 2 "$T" $([[ $quick == --quick ]] && echo 20 || echo 200)
-    gemm_rates 2 $((T * K))
-    layer_gbps=$(awk -v b="$wbytes" -v ms="$fused" 'BEGIN {printf "%.2f", b / ms / 1e6}')
-    fs+=("$fused") us+=("$unfused") ws+=("$wgbps") lg+=("$layer_gbps") cs+=("$cgbps")
-    tm+=("$(ratio "$wgbps" "$cgbps")") lm+=("$(ratio "$layer_gbps" "$cgbps")")
+# weight_reads NAME D F EXPERTS K PES TOKENS WEIGHTS: one layer run; sets ms (e2e average of the
+# slowest PE), wmb (weight MB the PE reading the most reads per call), wgbps, rgbps (the streaming
+# read of as many bytes, every PE at once, in the same run) and wr (wgbps / rgbps). Rows go to
+# $wcsv for the plot.
+weight_reads() {
+  local loops=$(($7 >= 64 ? 20 : 100))
+  [[ $quick == --quick ]] && loops=$((loops / 5))
+  "$moe" mega --pes "$6" --tokens "$7" --model-dim "$2" --ffn-dim "$3" --topk "$5" \
+    --experts-per-pe $(($4 / $6)) --weights "$8" --perf --warmup 3 --loops "$loops" --seed 7 \
+    >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  local line
+  line=$(grep "^mega: pes" "$out/log")
+  grep -q "verify=pass" <<<"$line" || { cat "$out/log"; exit 1; }
+  ms=$(grep -o "e2e_avg_ms=[0-9.]*" <<<"$line" | cut -d= -f2)
+  wmb=$(grep -o "weight_read_mb=[0-9.]*" <<<"$line" | cut -d= -f2)
+  wgbps=$(grep -o "weight_gbps=[0-9.]*" <<<"$line" | cut -d= -f2)
+  rgbps=$(grep -o "read_gbps=[0-9.]*" <<<"$line" | cut -d= -f2)
+  wr=$(grep -o "weight/read=[0-9.]*" <<<"$line" | cut -d= -f2)
+  echo "$1,$6,$7,$8,$ms,$wmb,$wgbps,$rgbps" >>"$wcsv"
+}
+
+# Small-batch decode at real layer shapes, whose weights do not fit in cache, and today's small
+# one: the weights a call reads against the machine's read bandwidth, FP8 weights against bf16.
+wcsv=${MEGA_BENCH_WEIGHTS_CSV:-output/perf/mega_weights.csv}
+echo "shape,pes,tokens,weights,e2e_ms,weight_read_mb,weight_gbps,read_gbps" >"$wcsv"
+printf '%-9s %4s %6s %8s %8s %9s %12s %12s %10s %13s\n' shape pes tokens fp8_ms bf16_ms \
+  fp8/bf16 fp8_read_MB fp8_GB/s read_GB/s fp8_wt/read
+shapes=("small 512 1024 4 4" "dsv2lite 2048 2816 64 6" "qwen3 2048 1536 128 8")
+token_counts=(1 4 16 64)
+pe_counts=(2 4)
+[[ $quick == --quick ]] && token_counts=(1 16) pe_counts=(2)
+for spec in "${shapes[@]}"; do
+  read -r name D_ F_ E_ K_ <<<"$spec"
+  for pes in "${pe_counts[@]}"; do
+    E=$E_
+    [[ $name == small ]] && E=$((2 * pes))  # 2 experts per PE, as above
+    for T in "${token_counts[@]}"; do
+      f8=() b16=() ratios=() wrs=() gb=() rb=()
+      for ((r = 0; r < repeats; ++r)); do
+        weight_reads "$name" "$D_" "$F_" "$E" "$K_" "$pes" "$T" bf16
+        b16+=("$ms")
+        weight_reads "$name" "$D_" "$F_" "$E" "$K_" "$pes" "$T" fp8
+        f8+=("$ms") wrs+=("$wr") gb+=("$wgbps") rb+=("$rgbps")
+        ratios+=("$(ratio "$ms" "${b16[-1]}")")
+      done
+      printf '%-9s %4d %6d %8.3f %8.3f %9.2f %12.1f %12.2f %10.2f %13.2f\n' "$name" "$pes" "$T" \
+        "$(median "${f8[@]}")" "$(median "${b16[@]}")" "$(median "${ratios[@]}")" "$wmb" \
+        "$(median "${gb[@]}")" "$(median "${rb[@]}")" "$(median "${wrs[@]}")"
+    done
   done
-  printf '%-12s %6d %9.3f %11.3f %12d %11.2f %11.2f %12.2f %13.2f %13.2f\n' "2 PEs" "$T" \
-    "$(median "${fs[@]}")" "$(median "${us[@]}")" "$wbytes" "$(median "${ws[@]}")" \
-    "$(median "${lg[@]}")" "$(median "${cs[@]}")" "$(median "${tm[@]}")" "$(median "${lm[@]}")"
 done
-echo "weight_bytes: packed weights one PE's GEMMs read per call (every local expert gets rows)"
-echo "tiles_GB/s: weight_bytes / the GEMM tiles' time alone; layer_GB/s: / the fused layer's time"
-echo "memcpy_GB/s: memcpy of weight_bytes in the same process (bytes copied per second)"
-echo "GEMMs: $kernel"
-echo "CSV: $csv"
+echo "shapes: small D=512 F=1024 4 top of 2 experts per PE; dsv2lite: DeepSeek-V2-Lite's MoE layer"
+echo "  (hidden 2048, expert FFN 1408, 64 experts, top-6); qwen3: Qwen3-30B-A3B's (2048, 768, 128,"
+echo "  top-8); synthetic weights. fp8_read_MB: FP8 weight bytes the PE reading the most reads per"
+echo "  call (only experts that got rows); fp8_GB/s: those bytes over the layer's time; read_GB/s:"
+echo "  a streaming read of as many bytes by one thread on every PE at once, in the same run"
+# A layer whose weights cost nothing: what is left is the call's fixed cost (start, routing,
+# flags, combine).
+fixed=()
+for ((r = 0; r < repeats; ++r)); do
+  "$moe" mega --pes 2 --tokens 1 --model-dim 64 --ffn-dim 64 --topk 1 --experts-per-pe 1 --perf \
+    --warmup 20 --loops 500 --seed 7 >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  fixed+=("$(grep "^mega: pes" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)")
+done
+echo "fixed cost per call (2 PEs, 1 token each, model_dim 64): $(median "${fixed[@]}") ms"
+if python3 -c "import matplotlib" 2>/dev/null; then
+  python3 "$(dirname "$0")/plot_weight_reads.py" "$wcsv" "${wcsv%.csv}.png"
+else
+  echo "(no PNG: python3-matplotlib is not installed)"
+fi
+echo "CSV: $csv, $wcsv"
 echo "# $(uptime)"

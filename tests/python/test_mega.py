@@ -14,17 +14,17 @@ from reference import mega_check, mega_expert, mega_inputs, mega_reference, mx_q
 
 SEED = 777
 CASES = [
-    # tokens, model_dim, ffn_dim, topk, experts per PE, mode, drop, wave_rows
-    (24, 128, 256, 2, 2, "e4m3", 0.0, 128),
-    (17, 96, 160, 1, 3, "e5m2", 0.1, 8),
+    # tokens, model_dim, ffn_dim, topk, experts per PE, mode, drop, wave_rows, weights kept as
+    (24, 128, 256, 2, 2, "e4m3", 0.0, 128, "fp8"),
+    (17, 96, 160, 1, 3, "e5m2", 0.1, 8, "bf16"),
 ]
 IDEAL = {"e4m3": (0.05, 12 * 2.0**-4), "e5m2": (0.15, 12 * 2.0**-3)}
 REPLAY = (2.0**-7, 0.03)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[5]}-T{c[0]}-D{c[1]}-F{c[2]}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[5]}-T{c[0]}-D{c[1]}-F{c[2]}-{c[8]}")
 def test_mega_against_reference(case):
-    tokens, D, F, topk, L, mode, drop, wave_rows = case
+    tokens, D, F, topk, L, mode, drop, wave_rows, weights = case
     me, n = shmoe.my_pe(), shmoe.n_pes()
     E = n * L
     experts = [mega_expert(SEED, e, D, F) for e in range(E)]
@@ -32,7 +32,7 @@ def test_mega_against_reference(case):
     w1 = np.stack([w[0] for w in mine])
     w2 = np.stack([w[1] for w in mine])
 
-    layer = moe.MegaMoE(tokens, D, F, E, topk, mode, wave_rows=wave_rows)
+    layer = moe.MegaMoE(tokens, D, F, E, topk, mode, wave_rows=wave_rows, weights=weights)
     layer.load_weights(w1, w2)
     for it in range(2):
         inputs = [mega_inputs(SEED + it, pe, tokens if it == 0 or pe else tokens // 2, D, topk, E,
@@ -81,6 +81,9 @@ def test_mega_refusals():
         moe.MegaMoE(4, 32, 63, n, 1)
     with pytest.raises(ValueError, match=r"shmoe.moe.MegaMoE: mode='fp8' is not one of e4m3, e5m2"):
         moe.MegaMoE(4, 32, 64, n, 1, "fp8")
+    with pytest.raises(ValueError,
+                       match=r"shmoe.moe.MegaMoE: weights='int4' must be 'fp8' or 'bf16'"):
+        moe.MegaMoE(4, 32, 64, n, 1, weights="int4")
     if n > 1:
         with pytest.raises(ValueError,
                            match=rf"num_experts={n + 1} is not divisible by the {n} PEs"):

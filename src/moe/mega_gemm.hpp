@@ -53,9 +53,9 @@ class GemmEngine {
   GemmEngine(const GemmEngine&) = delete;
   GemmEngine& operator=(const GemmEngine&) = delete;
 
-  // Tiles of at most this many rows read kFp8 weights directly (see above). Past it, numeric/
-  // mx_matrix's time grows with the rows, while oneDNN's bf16 kernels do 2 products per lane per
-  // instruction and the expansion is spread over the rows.
+  // Tiles of at most this many rows read kFp8 weights directly (see above). Past it, expanding the
+  // whole weight and running oneDNN's bf16 kernel costs less: at 16 rows (2048 x 2816 bf16 path,
+  // AMD EPYC, one thread) 0.88 ms against 0.99 ms, at 128 rows 3.0 ms against 5.5 ms.
   static constexpr int kDirectRows = 8;
 
   // The type of the rows `multiply` takes for m rows against w (expand_rows writes it).

@@ -24,25 +24,36 @@ constexpr int kGroup = MxWeightMatrix::kGroupRows;
 constexpr int kChunk = MxWeightMatrix::kChunk;
 constexpr std::uint8_t kUnitScale = 127;  // 2^0, for the padding
 
-// What the SIMD kernels decode exactly (see the header): no NaN code, scales below 2^120.
-bool simd_decodable(const std::uint8_t* rows, std::size_t stride, int n, int cols, Fp8Format f) {
+// What the SIMD kernels decode exactly (see the header): no NaN code and scales below 2^120; the
+// BF16 kernel's expanded panels also need every value a normal bf16: scales 2^-107 to 2^112.
+struct Decodable {
+  bool simd = true, bf16 = true;
+};
+
+Decodable decodable(const std::uint8_t* rows, std::size_t stride, int n, int cols, Fp8Format f) {
+  Decodable d;
   const std::size_t blocks = mx_num_blocks(static_cast<std::size_t>(cols));
-  for (int j = 0; j < n; ++j) {
+  for (int j = 0; j < n && d.simd; ++j) {
     const std::uint8_t* row = rows + j * stride;
     for (int k = 0; k < cols; ++k) {
-      if (fp8_is_nan(row[k], f)) return false;
+      d.simd = d.simd && !fp8_is_nan(row[k], f);
+      d.bf16 = d.bf16 && !(f == Fp8Format::kE5M2 && (row[k] & 0x7f) == 0x7c);  // infinities
     }
     for (std::size_t b = 0; b < blocks; ++b) {
-      if (row[cols + b] >= 247) return false;
+      const std::uint8_t s = row[cols + b];
+      d.simd = d.simd && s < 247;
+      d.bf16 = d.bf16 && s >= 20 && s <= 239;
     }
   }
-  return true;
+  d.bf16 = d.bf16 && d.simd;
+  return d;
 }
 
-MatrixKernel resolve(MatrixKernel k) {
+MatrixKernel resolve(MatrixKernel k, bool bf16_decodable = true) {
   using K = MatrixKernel;
   if (k == K::kAuto) k = K::kAvx512Bf16;
-  if (k == K::kAvx512Bf16 && !mx_matrix_kernels::avx512_bf16_available()) k = K::kAvx512;
+  if (k == K::kAvx512Bf16 && !(bf16_decodable && mx_matrix_kernels::avx512_bf16_available()))
+    k = K::kAvx512;
   if (k == K::kAvx512 && !mx_matrix_kernels::avx512_available()) k = K::kAvx2;
   if (k == K::kAvx2 && !mx_matrix_kernels::avx2_available()) k = K::kPortable;
   return k;
@@ -65,7 +76,8 @@ bool matrix_kernel_available(MatrixKernel k) {
 MxWeightMatrix::MxWeightMatrix(const std::uint8_t* rows, std::size_t stride, int n, int cols,
                                Fp8Format f, MatrixKernel k)
     : rows_(n), cols_(cols), padded_cols_((cols + kChunk - 1) / kChunk * kChunk), format_(f) {
-  kernel_ = simd_decodable(rows, stride, n, cols, f) ? resolve(k) : MatrixKernel::kPortable;
+  const Decodable d = decodable(rows, stride, n, cols, f);
+  kernel_ = d.simd ? resolve(k, d.bf16) : MatrixKernel::kPortable;
   const int groups = (n + kGroup - 1) / kGroup, chunks = padded_cols_ / kChunk;
   codes_.assign(static_cast<std::size_t>(groups) * kGroup * padded_cols_, 0);
   scales_.assign(codes_.size() / kBlock, kUnitScale);
@@ -243,8 +255,9 @@ template <Fp8Format F>
 void avx2_as(const View& w, const float* a, int m, float* out, std::size_t ldo) {
   const auto cols = static_cast<std::size_t>(w.padded_cols);
   const int groups = (w.rows + kGroup - 1) / kGroup;
-  for (int r = 0; r < m; r += 2) {
-    for (int g = 0; g < groups; ++g) {
+  // Group by group, so that a group's codes (4 rows) stay in cache for every 2 rows of a.
+  for (int g = 0; g < groups; ++g) {
+    for (int r = 0; r < m; r += 2) {
       if (m - r >= 2) {  // 16 ymm registers: 2 rows of a against 2 of w at a time
         tile_avx2<F, 2, 2>(w, a + r * cols, g, 0, out + r * ldo, ldo);
         tile_avx2<F, 2, 2>(w, a + r * cols, g, 2, out + r * ldo, ldo);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <vector>
 
 #include "numeric/mx_matrix.hpp"
 
@@ -97,10 +98,11 @@ template <Fp8Format F>
 void f16c_as(const View& w, const float* a, int m, float* out, std::size_t ldo) {
   const auto cols = static_cast<std::size_t>(w.padded_cols);
   const int groups = (w.rows + kGroup - 1) / kGroup;
-  for (int r = 0; r < m; r += 4) {
-    const float* ar = a + r * cols;
-    float* o = out + r * ldo;
-    for (int g = 0; g < groups; ++g) {
+  // Group by group, so that a group's codes (4 rows) stay in cache for every 4 rows of a.
+  for (int g = 0; g < groups; ++g) {
+    for (int r = 0; r < m; r += 4) {
+      const float* ar = a + r * cols;
+      float* o = out + r * ldo;
       switch (std::min(m - r, 4)) {
         case 4:
           tile<F, 4>(w, ar, g, o, ldo);
@@ -205,46 +207,90 @@ inline __mmask16 first_lanes(std::ptrdiff_t n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
-SHMOE_AVX512_BF16 void expand_bf16_as(const View& w, int cols, RowType t, void* out) {
-  const Bf16Tables& tb = bf16_tables(w.format);
+// Row j of a matrix stored for the BF16 kernel: its first `cols` values, exact, as type t (bf16:
+// exact where they are normal bf16 values; the kernel is only chosen where they are).
+SHMOE_AVX512_BF16 void expand_row_bf16(const View& w, const Bf16Tables& tb, int j, int cols,
+                                       RowType t, void* out) {
   const __m512i lo_a = _mm512_load_si512(tb.lo.data()), lo_b = _mm512_load_si512(tb.lo.data() + 64);
   const __m512i hi_a = _mm512_load_si512(tb.hi.data()), hi_b = _mm512_load_si512(tb.hi.data() + 64);
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int j = 0; j < w.rows; ++j) {
-    const int g = j / kGroup, q = j % kGroup;
-    for (int c = 0; c * kChunk < cols; ++c) {
-      const __m512i codes = _mm512_loadu_si512(w.chunk(g, c) + q * kChunk);
-      const __m512i lo = _mm512_permutex2var_epi8(lo_a, codes, lo_b);
-      const __m512i hi =
-          _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi_a, codes, hi_b), codes, sign, 0xf8);
-      const __m512i blocks[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
-      for (int b = 0; b < 2; ++b) {
-        const __m512 s = _mm512_castsi512_ps(
-            _mm512_set1_epi32(static_cast<int>(scale_bits(w.chunk_scales(g, c)[q * 2 + b]))));
-        // bf16 -> fp32 is a shift; times the scale, exact (4 significant bits).
-        const __m512 v0 =
-            _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(
-                              _mm512_cvtepu16_epi32(_mm512_castsi512_si256(blocks[b])), 16)),
-                          s);
-        const __m512 v1 =
-            _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(
-                              _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(blocks[b], 1)), 16)),
-                          s);
-        const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(c) * kChunk + b * kBlock,
-                             left = cols - first;
-        const std::size_t at = static_cast<std::size_t>(j) * cols + first;
-        if (t == RowType::kF32) {
-          auto* o = static_cast<float*>(out) + at;
-          _mm512_mask_storeu_ps(o, first_lanes(left), v0);
-          _mm512_mask_storeu_ps(o + 16, first_lanes(left - 16), v1);
-        } else {
-          const __m512i bf = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
-          const __mmask32 keep = left >= 32  ? ~__mmask32(0)
-                                 : left <= 0 ? __mmask32(0)
-                                             : __mmask32((1u << left) - 1);
-          _mm512_mask_storeu_epi16(static_cast<std::uint16_t*>(out) + at, keep, bf);
+  const int g = j / kGroup, q = j % kGroup;
+  for (int c = 0; c * kChunk < cols; ++c) {
+    const __m512i codes = _mm512_loadu_si512(w.chunk(g, c) + q * kChunk);
+    const __m512i lo = _mm512_permutex2var_epi8(lo_a, codes, lo_b);
+    const __m512i hi =
+        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi_a, codes, hi_b), codes, sign, 0xf8);
+    const __m512i blocks[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
+#pragma GCC unroll 2
+    for (int b = 0; b < 2; ++b) {
+      const std::uint8_t scale = w.chunk_scales(g, c)[q * 2 + b];
+      const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(c) * kChunk + b * kBlock,
+                           left = cols - first;
+      if (t == RowType::kBf16) {
+        // The scale added to the exponent of every non-zero value: exact, as the kernel is only
+        // chosen where the result stays a normal bf16.
+        const __m512i delta = _mm512_set1_epi16(static_cast<short>((scale - 127) * 128));
+        const __m512i v = _mm512_mask_add_epi16(
+            blocks[b], _mm512_test_epi16_mask(blocks[b], _mm512_set1_epi16(0x7fff)), blocks[b],
+            delta);
+        auto* o = static_cast<std::uint16_t*>(out) + first;
+        if (left >= 32) {  // a plain store: masked ones are slow on some CPUs (AMD's)
+          _mm512_storeu_si512(o, v);
+        } else if (left > 0) {
+          _mm512_mask_storeu_epi16(o, __mmask32((1u << left) - 1), v);
         }
+        continue;
       }
+      const __m512 s = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(scale_bits(scale))));
+      // bf16 -> fp32 is a shift; times the scale, exact (4 significant bits).
+      const __m512 v0 =
+          _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(
+                            _mm512_cvtepu16_epi32(_mm512_castsi512_si256(blocks[b])), 16)),
+                        s);
+      const __m512 v1 =
+          _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(
+                            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(blocks[b], 1)), 16)),
+                        s);
+      auto* o = static_cast<float*>(out) + first;
+      if (left >= 32) {
+        _mm512_storeu_ps(o, v0);
+        _mm512_storeu_ps(o + 16, v1);
+      } else {
+        _mm512_mask_storeu_ps(o, first_lanes(left), v0);
+        _mm512_mask_storeu_ps(o + 16, first_lanes(left - 16), v1);
+      }
+    }
+  }
+}
+
+// M rows of a against a group's 4 rows expanded into `panel` ([4][cols] bf16, in L1): with the
+// weights decoded once per group, each product is one VDPBF16PS, which is what taller tiles need.
+template <int M>
+SHMOE_AVX512_BF16 void panel_tile(const std::uint16_t* panel, std::size_t cols,
+                                  const std::uint16_t* a, int g, int rows, float* out,
+                                  std::size_t ldo) {
+  __m512 acc[M][kGroup];
+#pragma GCC unroll 4
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < kGroup; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  for (std::size_t k = 0; k < cols; k += kBlock) {
+    __m512bh ar[M];
+#pragma GCC unroll 4
+    for (int r = 0; r < M; ++r)
+      ar[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + r * cols + k));
+#pragma GCC unroll 4
+    for (int q = 0; q < kGroup; ++q) {
+      const auto wq = reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel + q * cols + k));
+#pragma GCC unroll 4
+      for (int r = 0; r < M; ++r) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], ar[r], wq);
+    }
+  }
+  for (int r = 0; r < M; ++r) {
+    for (int q = 0; q < kGroup; ++q) {
+      const int j = g * kGroup + q;
+      if (j < rows) out[r * ldo + j] = add_lanes(acc[r][q]);
     }
   }
 }
@@ -275,19 +321,44 @@ bool avx512_bf16_available() {
 }
 
 void avx512_bf16_expand(const View& w, int cols, RowType t, void* out) {
-  expand_bf16_as(w, cols, t, out);
+  const Bf16Tables& tb = bf16_tables(w.format);
+  const std::size_t elem = t == RowType::kF32 ? 4 : 2;
+  for (int j = 0; j < w.rows; ++j) {
+    expand_row_bf16(w, tb, j, cols, t, static_cast<std::byte*>(out) + j * cols * elem);
+  }
 }
 
 void avx512_bf16(const View& w, const std::uint16_t* a, int m, float* out, std::size_t ldo) {
   const Bf16Tables& t = bf16_tables(w.format);
   const auto cols = static_cast<std::size_t>(w.padded_cols);
   const int groups = (w.rows + kGroup - 1) / kGroup;
-  for (int r = 0; r < m; r += 2) {
+  if (m <= 2) {  // each code decoded per use: fewer operations than a panel for 1 or 2 rows
     for (int g = 0; g < groups; ++g) {
-      if (m - r >= 2) {
-        tile_bf16<2>(w, t, a + r * cols, g, out + r * ldo, ldo);
-      } else {
-        tile_bf16<1>(w, t, a + r * cols, g, out + r * ldo, ldo);
+      m == 2 ? tile_bf16<2>(w, t, a, g, out, ldo) : tile_bf16<1>(w, t, a, g, out, ldo);
+    }
+    return;
+  }
+  thread_local std::vector<std::uint16_t> panel;
+  panel.resize(kGroup * cols);
+  for (int g = 0; g < groups; ++g) {
+    for (int q = 0; q < kGroup && g * kGroup + q < w.rows; ++q) {
+      expand_row_bf16(w, t, g * kGroup + q, w.padded_cols, RowType::kBf16, panel.data() + q * cols);
+    }
+    for (int r = 0; r < m; r += 4) {
+      const std::uint16_t* ar = a + r * cols;
+      float* o = out + r * ldo;
+      switch (std::min(m - r, 4)) {
+        case 4:
+          panel_tile<4>(panel.data(), cols, ar, g, w.rows, o, ldo);
+          break;
+        case 3:
+          panel_tile<3>(panel.data(), cols, ar, g, w.rows, o, ldo);
+          break;
+        case 2:
+          panel_tile<2>(panel.data(), cols, ar, g, w.rows, o, ldo);
+          break;
+        default:
+          panel_tile<1>(panel.data(), cols, ar, g, w.rows, o, ldo);
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "numeric/half.hpp"
@@ -202,6 +203,24 @@ TEST(MxWeightMatrix, ExpandGivesTheExactValuesInEitherType) {
       }
       EXPECT_EQ(f32.back(), -7.0f) << name(k) << ": wrote past the rows";
       EXPECT_EQ(bf16.back(), 0xdead) << name(k) << ": wrote past the rows";
+    }
+  }
+}
+
+TEST(MxWeightMatrix, TheBf16KernelOnlyWhereEveryValueIsANormalBf16) {
+  if (!matrix_kernel_available(MatrixKernel::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16 here";
+  std::mt19937_64 rng(fresh_seed());
+  for (const Fp8Format f : kFormats) {
+    for (const auto& [lo, hi, chosen] :
+         {std::tuple{20, 239, true}, std::tuple{19, 100, false}, std::tuple{150, 240, false}}) {
+      const Case c = make_case(f, 5, 64, 3, rng, lo, hi);
+      // Each end of the range at least once.
+      std::vector<std::uint8_t> w = c.w;
+      w[c.cols] = static_cast<std::uint8_t>(lo);
+      w[c.stride + c.cols] = static_cast<std::uint8_t>(hi);
+      const MxWeightMatrix m(w.data(), c.stride, c.rows, c.cols, f, MatrixKernel::kAvx512Bf16);
+      EXPECT_EQ(m.kernel() == MatrixKernel::kAvx512Bf16, chosen)
+          << name(f) << " scales " << lo << ".." << hi;
     }
   }
 }

@@ -4,8 +4,8 @@
 //   kFp8: as given, one byte per element and one E8M0 scale per 32 (1.03 bytes per parameter).
 //     Tiles of up to kDirectRows rows go to numeric/mx_matrix, which reads the codes directly:
 //     small batches are bound by reading the weights, and these are half the bytes of bf16.
-//     Taller tiles expand the weight to the input type first and run oneDNN on it, where the
-//     expansion is small against the product.
+//     Taller tiles expand the whole weight to the input type (about the work of reading it in
+//     bf16) and run oneDNN on it: for tiles that tall the FP8 form costs more than kPacked.
 //   kPacked: expanded and packed once into oneDNN's layout (2 or 4 bytes per parameter).
 //
 // Precision. An MX FP8 value (an E4M3 or E5M2 code times a power-of-two E8M0 scale) has at most 4
@@ -54,8 +54,8 @@ class GemmEngine {
   GemmEngine& operator=(const GemmEngine&) = delete;
 
   // Tiles of at most this many rows read kFp8 weights directly (see above). Past it, expanding the
-  // whole weight and running oneDNN's bf16 kernel costs less: at 16 rows (2048 x 2816 bf16 path,
-  // AMD EPYC, one thread) 0.88 ms against 0.99 ms, at 128 rows 3.0 ms against 5.5 ms.
+  // whole weight and running oneDNN's bf16 kernel costs less: for a 2816 x 2048 weight (AMD EPYC
+  // with AVX512-BF16, one thread) 0.88 ms against 0.99 ms at 16 rows, 3.0 against 5.5 at 128.
   static constexpr int kDirectRows = 8;
 
   // The type of the rows `multiply` takes for m rows against w (expand_rows writes it).

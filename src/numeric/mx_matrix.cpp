@@ -10,6 +10,7 @@
 #include "numeric/mx.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SHMOE_MATRIX_X86 1
 #define SHMOE_AVX2_FMA __attribute__((target("avx2,fma,f16c")))
@@ -177,11 +178,16 @@ void portable(const View& w, const float* a, int m, float* out, std::size_t ldo)
 
 #ifdef SHMOE_MATRIX_X86
 
+bool cpu_has_f16c() {
+  // CPUID leaf 1, ECX: clang's __builtin_cpu_supports does not know "f16c".
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+
 bool avx2_available() {
   static const bool kHas = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
   }();
   return kHas;
 }
@@ -277,6 +283,9 @@ void avx2(const View& w, const float* a, int m, float* out, std::size_t ldo) {
 
 #else
 
+bool cpu_has_f16c() {
+  return false;
+}
 bool avx2_available() {
   return false;
 }

@@ -92,6 +92,7 @@ class MxWeightMatrix {
 namespace mx_matrix_kernels {
 using View = MxWeightMatrix::View;
 void portable(const View& w, const float* a, int m, float* out, std::size_t ldo);
+bool cpu_has_f16c();
 bool avx2_available();
 void avx2(const View& w, const float* a, int m, float* out, std::size_t ldo);
 bool avx512_available();

@@ -301,7 +301,7 @@ bool avx512_available() {
   static const bool kHas = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("f16c");
+           cpu_has_f16c();
   }();
   return kHas;
 }

@@ -26,7 +26,7 @@ constexpr int kChunk = MxWeightMatrix::kChunk;
 constexpr std::uint8_t kUnitScale = 127;  // 2^0, for the padding
 
 // What the SIMD kernels decode exactly (see the header): no NaN code and scales below 2^120; the
-// BF16 kernel's expanded panels also need every value a normal bf16: scales 2^-107 to 2^112.
+// BF16 kernel's expand() also needs every value a normal bf16: scales 2^-107 to 2^112.
 struct Decodable {
   bool simd = true, bf16 = true;
 };

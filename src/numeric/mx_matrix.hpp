@@ -14,14 +14,14 @@
 // a[k] * w[k] one fused multiply-add on 16 lanes (lane l takes, block by block, element 32b + l,
 // then 32b + 16 + l), and the lanes are added l + (l + 8), then + 4, + 2, + 1. They decode
 // through fp16 (an E5M2 code is the top byte of an fp16; an E4M3 code, sign-extended and shifted,
-// an fp16 of its value times 2^-8). The AVX512-BF16 kernel looks the codes up as bf16 (exact)
-// and multiplies pairs with VDPBF16PS: for 1 or 2 rows of a it scales each block's partial sums,
-// for more it first expands each group of 4 weight rows, scaled, into a bf16 panel that stays in
-// L1 and then needs one instruction per 32 products. The same products, added in another order
-// (and, as the instruction does, flushing values below 2^-126 to zero), so within the fp32
-// summation bound of the others rather than equal to them; it is chosen only for matrices whose
-// scales keep every value a normal bf16 (2^-107 to 2^112). A matrix with NaN codes or scales of
-// 2^120 and above goes to the portable kernel whatever was asked.
+// an fp16 of its value times 2^-8). The AVX512-BF16 kernel looks the codes up as bf16 (exact),
+// multiplies pairs with VDPBF16PS and scales each block's partial sums: the same products, added
+// in another order (and, as the instruction does, flushing values below 2^-126 to zero), so
+// within the fp32 summation bound of the others rather than equal to them; it is chosen only for
+// matrices whose scales keep every value a normal bf16 (2^-107 to 2^112), which its expand()
+// relies on. A matrix with NaN codes or scales of 2^120 and above goes to the portable kernel
+// whatever was asked. Every kernel takes a group's 4 rows against 1 to 4 rows of a at a time,
+// group by group: a tile of more rows reads the codes from memory once.
 #pragma once
 
 #include <cstddef>

@@ -101,8 +101,9 @@ SHMOE_API int shmoe_dispatch(shmoe_moe_t moe, shmoe_plane_t plane, const void* x
 /* What a PE says of a shmoe_dispatch_ex call before any data moves; every PE learns every PE's. */
 typedef enum {
   SHMOE_CALL_PROCEED = 0,
-  SHMOE_CALL_REFUSE = 1, /* its caller found its inputs wrong: every PE's call is refused, naming it */
-  SHMOE_CALL_RETRY = 2   /* it needs another operator (larger, or of another shape) */
+  /* its caller found its inputs wrong: every PE's call is refused, naming it */
+  SHMOE_CALL_REFUSE = 1,
+  SHMOE_CALL_RETRY = 2 /* it needs another operator (larger, or of another shape) */
 } shmoe_call_verdict_t;
 
 /* shmoe_dispatch's inputs, and what a layer over it (such as DeepEP's normal mode) needs to
@@ -166,13 +167,14 @@ typedef struct {
   shmoe_call_verdict_t verdict;
 } shmoe_combine_args_t;
 
-SHMOE_API int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_combine_args_t* args);
+SHMOE_API int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane,
+                               const shmoe_combine_args_t* args);
 
 /* What the last dispatch or combine on this moe measured on this PE (local query). */
 typedef struct {
   double worker_us_max; /* the slowest worker, whole kernel */
   int workers;
-  double comm_us; /* payload and control protocol only */
+  double comm_us;    /* payload and control protocol only */
   size_t bytes_sent; /* payload bytes this PE put into peers' windows */
   size_t bytes_via_copy_engine;
   int rows_received;
@@ -217,10 +219,15 @@ SHMOE_API int shmoe_fp8_unpack_token_rows(const uint8_t* src, size_t rows, int c
 typedef struct shmoe_mega_moe* shmoe_mega_moe_t;
 
 /* How MegaMoE keeps the experts' weights. FP8: the codes and scales as given, 1.03 bytes per
- * parameter, read directly by the GEMMs of small batches (decode is bound by reading them).
- * BF16: expanded once to bfloat16 (fp32 where the CPU has no bf16 dot products) and packed for
- * oneDNN, 2 (4) bytes per parameter. */
-typedef enum { SHMOE_MEGA_WEIGHTS_FP8 = 0, SHMOE_MEGA_WEIGHTS_BF16 = 1 } shmoe_mega_weights_t;
+ * parameter, read directly by the GEMMs of small batches (decode is bound by reading them); it
+ * wins where an expert gets 1 or 2 rows a call. BF16: expanded once to bfloat16 (fp32 where the
+ * CPU has no bf16 dot products) and packed for oneDNN, 2 (4) bytes per parameter; it wins from
+ * about 3 rows. AUTO: FP8 where tokens * topk <= 2 * experts_per_pe, BF16 above. */
+typedef enum {
+  SHMOE_MEGA_WEIGHTS_AUTO = 0,
+  SHMOE_MEGA_WEIGHTS_FP8 = 1,
+  SHMOE_MEGA_WEIGHTS_BF16 = 2
+} shmoe_mega_weights_t;
 
 typedef struct {
   int tokens; /* the most tokens any call passes on any PE */
@@ -232,8 +239,8 @@ typedef struct {
   size_t max_received_tokens; /* 0: n_pes * tokens * topk, which never overflows */
   int matrix_workers;         /* 0 and 0: 1 and 2; otherwise vector_workers = 2 * matrix */
   int vector_workers;
-  int wave_rows; /* rows per GEMM tile; 0: 128 */
-  shmoe_mega_weights_t weights; /* 0 (SHMOE_MEGA_WEIGHTS_FP8) unless set */
+  int wave_rows;                /* rows per GEMM tile; 0: 128 */
+  shmoe_mega_weights_t weights; /* 0: SHMOE_MEGA_WEIGHTS_AUTO */
 } shmoe_mega_moe_config_t;
 
 /* Collective. w1 and w2 hold experts_per_pe pointers, one per local expert, to MX FP8 rows

@@ -463,13 +463,15 @@ class MegaMoE:
     output into gate and up halves); num_experts (divisible by the PE count), num_topk; mode:
     "e4m3" or "e5m2". Options: max_received_tokens, workers ((matrix, vector), vector = 2 x
     matrix), wave_rows, weights: how the experts' weights are kept, "fp8" (the codes and
-    scales, 1.03 bytes per parameter, read directly by small batches) or "bf16" (expanded and
-    packed for oneDNN). load_weights (collective) gives this PE's experts; then
+    scales, 1.03 bytes per parameter, read directly: faster where an expert gets 1 or 2 rows a
+    call), "bf16" (expanded and packed for oneDNN: faster from about 3) or "auto" (fp8 where
+    tokens * num_topk <= 2 * the experts per PE). load_weights (collective) gives this PE's
+    experts; then
     layer(x, topk_idx, topk_weights) (collective) returns the layer's output. Creating it is
     collective too (the PEs agree on its arguments)."""
 
     def __init__(self, tokens, model_dim, ffn_dim, num_experts, num_topk, mode="e4m3", *,
-                 max_received_tokens=0, workers=None, wave_rows=128, weights="fp8"):
+                 max_received_tokens=0, workers=None, wave_rows=128, weights="auto"):
         call = "shmoe.moe.MegaMoE"
         require_init(call)
 
@@ -486,8 +488,8 @@ class MegaMoE:
                                                0)
             self._workers = _worker_counts(call, workers)
             self.wave_rows = _positive_int(call, "wave_rows", wave_rows)
-            if weights not in ("fp8", "bf16"):
-                raise ValueError(f"{call}: weights={weights!r} must be 'fp8' or 'bf16'")
+            if weights not in ("auto", "fp8", "bf16"):
+                raise ValueError(f"{call}: weights={weights!r} must be 'auto', 'fp8' or 'bf16'")
             self.weights = weights
 
         agreed(call, check)

@@ -46,18 +46,19 @@ void bind_mega(py::module_& m) {
                        const std::string& format, std::size_t max_received_tokens,
                        int matrix_workers, int vector_workers, int wave_rows,
                        const std::string& weights, const py::buffer& w1, const py::buffer& w2) {
-        const shmoe_mega_moe_config_t c{
-            tokens,
-            model_dim,
-            ffn_dim,
-            topk,
-            experts_per_pe,
-            fp8_format_named(format),
-            max_received_tokens,
-            matrix_workers,
-            vector_workers,
-            wave_rows,
-            weights == "bf16" ? SHMOE_MEGA_WEIGHTS_BF16 : SHMOE_MEGA_WEIGHTS_FP8};
+        const shmoe_mega_moe_config_t c{tokens,
+                                        model_dim,
+                                        ffn_dim,
+                                        topk,
+                                        experts_per_pe,
+                                        fp8_format_named(format),
+                                        max_received_tokens,
+                                        matrix_workers,
+                                        vector_workers,
+                                        wave_rows,
+                                        weights == "bf16"  ? SHMOE_MEGA_WEIGHTS_BF16
+                                        : weights == "fp8" ? SHMOE_MEGA_WEIGHTS_FP8
+                                                           : SHMOE_MEGA_WEIGHTS_AUTO};
         return std::make_unique<Mega>(
             c, expert_rows(w1, "w1", experts_per_pe, ffn_dim, model_dim),
             expert_rows(w2, "w2", experts_per_pe, model_dim, ffn_dim / 2));

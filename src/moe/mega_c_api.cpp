@@ -29,12 +29,14 @@ shmoe::numeric::Fp8Format format_of(shmoe_fp8_format_t f, const char* fn) {
                  " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
 }
 
-shmoe::moe::WeightForm weights_of(shmoe_mega_weights_t w, const char* fn) {
+shmoe::moe::MegaWeights weights_of(shmoe_mega_weights_t w, const char* fn) {
   const int value = shmoe::moe::c_api::raw_enum_value(w);
-  if (value == SHMOE_MEGA_WEIGHTS_FP8) return shmoe::moe::WeightForm::kFp8;
-  if (value == SHMOE_MEGA_WEIGHTS_BF16) return shmoe::moe::WeightForm::kPacked;
+  if (value == SHMOE_MEGA_WEIGHTS_AUTO) return shmoe::moe::MegaWeights::kAuto;
+  if (value == SHMOE_MEGA_WEIGHTS_FP8) return shmoe::moe::MegaWeights::kFp8;
+  if (value == SHMOE_MEGA_WEIGHTS_BF16) return shmoe::moe::MegaWeights::kBf16;
   throw MoeError(std::string(fn) + ": weights=" + std::to_string(value) +
-                 " is not SHMOE_MEGA_WEIGHTS_FP8 (0) or SHMOE_MEGA_WEIGHTS_BF16 (1)");
+                 " is not SHMOE_MEGA_WEIGHTS_AUTO (0), SHMOE_MEGA_WEIGHTS_FP8 (1) or "
+                 "SHMOE_MEGA_WEIGHTS_BF16 (2)");
 }
 
 shmoe::moe::MegaMoEConfig config_of(const shmoe_mega_moe_config_t& in, const char* fn) {

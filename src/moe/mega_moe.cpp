@@ -100,6 +100,11 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
     s.cfg.schedule =
         workers_fit_cores(s.cfg.workers) ? MegaSchedule::kOverlapped : MegaSchedule::kInline;
   }
+  if (s.cfg.weights == MegaWeights::kAuto) {
+    const bool few_rows =
+        static_cast<long long>(s.cfg.tokens) * s.cfg.topk <= 2LL * s.cfg.experts_per_pe;
+    s.cfg.weights = few_rows ? MegaWeights::kFp8 : MegaWeights::kBf16;
+  }
   const auto& c = s.cfg;
   s.shape = {c.model_dim, c.ffn_dim, c.format};
   if (weights.w1.size() != static_cast<std::size_t>(c.experts_per_pe) ||
@@ -134,7 +139,9 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
   s.pool->launch(c.workers, [&](kernel::KernelContext& w) {
     if (w.kind() != kernel::WorkerKind::kMatrix) return;
     for (int e = w.kind_id(); e < c.experts_per_pe; e += w.kind_count())
-      s.weights[e] = load_expert(s.gemm, s.shape, weights.w1[e], weights.w2[e], c.weights);
+      s.weights[e] =
+          load_expert(s.gemm, s.shape, weights.w1[e], weights.w2[e],
+                      c.weights == MegaWeights::kFp8 ? WeightForm::kFp8 : WeightForm::kPacked);
   });
   s.row_slot = row_slot_bytes(s.shape);
   s.my_rows.resize(static_cast<std::size_t>(c.tokens) * s.row_slot);

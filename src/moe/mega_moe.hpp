@@ -34,6 +34,15 @@ enum class MegaSchedule : std::uint8_t {
   kInline,
 };
 
+// How the experts' weights are kept (mega_gemm.hpp): as the FP8 codes and scales given (1.03
+// bytes per parameter, read directly by tiles of up to GemmEngine::kDirectRows rows), or expanded
+// to bf16 (fp32 where the CPU has no bf16 dot products) and packed for oneDNN. The FP8 form wins
+// where an expert gets 1 or 2 rows a call, which reading half the bytes pays for; from about 3 rows
+// the packed form does (DeepSeek-V2-Lite's layer, 2 PEs: 0.76x the bf16 time at 1 token per PE,
+// 0.83x at 4, 1.46x at 16). kAuto picks kFp8 where tokens * topk <= 2 * experts_per_pe, at most 2
+// rows per local expert on average at the configured tokens, and kBf16 above.
+enum class MegaWeights : std::uint8_t { kAuto, kFp8, kBf16 };
+
 struct MegaMoEConfig {
   int tokens = 0;  // T: the most tokens any call passes on any PE
   int model_dim = 0;
@@ -51,10 +60,7 @@ struct MegaMoEConfig {
   // shape on 2 cores (2 PEs, other jobs running), 128-row waves took 31 ms against 72 ms.
   int wave_rows = 128;
   MegaSchedule schedule = MegaSchedule::kAuto;
-  // How the experts' weights are kept: as the FP8 codes and scales given (1.03 bytes per
-  // parameter, read directly by small tiles), or expanded to bf16 (fp32 where the CPU has no bf16
-  // dot products) and packed for oneDNN. See mega_gemm.hpp.
-  WeightForm weights = WeightForm::kFp8;
+  MegaWeights weights = MegaWeights::kAuto;  // resolved in config(): kFp8 or kBf16
 };
 
 // This PE's L local experts in MX FP8, rows along the reduction dimension (ExpertFfnShape):
@@ -86,7 +92,8 @@ class MegaMoE {
   void run(const MegaMoEArgs& args);
   void run_unfused(const MegaMoEArgs& args);
 
-  // The config, with defaults resolved (workers; schedule: kOverlapped or kInline).
+  // The config, with defaults resolved (workers; schedule: kOverlapped or kInline; weights: kFp8
+  // or kBf16).
   const MegaMoEConfig& config() const;
   // The GEMM engine, in words ("oneDNN 2.6.3, bf16 inputs (avx512_core_bf16)").
   std::string gemm_engine() const;

@@ -149,7 +149,8 @@ void mega_layer(int me, int n) {
     check(std::strstr(e.what(), "weights=7") != nullptr,
           std::string("the refusal does not name weights=7: ") + e.what());
   }
-  // The bf16 form on odd PEs, FP8 on even ones: each PE keeps its own experts as it likes.
+  // The bf16 form on odd PEs, FP8 on even ones (AUTO, the default, would pick bf16 here: 6
+  // tokens x top-2 > 2 x 2 experts): each PE keeps its own experts as it likes.
   config.weights = me % 2 ? SHMOE_MEGA_WEIGHTS_BF16 : SHMOE_MEGA_WEIGHTS_FP8;
   shmoe::MegaMoELayer layer(config, w1, w2);
 

@@ -82,7 +82,8 @@ def test_mega_refusals():
     with pytest.raises(ValueError, match=r"shmoe.moe.MegaMoE: mode='fp8' is not one of e4m3, e5m2"):
         moe.MegaMoE(4, 32, 64, n, 1, "fp8")
     with pytest.raises(ValueError,
-                       match=r"shmoe.moe.MegaMoE: weights='int4' must be 'fp8' or 'bf16'"):
+                       match=r"shmoe.moe.MegaMoE: weights='int4' must be 'auto', 'fp8' or "
+                             r"'bf16'"):
         moe.MegaMoE(4, 32, 64, n, 1, weights="int4")
     if n > 1:
         with pytest.raises(ValueError,

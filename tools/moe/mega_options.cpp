@@ -21,7 +21,9 @@ moe::MegaMoEConfig mega_config(const MegaOptions& o) {
   c.schedule = o.schedule == "overlapped" ? moe::MegaSchedule::kOverlapped
                : o.schedule == "inline"   ? moe::MegaSchedule::kInline
                                           : moe::MegaSchedule::kAuto;
-  c.weights = o.weights == "bf16" ? moe::WeightForm::kPacked : moe::WeightForm::kFp8;
+  c.weights = o.weights == "fp8"    ? moe::MegaWeights::kFp8
+              : o.weights == "bf16" ? moe::MegaWeights::kBf16
+                                    : moe::MegaWeights::kAuto;
   return c;
 }
 
@@ -64,8 +66,9 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o) {
       ->check(CLI::IsMember({"auto", "overlapped", "inline"}));
   app.add_option("--weights", o.weights,
                  "how the experts' weights are kept: fp8 (the codes and scales, read directly by "
-                 "small tiles) or bf16 (expanded and packed for oneDNN)")
-      ->check(CLI::IsMember({"fp8", "bf16"}));
+                 "small tiles), bf16 (expanded and packed for oneDNN), auto (fp8 where tokens * "
+                 "topk <= 2 * experts-per-pe)")
+      ->check(CLI::IsMember({"auto", "fp8", "bf16"}));
   app.add_flag("--unfused", o.unfused, "time the unfused chain instead of the fused operator");
   app.add_flag("--compare", o.compare,
                "also run the unfused chain on every verified call; outputs must match bitwise");

@@ -22,7 +22,7 @@ struct MegaOptions {
   int matrix_workers = 0, vector_workers = 0;
   int wave_rows = 128;
   std::string schedule = "auto";  // auto | overlapped | inline (moe::MegaSchedule)
-  std::string weights = "fp8";    // fp8 | bf16 (moe::WeightForm)
+  std::string weights = "auto";   // auto | fp8 | bf16 (moe::MegaWeights)
   bool unfused = false;           // time the unfused chain instead of the fused operator
   bool compare = false;           // also run the unfused chain and require bitwise-equal outputs
   bool perf = false;

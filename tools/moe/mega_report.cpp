@@ -54,11 +54,11 @@ PerfSummary Timings::summary(bool timed) const {
   return r;
 }
 
-WeightReads measure_weight_reads(std::size_t my_bytes) {
+WeightReads measure_weight_reads(const std::string& form, std::size_t my_bytes) {
   auto* v = static_cast<double*>(shmem_calloc(4, sizeof(double)));
   v[0] = static_cast<double>(my_bytes);
   shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 1, v, 1);
-  WeightReads r{true, v[1], 0};
+  WeightReads r{true, form, v[1], 0};
   const auto bytes = static_cast<std::size_t>(r.bytes);
   std::vector<std::byte> buffer(bytes, std::byte{1});
   std::vector<double> seconds;
@@ -92,7 +92,7 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
     perf += fmt::format(
         " weights={} weight_read_mb={:.2f} weight_gbps={:.2f} read_gbps={:.2f} "
         "weight/read={:.3f}",
-        o.weights, reads.bytes / 1e6, weight_gbps, reads.read_gbps, weight_gbps / reads.read_gbps);
+        reads.form, reads.bytes / 1e6, weight_gbps, reads.read_gbps, weight_gbps / reads.read_gbps);
   }
   fmt::print("mega{}: {} {}{}\n", std::string(variant) == "unfused" ? " (unfused chain)" : "",
              shape, verdict, perf);
@@ -112,7 +112,7 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
       "{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{},{:.0f},{:.3f}\n",
       variant, shmem_n_pes(), o.tokens, o.model_dim, o.ffn_dim, o.topk, o.experts_per_pe,
       mode_name(o.mode), p.e2e_avg, p.e2e_min, p.e2e_max, p.kernel_avg, p.kernel_min, p.kernel_max,
-      o.loops, o.weights, reads.bytes, reads.read_gbps);
+      o.loops, reads.form, reads.bytes, reads.read_gbps);
   f.close();
   if (!f) fail();
 }

@@ -54,9 +54,10 @@ struct Timings {
 // PE at once, the median of 5 (each the slowest PE's time). Decode is bound by these reads.
 struct WeightReads {
   bool measured = false;
+  std::string form;  // the weights' form: fp8 or bf16
   double bytes = 0, read_gbps = 0;
 };
-WeightReads measure_weight_reads(std::size_t my_bytes);  // collective
+WeightReads measure_weight_reads(const std::string& form, std::size_t my_bytes);  // collective
 
 // Prints the summary line on PE 0 (and appends the CSV row with --csv).
 void report(const MegaOptions& o, const char* variant, const std::string& shape,

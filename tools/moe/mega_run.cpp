@@ -112,7 +112,8 @@ int run(const MegaOptions& o, std::uint64_t seed) {
     fmt::print(
         "mega: weights kept as {} ({} bytes on this PE); GEMMs on {}; SwiGLU and write-back by "
         "the {} (schedule {})\n",
-        o.weights, op.weight_bytes(), op.gemm_engine(),
+        op.config().weights == moe::MegaWeights::kFp8 ? "fp8" : "bf16", op.weight_bytes(),
+        op.gemm_engine(),
         op.config().schedule == moe::MegaSchedule::kInline ? "matrix worker" : "vector workers",
         op.config().schedule == moe::MegaSchedule::kInline ? "inline" : "overlapped");
   }
@@ -212,7 +213,8 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   if (o.perf) {
     const auto experts_read =
         std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; });
-    reads = measure_weight_reads(op.weight_bytes() / L * static_cast<std::size_t>(experts_read));
+    reads = measure_weight_reads(op.config().weights == moe::MegaWeights::kFp8 ? "fp8" : "bf16",
+                                 op.weight_bytes() / L * static_cast<std::size_t>(experts_read));
   }
   if (!o.unfused || !o.perf) report(o, "fused", described, verdict, fused_perf, reads);
   if (time_unfused) report(o, "unfused", described, verdict, unfused_perf, reads);

@@ -222,6 +222,12 @@ int SHMOE_F(shmem_alltoallsmem)(shmem_team_t team, void* dest, const void* sourc
 SHMOE_REDUCE_BITWISE_TYPES(SHMOE_DECL_REDUCE_BITWISE)
 SHMOE_REDUCE_MINMAX_TYPES(SHMOE_DECL_REDUCE_MINMAX)
 SHMOE_REDUCE_ARITH_TYPES(SHMOE_DECL_REDUCE_ARITH)
+/* OpenSHMEM 1.6 (9.10.10): prefix sums over the types of the SUM reduction. */
+#define SHMOE_DECL_SCANS(T, N)                                                      \
+  int SHMOE_F(shmem_##N##_sum_inscan)(shmem_team_t team, T * dest, const T* source, \
+                                      size_t nelems);                               \
+  int SHMOE_F(shmem_##N##_sum_exscan)(shmem_team_t team, T * dest, const T* source, size_t nelems);
+SHMOE_REDUCE_ARITH_TYPES(SHMOE_DECL_SCANS)
 
 /* ---- Point-to-point synchronization (9.10) ----------------------------------------------- */
 #define SHMOE_DECL_P2P_SYNC(T, N)                                                                  \

@@ -194,6 +194,10 @@ class StoreCollectives {
   ConfigStoreClient& client_;
   std::int32_t rank_;
   std::int32_t size_;
+  // Which initialization of the library in this process (OpenSHMEM 1.6 re-initializes after the
+  // last finalize): every PE counts the same, and a store that outlives a round (the launcher's)
+  // must not answer the next round's collectives with the last one's keys.
+  std::uint64_t generation_;
   std::uint64_t round_ = 0;
   // Keys of rounds this PE has finished: removed (by PE 0) once the next barrier completes.
   std::vector<std::string> finished_keys_;

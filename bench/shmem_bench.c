@@ -491,77 +491,84 @@ enum { STRIDED_BLOCK = 64, STRIDED_ELEMS = STRIDED_BLOCK / 8 };
 
 static size_t strided_blocks(const bench *b) { return b->cur_bytes / STRIDED_BLOCK; }
 
+/* Each way, as a put (PE 0 -> PE 1, then a quiet: delivery is timed) or a get (PE 0 <- PE 1). */
+#ifdef HAVE_OPENSHMEM_1_6
+static void move_ib(bench *b, long count, int is_put)
+{
+    for (long i = 0; i < count; i++) {
+        (is_put ? shmem_ibput64 : shmem_ibget64)(b->dst, b->src, 2 * STRIDED_ELEMS,
+                                                 2 * STRIDED_ELEMS, STRIDED_ELEMS,
+                                                 strided_blocks(b), 1);
+    }
+}
+#endif
+
+static void move_columns(bench *b, long count, int is_put)
+{
+    for (long i = 0; i < count; i++) {
+        for (int j = 0; j < STRIDED_ELEMS; j++)
+            (is_put ? shmem_iput64 : shmem_iget64)(b->dst + 8 * j, b->src + 8 * j,
+                                                   2 * STRIDED_ELEMS, 2 * STRIDED_ELEMS,
+                                                   strided_blocks(b), 1);
+    }
+}
+
+static void move_blocks(bench *b, long count, int is_put)
+{
+    for (long i = 0; i < count; i++) {
+        for (size_t k = 0; k < strided_blocks(b); k++) {
+            unsigned char *to = b->dst + 2 * STRIDED_BLOCK * k;
+            const unsigned char *from = b->src + 2 * STRIDED_BLOCK * k;
+            if (is_put)
+                shmem_putmem(to, from, STRIDED_BLOCK, 1);
+            else
+                shmem_getmem(to, from, STRIDED_BLOCK, 1);
+        }
+    }
+}
+
+typedef void (*strided_way)(bench *b, long count, int is_put);
+
+static void strided_phase(bench *b, long count, strided_way way, int is_put)
+{
+    if (b->me != 0)
+        return;
+    way(b, count, is_put);
+    if (is_put)
+        shmem_quiet();
+}
+
 #ifdef HAVE_OPENSHMEM_1_6
 static void phase_ibput(bench *b, long first, long count)
 {
     (void)first;
-    if (b->me != 0)
-        return;
-    for (long i = 0; i < count; i++)
-        shmem_ibput64(b->dst, b->src, 2 * STRIDED_ELEMS, 2 * STRIDED_ELEMS, STRIDED_ELEMS,
-                      strided_blocks(b), 1);
-    shmem_quiet();
+    strided_phase(b, count, move_ib, 1);
 }
-
 static void phase_ibget(bench *b, long first, long count)
 {
     (void)first;
-    if (b->me != 0)
-        return;
-    for (long i = 0; i < count; i++)
-        shmem_ibget64(b->dst, b->src, 2 * STRIDED_ELEMS, 2 * STRIDED_ELEMS, STRIDED_ELEMS,
-                      strided_blocks(b), 1);
+    strided_phase(b, count, move_ib, 0);
 }
 #endif
-
 static void phase_iput_columns(bench *b, long first, long count)
 {
     (void)first;
-    if (b->me != 0)
-        return;
-    for (long i = 0; i < count; i++) {
-        for (int j = 0; j < STRIDED_ELEMS; j++)
-            shmem_iput64(b->dst + 8 * j, b->src + 8 * j, 2 * STRIDED_ELEMS, 2 * STRIDED_ELEMS,
-                         strided_blocks(b), 1);
-    }
-    shmem_quiet();
+    strided_phase(b, count, move_columns, 1);
 }
-
 static void phase_iget_columns(bench *b, long first, long count)
 {
     (void)first;
-    if (b->me != 0)
-        return;
-    for (long i = 0; i < count; i++) {
-        for (int j = 0; j < STRIDED_ELEMS; j++)
-            shmem_iget64(b->dst + 8 * j, b->src + 8 * j, 2 * STRIDED_ELEMS, 2 * STRIDED_ELEMS,
-                         strided_blocks(b), 1);
-    }
+    strided_phase(b, count, move_columns, 0);
 }
-
 static void phase_putmem_blocks(bench *b, long first, long count)
 {
     (void)first;
-    if (b->me != 0)
-        return;
-    for (long i = 0; i < count; i++) {
-        for (size_t k = 0; k < strided_blocks(b); k++)
-            shmem_putmem(b->dst + 2 * STRIDED_BLOCK * k, b->src + 2 * STRIDED_BLOCK * k,
-                         STRIDED_BLOCK, 1);
-    }
-    shmem_quiet();
+    strided_phase(b, count, move_blocks, 1);
 }
-
 static void phase_getmem_blocks(bench *b, long first, long count)
 {
     (void)first;
-    if (b->me != 0)
-        return;
-    for (long i = 0; i < count; i++) {
-        for (size_t k = 0; k < strided_blocks(b); k++)
-            shmem_getmem(b->dst + 2 * STRIDED_BLOCK * k, b->src + 2 * STRIDED_BLOCK * k,
-                         STRIDED_BLOCK, 1);
-    }
+    strided_phase(b, count, move_blocks, 0);
 }
 
 static void phase_barrier(bench *b, long first, long count)
@@ -575,12 +582,17 @@ static void phase_barrier(bench *b, long first, long count)
 /* ------------------------------------------------------------------------------------------ */
 /* Benchmarks                                                                                 */
 
+static void skipped(bench *b, const char *name, const char *needs)
+{
+    if (b->me == 0)
+        fprintf(stderr, "shmem_bench: %s skipped: needs %s\n", name, needs);
+}
+
 static int have_peer(bench *b, const char *name)
 {
     if (b->npes >= 2)
         return 1;
-    if (b->me == 0)
-        fprintf(stderr, "shmem_bench: %s skipped: needs at least 2 PEs\n", name);
+    skipped(b, name, "at least 2 PEs");
     return 0;
 }
 
@@ -680,16 +692,8 @@ static void strided_sweep(bench *b, const char *name, phase_fn fn, int is_put)
 static void bench_ibput(bench *b) { strided_sweep(b, "ibput_bw", phase_ibput, 1); }
 static void bench_ibget(bench *b) { strided_sweep(b, "ibget_bw", phase_ibget, 0); }
 #else
-static void bench_ibput(bench *b)
-{
-    if (b->me == 0)
-        fprintf(stderr, "shmem_bench: ibput_bw skipped: needs OpenSHMEM 1.6\n");
-}
-static void bench_ibget(bench *b)
-{
-    if (b->me == 0)
-        fprintf(stderr, "shmem_bench: ibget_bw skipped: needs OpenSHMEM 1.6\n");
-}
+static void bench_ibput(bench *b) { skipped(b, "ibput_bw", "OpenSHMEM 1.6"); }
+static void bench_ibget(bench *b) { skipped(b, "ibget_bw", "OpenSHMEM 1.6"); }
 #endif
 static void bench_iput_columns(bench *b)
 {
@@ -828,13 +832,11 @@ static void bench_putsig0_rate(bench *b)
 #else
 static void bench_putsig_rate(bench *b)
 {
-    if (b->me == 0)
-        fprintf(stderr, "shmem_bench: putsig_rate skipped: needs OpenSHMEM 1.5 put-with-signal\n");
+    skipped(b, "putsig_rate", "OpenSHMEM 1.5 put-with-signal");
 }
 static void bench_putsig0_rate(bench *b)
 {
-    if (b->me == 0)
-        fprintf(stderr, "shmem_bench: putsig0_rate skipped: needs OpenSHMEM 1.5 put-with-signal\n");
+    skipped(b, "putsig0_rate", "OpenSHMEM 1.5 put-with-signal");
 }
 #endif
 
@@ -845,11 +847,7 @@ static void bench_sigadd_rate(bench *b)
     rate_bench(b, "sigadd_rate", phase_sigadd_rate, last_signal, ops_in_all_phases);
 }
 #else
-static void bench_sigadd_rate(bench *b)
-{
-    if (b->me == 0)
-        fprintf(stderr, "shmem_bench: sigadd_rate skipped: needs OpenSHMEM 1.6\n");
-}
+static void bench_sigadd_rate(bench *b) { skipped(b, "sigadd_rate", "OpenSHMEM 1.6"); }
 #endif
 
 /* Table order is run order. A benchmark runs when its name, its group or "all" is given. */

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <atomic>
 
 #include "bootstrap/config_store.hpp"
 #include "bootstrap/wire.hpp"
@@ -29,19 +28,15 @@ std::string rank_list(const std::vector<std::int32_t>& ranks) {
   return out.empty() ? "none" : out;
 }
 
-std::uint64_t next_generation() {
-  static std::atomic<std::uint64_t> generations{0};
-  return generations.fetch_add(1, std::memory_order_relaxed);
-}
-
 double seconds(milliseconds d) {
   return std::chrono::duration<double>(d).count();
 }
 
 }  // namespace
 
-StoreCollectives::StoreCollectives(ConfigStoreClient& client, std::int32_t rank, std::int32_t size)
-    : client_(client), rank_(rank), size_(size), generation_(next_generation()) {
+StoreCollectives::StoreCollectives(ConfigStoreClient& client, std::int32_t rank, std::int32_t size,
+                                   std::uint64_t generation)
+    : client_(client), rank_(rank), size_(size), generation_(generation) {
   if (size <= 0 || rank < 0 || rank >= size) {
     throw make_error("store collectives: rank {} is not valid in a job of {} PEs", rank, size);
   }

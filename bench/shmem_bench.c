@@ -538,38 +538,21 @@ static void strided_phase(bench *b, long count, strided_way way, int is_put)
         shmem_quiet();
 }
 
+/* phase_NAME: WAY as a put (IS_PUT 1) or a get, in the shape every phase has. */
+#define STRIDED_PHASE(NAME, WAY, IS_PUT)                     \
+    static void phase_##NAME(bench *b, long first, long count) \
+    {                                                        \
+        (void)first;                                         \
+        strided_phase(b, count, WAY, IS_PUT);                \
+    }
 #ifdef HAVE_OPENSHMEM_1_6
-static void phase_ibput(bench *b, long first, long count)
-{
-    (void)first;
-    strided_phase(b, count, move_ib, 1);
-}
-static void phase_ibget(bench *b, long first, long count)
-{
-    (void)first;
-    strided_phase(b, count, move_ib, 0);
-}
+STRIDED_PHASE(ibput, move_ib, 1)
+STRIDED_PHASE(ibget, move_ib, 0)
 #endif
-static void phase_iput_columns(bench *b, long first, long count)
-{
-    (void)first;
-    strided_phase(b, count, move_columns, 1);
-}
-static void phase_iget_columns(bench *b, long first, long count)
-{
-    (void)first;
-    strided_phase(b, count, move_columns, 0);
-}
-static void phase_putmem_blocks(bench *b, long first, long count)
-{
-    (void)first;
-    strided_phase(b, count, move_blocks, 1);
-}
-static void phase_getmem_blocks(bench *b, long first, long count)
-{
-    (void)first;
-    strided_phase(b, count, move_blocks, 0);
-}
+STRIDED_PHASE(iput_columns, move_columns, 1)
+STRIDED_PHASE(iget_columns, move_columns, 0)
+STRIDED_PHASE(putmem_blocks, move_blocks, 1)
+STRIDED_PHASE(getmem_blocks, move_blocks, 0)
 
 static void phase_barrier(bench *b, long first, long count)
 {

@@ -1,11 +1,11 @@
 /*
- * shmem_bench.c - portable OpenSHMEM 1.4/1.5 micro-benchmarks.
+ * shmem_bench.c - portable OpenSHMEM 1.4-1.6 micro-benchmarks.
  *
  * The same source builds against shmoe (bench/CMakeLists.txt) and against any other
  * OpenSHMEM, e.g. Open MPI's OSHMEM (`oshcc -O2 -std=c11 shmem_bench.c`), so the numbers can be
  * compared directly (bench/compare_oshmem.sh does that). For that reason it uses only
  * <shmem.h>, symmetric memory only from shmem_malloc/shmem_align (no static symmetric
- * variables) and no 1.5-only API.
+ * variables), and 1.5 and 1.6 API only where the library's SHMEM_*_VERSION has it.
  *
  * Usage: shmem_bench [options] [bench ...]        (see usage() below, or run with -h)
  *
@@ -451,6 +451,109 @@ static void phase_putsig_rate(bench *b, long first, long count)
 }
 #endif
 
+/* OpenSHMEM 1.6 additions, where the library has them (shmoe; others once they reach 1.6). */
+#if SHMEM_MAJOR_VERSION > 1 || (SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION >= 6)
+#define HAVE_OPENSHMEM_1_6 1
+#endif
+
+#ifdef HAVE_OPENSHMEM_1_6
+static void phase_sigadd_rate(bench *b, long first, long count)
+{
+    (void)first;
+    if (b->me != 0)
+        return;
+    for (long i = 0; i < count; i++) {
+        shmem_signal_add(b->sig, 1, 1);
+        quiet_per_batch(i, count);
+    }
+}
+#endif
+
+#ifdef SHMEM_SIGNAL_ADD
+/* put-with-signal of zero bytes: the signal alone, the way to update one before 1.6. */
+static void phase_putsig0_rate(bench *b, long first, long count)
+{
+    (void)first;
+    if (b->me != 0)
+        return;
+    for (long i = 0; i < count; i++) {
+        shmem_putmem_signal_nbi(b->lat_dst, b->lat_src, 0, b->sig, 1, SHMEM_SIGNAL_ADD, 1);
+        quiet_per_batch(i, count);
+    }
+}
+#endif
+
+/* Strided blocks: cur_bytes of data in blocks of STRIDED_BLOCK bytes, one block every
+ * 2 * STRIDED_BLOCK bytes on both sides (the same offsets at source and destination), moved
+ * three ways: one ibput/ibget, an iput/iget per 8-byte column of the blocks, a putmem/getmem per
+ * block. Puts go PE 0 -> PE 1, gets PE 0 <- PE 1. */
+enum { STRIDED_BLOCK = 64, STRIDED_ELEMS = STRIDED_BLOCK / 8 };
+
+static size_t strided_blocks(const bench *b) { return b->cur_bytes / STRIDED_BLOCK; }
+
+/* Each way, as a put (PE 0 -> PE 1, then a quiet: delivery is timed) or a get (PE 0 <- PE 1). */
+#ifdef HAVE_OPENSHMEM_1_6
+static void move_ib(bench *b, long count, int is_put)
+{
+    for (long i = 0; i < count; i++) {
+        (is_put ? shmem_ibput64 : shmem_ibget64)(b->dst, b->src, 2 * STRIDED_ELEMS,
+                                                 2 * STRIDED_ELEMS, STRIDED_ELEMS,
+                                                 strided_blocks(b), 1);
+    }
+}
+#endif
+
+static void move_columns(bench *b, long count, int is_put)
+{
+    for (long i = 0; i < count; i++) {
+        for (int j = 0; j < STRIDED_ELEMS; j++)
+            (is_put ? shmem_iput64 : shmem_iget64)(b->dst + 8 * j, b->src + 8 * j,
+                                                   2 * STRIDED_ELEMS, 2 * STRIDED_ELEMS,
+                                                   strided_blocks(b), 1);
+    }
+}
+
+static void move_blocks(bench *b, long count, int is_put)
+{
+    for (long i = 0; i < count; i++) {
+        for (size_t k = 0; k < strided_blocks(b); k++) {
+            unsigned char *to = b->dst + 2 * STRIDED_BLOCK * k;
+            const unsigned char *from = b->src + 2 * STRIDED_BLOCK * k;
+            if (is_put)
+                shmem_putmem(to, from, STRIDED_BLOCK, 1);
+            else
+                shmem_getmem(to, from, STRIDED_BLOCK, 1);
+        }
+    }
+}
+
+typedef void (*strided_way)(bench *b, long count, int is_put);
+
+static void strided_phase(bench *b, long count, strided_way way, int is_put)
+{
+    if (b->me != 0)
+        return;
+    way(b, count, is_put);
+    if (is_put)
+        shmem_quiet();
+}
+
+/* phase_NAME: WAY as a put (IS_PUT 1) or a get, in the shape every phase has. */
+#define STRIDED_PHASE(NAME, WAY, IS_PUT)                     \
+    static void phase_##NAME(bench *b, long first, long count) \
+    {                                                        \
+        (void)first;                                         \
+        strided_phase(b, count, WAY, IS_PUT);                \
+    }
+#ifdef HAVE_OPENSHMEM_1_6
+STRIDED_PHASE(ibput, move_ib, 1)
+STRIDED_PHASE(ibget, move_ib, 0)
+#endif
+STRIDED_PHASE(iput_columns, move_columns, 1)
+STRIDED_PHASE(iget_columns, move_columns, 0)
+STRIDED_PHASE(putmem_blocks, move_blocks, 1)
+STRIDED_PHASE(getmem_blocks, move_blocks, 0)
+
 static void phase_barrier(bench *b, long first, long count)
 {
     (void)b;
@@ -462,12 +565,17 @@ static void phase_barrier(bench *b, long first, long count)
 /* ------------------------------------------------------------------------------------------ */
 /* Benchmarks                                                                                 */
 
+static void skipped(bench *b, const char *name, const char *needs)
+{
+    if (b->me == 0)
+        fprintf(stderr, "shmem_bench: %s skipped: needs %s\n", name, needs);
+}
+
 static int have_peer(bench *b, const char *name)
 {
     if (b->npes >= 2)
         return 1;
-    if (b->me == 0)
-        fprintf(stderr, "shmem_bench: %s skipped: needs at least 2 PEs\n", name);
+    skipped(b, name, "at least 2 PEs");
     return 0;
 }
 
@@ -529,6 +637,63 @@ static void bench_put_bw(bench *b) { bandwidth_sweep(b, "put_bw", phase_put, 1);
 static void bench_put_nbi_bw(bench *b) { bandwidth_sweep(b, "put_nbi_bw", phase_put_nbi, 1); }
 static void bench_get_bw(bench *b) { bandwidth_sweep(b, "get_bw", phase_get, 0); }
 static void bench_get_nbi_bw(bench *b) { bandwidth_sweep(b, "get_nbi_bw", phase_get_nbi, 0); }
+
+/* One strided sweep (sizes up to half the buffers: the blocks span twice the data). Every
+ * block must hold the sender's bytes at its offsets and every gap must stay clear. */
+static void strided_sweep(bench *b, const char *name, phase_fn fn, int is_put)
+{
+    if (!have_peer(b, name))
+        return;
+    ensure_bw_buffers(b);
+    int receiver = is_put ? 1 : 0;
+    int sender = is_put ? 0 : 1;
+    size_t bytes = b->opt.min_bytes < STRIDED_BLOCK ? STRIDED_BLOCK : b->opt.min_bytes;
+    for (; 2 * bytes <= b->opt.max_bytes; bytes *= b->opt.factor) {
+        b->cur_bytes = bytes;
+        if (b->me == receiver)
+            memset(b->dst, 0, 2 * bytes);
+        long iters;
+        double secs = measure(b, fn, warm_iters(&b->opt, bytes), &iters);
+        if (b->me == receiver) {
+            size_t wrong = 0;
+            for (size_t i = 0; i < 2 * strided_blocks(b) * STRIDED_BLOCK; i++) {
+                int in_block = (i / STRIDED_BLOCK) % 2 == 0;
+                wrong += b->dst[i] != (in_block ? pattern(i, sender) : 0);
+            }
+            if (wrong) {
+                fprintf(stderr, "shmem_bench: PE %d: %s of %zu bytes: %zu wrong bytes\n", b->me,
+                        name, bytes, wrong);
+                b->errors++;
+            }
+        }
+        if (b->me == 0)
+            emit(b, name, bytes, iters, secs * 1e6 / (double)iters);
+    }
+}
+
+#ifdef HAVE_OPENSHMEM_1_6
+static void bench_ibput(bench *b) { strided_sweep(b, "ibput_bw", phase_ibput, 1); }
+static void bench_ibget(bench *b) { strided_sweep(b, "ibget_bw", phase_ibget, 0); }
+#else
+static void bench_ibput(bench *b) { skipped(b, "ibput_bw", "OpenSHMEM 1.6"); }
+static void bench_ibget(bench *b) { skipped(b, "ibget_bw", "OpenSHMEM 1.6"); }
+#endif
+static void bench_iput_columns(bench *b)
+{
+    strided_sweep(b, "iput_columns_bw", phase_iput_columns, 1);
+}
+static void bench_iget_columns(bench *b)
+{
+    strided_sweep(b, "iget_columns_bw", phase_iget_columns, 0);
+}
+static void bench_putmem_blocks(bench *b)
+{
+    strided_sweep(b, "putmem_blocks_bw", phase_putmem_blocks, 1);
+}
+static void bench_getmem_blocks(bench *b)
+{
+    strided_sweep(b, "getmem_blocks_bw", phase_getmem_blocks, 0);
+}
 
 /* Runs one fixed-size latency phase and reports it as `bytes` per op. Ping-pong passes
  * legs = 2 to report the one-way time (iters stays the number of round trips). */
@@ -641,12 +806,31 @@ static void bench_putsig_rate(bench *b)
         b->errors++;
     }
 }
+
+static void bench_putsig0_rate(bench *b)
+{
+    *b->sig = 0;
+    rate_bench(b, "putsig0_rate", phase_putsig0_rate, last_signal, ops_in_all_phases);
+}
 #else
 static void bench_putsig_rate(bench *b)
 {
-    if (b->me == 0)
-        fprintf(stderr, "shmem_bench: putsig_rate skipped: needs OpenSHMEM 1.5 put-with-signal\n");
+    skipped(b, "putsig_rate", "OpenSHMEM 1.5 put-with-signal");
 }
+static void bench_putsig0_rate(bench *b)
+{
+    skipped(b, "putsig0_rate", "OpenSHMEM 1.5 put-with-signal");
+}
+#endif
+
+#ifdef HAVE_OPENSHMEM_1_6
+static void bench_sigadd_rate(bench *b)
+{
+    *b->sig = 0;
+    rate_bench(b, "sigadd_rate", phase_sigadd_rate, last_signal, ops_in_all_phases);
+}
+#else
+static void bench_sigadd_rate(bench *b) { skipped(b, "sigadd_rate", "OpenSHMEM 1.6"); }
 #endif
 
 /* Table order is run order. A benchmark runs when its name, its group or "all" is given. */
@@ -666,6 +850,14 @@ static const struct {
     {"p_rate", "rate", bench_p_rate},
     {"add_rate", "rate", bench_add_rate},
     {"putsig_rate", "rate", bench_putsig_rate},
+    {"putsig0_rate", "rate", bench_putsig0_rate},
+    {"sigadd_rate", "rate", bench_sigadd_rate},
+    {"ibput_bw", "strided", bench_ibput},
+    {"iput_columns_bw", "strided", bench_iput_columns},
+    {"putmem_blocks_bw", "strided", bench_putmem_blocks},
+    {"ibget_bw", "strided", bench_ibget},
+    {"iget_columns_bw", "strided", bench_iget_columns},
+    {"getmem_blocks_bw", "strided", bench_getmem_blocks},
     {"barrier", "barrier", bench_barrier},
 };
 enum { N_BENCHES = sizeof BENCHES / sizeof BENCHES[0] };
@@ -684,8 +876,14 @@ static void usage(FILE *f)
             "  put_lat              8-byte shmem_putmem + shmem_quiet\n"
             "  pingpong             shmem_long_p / shmem_long_wait_until, half round trip\n"
             "  atomic = fetch_add atomic_add   shmem_long_atomic_fetch_add, _add + quiet\n"
-            "  rate = p_rate add_rate putsig_rate   shmem_long_p, shmem_long_atomic_add,\n"
-            "                       8-byte shmem_putmem_signal_nbi: a quiet per 16 ops\n"
+            "  rate = p_rate add_rate putsig_rate putsig0_rate sigadd_rate   shmem_long_p,\n"
+            "                       shmem_long_atomic_add, 8-byte and 0-byte\n"
+            "                       shmem_putmem_signal_nbi, shmem_signal_add (1.6): a quiet\n"
+            "                       per 16 ops\n"
+            "  strided = ibput_bw iput_columns_bw putmem_blocks_bw ibget_bw iget_columns_bw\n"
+            "            getmem_blocks_bw   64-byte blocks with 64-byte gaps, PE 0 -> PE 1 (put)\n"
+            "                       or PE 0 <- PE 1 (get): one shmem_ibput64/ibget64 (1.6), an\n"
+            "                       iput64/iget64 per 8-byte column, a putmem/getmem per block\n"
             "  barrier              shmem_barrier_all over all PEs\n"
             "  all\n"
             "options:\n"

@@ -67,7 +67,7 @@ void SHMOE_F(shmem_ctx_session_stop)(shmem_ctx_t ctx);
   RET SHMOE_F(NAME)(__VA_ARGS__);                 \
   RET SHMOE_F(CTX_NAME)(shmem_ctx_t ctx, __VA_ARGS__);
 
-/* ---- RMA (9.6) and signaling (9.8) ------------------------------------------------------- */
+/* ---- RMA (9.6; ibput and ibget are 1.6's 9.6.1.4, 9.6.1.8) and signaling (9.8) --------------- */
 #define SHMOE_DECL_RMA_TYPED(T, N)                                                                 \
   SHMOE_DECL_BOTH(void, shmem_##N##_put, shmem_ctx_##N##_put, T* dest, const T* source,            \
                   size_t nelems, int pe)                                                           \
@@ -83,6 +83,10 @@ void SHMOE_F(shmem_ctx_session_stop)(shmem_ctx_t ctx);
                   ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)                             \
   SHMOE_DECL_BOTH(void, shmem_##N##_iget, shmem_ctx_##N##_iget, T* dest, const T* source,          \
                   ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)                             \
+  SHMOE_DECL_BOTH(void, shmem_##N##_ibput, shmem_ctx_##N##_ibput, T* dest, const T* source,        \
+                  ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)              \
+  SHMOE_DECL_BOTH(void, shmem_##N##_ibget, shmem_ctx_##N##_ibget, T* dest, const T* source,        \
+                  ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)              \
   SHMOE_DECL_BOTH(void, shmem_##N##_put_signal, shmem_ctx_##N##_put_signal, T* dest,               \
                   const T* source, size_t nelems, uint64_t* sig_addr, uint64_t signal, int sig_op, \
                   int pe)                                                                          \
@@ -91,24 +95,28 @@ void SHMOE_F(shmem_ctx_session_stop)(shmem_ctx_t ctx);
                   int pe)
 SHMOE_RMA_TYPES(SHMOE_DECL_RMA_TYPED)
 
-#define SHMOE_DECL_RMA_SIZED(BITS, T)                                                           \
-  SHMOE_DECL_BOTH(void, shmem_put##BITS, shmem_ctx_put##BITS, void* dest, const void* source,   \
-                  size_t nelems, int pe)                                                        \
-  SHMOE_DECL_BOTH(void, shmem_put##BITS##_nbi, shmem_ctx_put##BITS##_nbi, void* dest,           \
-                  const void* source, size_t nelems, int pe)                                    \
-  SHMOE_DECL_BOTH(void, shmem_get##BITS, shmem_ctx_get##BITS, void* dest, const void* source,   \
-                  size_t nelems, int pe)                                                        \
-  SHMOE_DECL_BOTH(void, shmem_get##BITS##_nbi, shmem_ctx_get##BITS##_nbi, void* dest,           \
-                  const void* source, size_t nelems, int pe)                                    \
-  SHMOE_DECL_BOTH(void, shmem_iput##BITS, shmem_ctx_iput##BITS, void* dest, const void* source, \
-                  ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)                          \
-  SHMOE_DECL_BOTH(void, shmem_iget##BITS, shmem_ctx_iget##BITS, void* dest, const void* source, \
-                  ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)                          \
-  SHMOE_DECL_BOTH(void, shmem_put##BITS##_signal, shmem_ctx_put##BITS##_signal, void* dest,     \
-                  const void* source, size_t nelems, uint64_t* sig_addr, uint64_t signal,       \
-                  int sig_op, int pe)                                                           \
-  SHMOE_DECL_BOTH(void, shmem_put##BITS##_signal_nbi, shmem_ctx_put##BITS##_signal_nbi,         \
-                  void* dest, const void* source, size_t nelems, uint64_t* sig_addr,            \
+#define SHMOE_DECL_RMA_SIZED(BITS, T)                                                             \
+  SHMOE_DECL_BOTH(void, shmem_put##BITS, shmem_ctx_put##BITS, void* dest, const void* source,     \
+                  size_t nelems, int pe)                                                          \
+  SHMOE_DECL_BOTH(void, shmem_put##BITS##_nbi, shmem_ctx_put##BITS##_nbi, void* dest,             \
+                  const void* source, size_t nelems, int pe)                                      \
+  SHMOE_DECL_BOTH(void, shmem_get##BITS, shmem_ctx_get##BITS, void* dest, const void* source,     \
+                  size_t nelems, int pe)                                                          \
+  SHMOE_DECL_BOTH(void, shmem_get##BITS##_nbi, shmem_ctx_get##BITS##_nbi, void* dest,             \
+                  const void* source, size_t nelems, int pe)                                      \
+  SHMOE_DECL_BOTH(void, shmem_iput##BITS, shmem_ctx_iput##BITS, void* dest, const void* source,   \
+                  ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)                            \
+  SHMOE_DECL_BOTH(void, shmem_iget##BITS, shmem_ctx_iget##BITS, void* dest, const void* source,   \
+                  ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)                            \
+  SHMOE_DECL_BOTH(void, shmem_ibput##BITS, shmem_ctx_ibput##BITS, void* dest, const void* source, \
+                  ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)             \
+  SHMOE_DECL_BOTH(void, shmem_ibget##BITS, shmem_ctx_ibget##BITS, void* dest, const void* source, \
+                  ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)             \
+  SHMOE_DECL_BOTH(void, shmem_put##BITS##_signal, shmem_ctx_put##BITS##_signal, void* dest,       \
+                  const void* source, size_t nelems, uint64_t* sig_addr, uint64_t signal,         \
+                  int sig_op, int pe)                                                             \
+  SHMOE_DECL_BOTH(void, shmem_put##BITS##_signal_nbi, shmem_ctx_put##BITS##_signal_nbi,           \
+                  void* dest, const void* source, size_t nelems, uint64_t* sig_addr,              \
                   uint64_t signal, int sig_op, int pe)
 SHMOE_RMA_SIZES(SHMOE_DECL_RMA_SIZED)
 
@@ -214,6 +222,12 @@ int SHMOE_F(shmem_alltoallsmem)(shmem_team_t team, void* dest, const void* sourc
 SHMOE_REDUCE_BITWISE_TYPES(SHMOE_DECL_REDUCE_BITWISE)
 SHMOE_REDUCE_MINMAX_TYPES(SHMOE_DECL_REDUCE_MINMAX)
 SHMOE_REDUCE_ARITH_TYPES(SHMOE_DECL_REDUCE_ARITH)
+/* OpenSHMEM 1.6 (9.10.10): prefix sums over the types of the SUM reduction. */
+#define SHMOE_DECL_SCANS(T, N)                                                      \
+  int SHMOE_F(shmem_##N##_sum_inscan)(shmem_team_t team, T * dest, const T* source, \
+                                      size_t nelems);                               \
+  int SHMOE_F(shmem_##N##_sum_exscan)(shmem_team_t team, T * dest, const T* source, size_t nelems);
+SHMOE_REDUCE_ARITH_TYPES(SHMOE_DECL_SCANS)
 
 /* ---- Point-to-point synchronization (9.10) ----------------------------------------------- */
 #define SHMOE_DECL_P2P_SYNC(T, N)                                                                  \

@@ -184,7 +184,11 @@ class ConfigStoreClient {
 // last rounds only, however many collectives a job runs.
 class StoreCollectives {
  public:
-  StoreCollectives(ConfigStoreClient& client, std::int32_t rank, std::int32_t size);
+  // `generation`: which initialization of the library in the PE's process this is (OpenSHMEM 1.6
+  // re-initializes after the last finalize). Every PE counts the same, and a store that outlives
+  // one (the launcher's) must not answer the next one's collectives with the last one's keys.
+  StoreCollectives(ConfigStoreClient& client, std::int32_t rank, std::int32_t size,
+                   std::uint64_t generation = 0);
   // Throws shmoe::Error after `timeout`, listing the ranks that never arrived.
   void barrier(std::string_view name, std::chrono::milliseconds timeout);
   std::vector<std::string> allgather(std::string_view name, std::string_view mine,
@@ -194,6 +198,7 @@ class StoreCollectives {
   ConfigStoreClient& client_;
   std::int32_t rank_;
   std::int32_t size_;
+  std::uint64_t generation_;
   std::uint64_t round_ = 0;
   // Keys of rounds this PE has finished: removed (by PE 0) once the next barrier completes.
   std::vector<std::string> finished_keys_;

@@ -34,15 +34,16 @@ double seconds(milliseconds d) {
 
 }  // namespace
 
-StoreCollectives::StoreCollectives(ConfigStoreClient& client, std::int32_t rank, std::int32_t size)
-    : client_(client), rank_(rank), size_(size) {
+StoreCollectives::StoreCollectives(ConfigStoreClient& client, std::int32_t rank, std::int32_t size,
+                                   std::uint64_t generation)
+    : client_(client), rank_(rank), size_(size), generation_(generation) {
   if (size <= 0 || rank < 0 || rank >= size) {
     throw make_error("store collectives: rank {} is not valid in a job of {} PEs", rank, size);
   }
 }
 
 void StoreCollectives::barrier(std::string_view name, milliseconds timeout) {
-  std::string key = fmt::format("shmoe/bar/{}/{}", name, round_++);
+  std::string key = fmt::format("shmoe/bar/{}/{}/{}", generation_, name, round_++);
   std::string done_key = key + "/done";
   // Rounds this PE finished before it came here: once every PE is here, so has every PE.
   std::vector<std::string> finished_before = std::move(finished_keys_);
@@ -101,7 +102,7 @@ void StoreCollectives::barrier(std::string_view name, milliseconds timeout) {
 
 std::vector<std::string> StoreCollectives::allgather(std::string_view name, std::string_view mine,
                                                      milliseconds timeout) {
-  std::string key = fmt::format("shmoe/ag/{}/{}", name, round_++);
+  std::string key = fmt::format("shmoe/ag/{}/{}/{}", generation_, name, round_++);
   wire::Writer record(0);
   record.i32(rank_).str(mine);
   client_.append(key, std::string_view(record.frame()).substr(wire::kHeaderSize));

@@ -153,6 +153,29 @@ int reduce(const char* fn, shmem_team_t handle, T* dest, const T* source, std::s
   return 0;
 }
 
+// OpenSHMEM 1.6 (9.10.10): dest and source are one array (in place) or disjoint; a partial overlap
+// would read elements already overwritten, so it is refused by name.
+template <typename T>
+int sum_scan(const char* fn, shmem_team_t handle, T* dest, const T* source, std::size_t n,
+             bool exclusive) {
+  auto l = lock_team(handle, fn);
+  if (l.team == nullptr) return -1;
+  check_same(*l.team, fn, {{"nelems", static_cast<std::int64_t>(n)}});
+  if (n == 0) return 0;
+  const std::size_t bytes = bytes_of(fn, "nelems", n, sizeof(T));
+  const auto d = reinterpret_cast<std::uintptr_t>(dest),
+             s = reinterpret_cast<std::uintptr_t>(source);
+  if (d != s && d < s + bytes && s < d + bytes) {
+    shmoe::api_error(fn,
+                     "dest={} and source={} overlap in part ({} bytes each): they must be the same "
+                     "array or disjoint",
+                     static_cast<const void*>(dest), static_cast<const void*>(source), bytes);
+  }
+  check_reduce_dest(*l.team, dest, bytes, fn);
+  coll::scan<T, coll::Sum>(*l.team, dest, source, n, exclusive);
+  return 0;
+}
+
 // ---- Active sets ------------------------------------------------------------------------------
 
 shmoe::ActiveSetCall active_set(const char* fn, int start, int log_stride, int size) {
@@ -247,6 +270,14 @@ SHMOE_WEAK_ALIAS(shmem_alltoallsmem)
 SHMOE_REDUCE_BITWISE_TYPES(SHMOE_DEF_REDUCE_BITWISE)
 SHMOE_REDUCE_MINMAX_TYPES(SHMOE_DEF_REDUCE_MINMAX)
 SHMOE_REDUCE_ARITH_TYPES(SHMOE_DEF_REDUCE_ARITH)
+
+#define SHMOE_DEF_SCAN(T, N, KIND, EXCLUSIVE)                                               \
+  int pshmem_##N##_sum_##KIND(shmem_team_t team, T* dest, const T* source, size_t nelems) { \
+    return sum_scan<T>("shmem_" #N "_sum_" #KIND, team, dest, source, nelems, EXCLUSIVE);   \
+  }                                                                                         \
+  SHMOE_WEAK_ALIAS(shmem_##N##_sum_##KIND)
+#define SHMOE_DEF_SCANS(T, N) SHMOE_DEF_SCAN(T, N, inscan, false) SHMOE_DEF_SCAN(T, N, exscan, true)
+SHMOE_REDUCE_ARITH_TYPES(SHMOE_DEF_SCANS)
 
 // ---- Deprecated active-set forms ------------------------------------------------------------
 

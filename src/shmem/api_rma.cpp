@@ -77,45 +77,62 @@ T g(shmem_ctx_t ctx, const T* source, int pe, const char* fn) {
   }
 }
 
-// Strides are in elements; the whole span touched on the remote side must be symmetric.
-inline void check_stride(ptrdiff_t stride, const char* fn, const char* param) {
-  if (stride < 1)
-    shmoe::api_error(fn, "{}={} must be a positive stride (in elements)", param, stride);
-}
+// A strided transfer of blocks (shmem_ibput/ibget; iput/iget are its blocks of one element).
+// Strides and block size are in elements; each stride is at least the block, so blocks never
+// overlap on either side, and the whole span touched on the remote side must be symmetric.
+struct BlockShape {
+  ptrdiff_t dst;
+  ptrdiff_t sst;
+  std::size_t bsize;
+  std::size_t nblocks;
+};
 
-// Bytes from the first to the last element of a strided remote range (0 when it is empty).
-template <typename T>
-std::size_t strided_span(std::size_t nelems, ptrdiff_t stride) {
-  return nelems == 0 ? 0 : ((nelems - 1) * static_cast<std::size_t>(stride) + 1) * sizeof(T);
-}
-
-template <typename T>
-void iput(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst,
-          std::size_t nelems, int pe, const char* fn) {
-  if (nelems > 0) {
-    check_stride(dst, fn, "dst");
-    check_stride(sst, fn, "sst");
+inline void check_block_stride(ptrdiff_t stride, std::size_t bsize, const char* fn,
+                               const char* param) {
+  if (stride < 1 || static_cast<std::size_t>(stride) < bsize) {
+    shmoe::api_error(
+        fn, "{}={} is not a valid stride: it must be at least {} (elements, the block size)", param,
+        stride, std::max<std::size_t>(bsize, 1));
   }
-  transfer(ctx, dest, "dest", {source, "source"}, strided_span<T>(nelems, dst), pe, fn,
+}
+
+// Bytes from the first to the last element of the blocks on the side whose stride is given (0
+// when nothing moves).
+template <typename T>
+std::size_t block_span(const BlockShape& shape, ptrdiff_t stride) {
+  if (shape.bsize == 0 || shape.nblocks == 0) return 0;
+  return ((shape.nblocks - 1) * static_cast<std::size_t>(stride) + shape.bsize) * sizeof(T);
+}
+
+template <typename T>
+shmoe::transport::Blocks checked_blocks(const BlockShape& shape, bool remote_is_dest,
+                                        const char* fn) {
+  if (shape.bsize == 0 || shape.nblocks == 0) return {};
+  check_block_stride(shape.dst, shape.bsize, fn, "dst");
+  check_block_stride(shape.sst, shape.bsize, fn, "sst");
+  const std::size_t dst_bytes = static_cast<std::size_t>(shape.dst) * sizeof(T);
+  const std::size_t sst_bytes = static_cast<std::size_t>(shape.sst) * sizeof(T);
+  return {shape.bsize * sizeof(T), shape.nblocks, remote_is_dest ? dst_bytes : sst_bytes,
+          remote_is_dest ? sst_bytes : dst_bytes};
+}
+
+template <typename T>
+void ibput(shmem_ctx_t ctx, T* dest, const T* source, const BlockShape& shape, int pe,
+           const char* fn) {
+  const auto blocks = checked_blocks<T>(shape, true, fn);
+  transfer(ctx, dest, "dest", {source, "source"}, block_span<T>(shape, shape.dst), pe, fn,
            [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
-             for (std::size_t i = 0; i < nelems; ++i) {
-               t.put(ch, world_pe, off + i * dst * sizeof(T), source + i * sst, sizeof(T));
-             }
+             t.put_blocks(ch, world_pe, off, source, blocks);
            });
 }
 
 template <typename T>
-void iget(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t sst,
-          std::size_t nelems, int pe, const char* fn) {
-  if (nelems > 0) {
-    check_stride(dst, fn, "dst");
-    check_stride(sst, fn, "sst");
-  }
-  transfer(ctx, source, "source", {dest, "dest"}, strided_span<T>(nelems, sst), pe, fn,
+void ibget(shmem_ctx_t ctx, T* dest, const T* source, const BlockShape& shape, int pe,
+           const char* fn) {
+  const auto blocks = checked_blocks<T>(shape, false, fn);
+  transfer(ctx, source, "source", {dest, "dest"}, block_span<T>(shape, shape.sst), pe, fn,
            [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
-             for (std::size_t i = 0; i < nelems; ++i) {
-               t.get(ch, world_pe, off + i * sst * sizeof(T), dest + i * dst, sizeof(T));
-             }
+             t.get_blocks(ch, world_pe, off, dest, blocks);
            });
 }
 
@@ -123,33 +140,45 @@ void iget(shmem_ctx_t ctx, T* dest, const T* source, ptrdiff_t dst, ptrdiff_t ss
 
 extern "C" {
 
-#define SHMOE_DEF_RMA_TYPED(T, N)                                                          \
-  SHMOE_DEFINE_BOTH(void, N##_put, (T * dest, const T* source, size_t nelems, int pe),     \
-                    (dest, source, nelems, pe),                                            \
-                    put(ctx, dest, source, nelems, pe, "shmem_" #N "_put"))                \
-  SHMOE_DEFINE_BOTH(void, N##_put_nbi, (T * dest, const T* source, size_t nelems, int pe), \
-                    (dest, source, nelems, pe),                                            \
-                    put_nbi(ctx, dest, source, nelems, pe, "shmem_" #N "_put_nbi"))        \
-  SHMOE_DEFINE_BOTH(void, N##_get, (T * dest, const T* source, size_t nelems, int pe),     \
-                    (dest, source, nelems, pe),                                            \
-                    get(ctx, dest, source, nelems, pe, "shmem_" #N "_get"))                \
-  SHMOE_DEFINE_BOTH(void, N##_get_nbi, (T * dest, const T* source, size_t nelems, int pe), \
-                    (dest, source, nelems, pe),                                            \
-                    get_nbi(ctx, dest, source, nelems, pe, "shmem_" #N "_get_nbi"))        \
-  SHMOE_DEFINE_BOTH(void, N##_p, (T * dest, T value, int pe), (dest, value, pe),           \
-                    p(ctx, dest, value, pe, "shmem_" #N "_p"))                             \
-  SHMOE_DEFINE_BOTH(T, N##_g, (const T* source, int pe), (source, pe),                     \
-                    g(ctx, source, pe, "shmem_" #N "_g"))                                  \
-  SHMOE_DEFINE_BOTH(                                                                       \
-      void, N##_iput,                                                                      \
-      (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),    \
-      (dest, source, dst, sst, nelems, pe),                                                \
-      iput(ctx, dest, source, dst, sst, nelems, pe, "shmem_" #N "_iput"))                  \
-  SHMOE_DEFINE_BOTH(                                                                       \
-      void, N##_iget,                                                                      \
-      (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),    \
-      (dest, source, dst, sst, nelems, pe),                                                \
-      iget(ctx, dest, source, dst, sst, nelems, pe, "shmem_" #N "_iget"))
+#define SHMOE_DEF_RMA_TYPED(T, N)                                                             \
+  SHMOE_DEFINE_BOTH(void, N##_put, (T * dest, const T* source, size_t nelems, int pe),        \
+                    (dest, source, nelems, pe),                                               \
+                    put(ctx, dest, source, nelems, pe, "shmem_" #N "_put"))                   \
+  SHMOE_DEFINE_BOTH(void, N##_put_nbi, (T * dest, const T* source, size_t nelems, int pe),    \
+                    (dest, source, nelems, pe),                                               \
+                    put_nbi(ctx, dest, source, nelems, pe, "shmem_" #N "_put_nbi"))           \
+  SHMOE_DEFINE_BOTH(void, N##_get, (T * dest, const T* source, size_t nelems, int pe),        \
+                    (dest, source, nelems, pe),                                               \
+                    get(ctx, dest, source, nelems, pe, "shmem_" #N "_get"))                   \
+  SHMOE_DEFINE_BOTH(void, N##_get_nbi, (T * dest, const T* source, size_t nelems, int pe),    \
+                    (dest, source, nelems, pe),                                               \
+                    get_nbi(ctx, dest, source, nelems, pe, "shmem_" #N "_get_nbi"))           \
+  SHMOE_DEFINE_BOTH(void, N##_p, (T * dest, T value, int pe), (dest, value, pe),              \
+                    p(ctx, dest, value, pe, "shmem_" #N "_p"))                                \
+  SHMOE_DEFINE_BOTH(T, N##_g, (const T* source, int pe), (source, pe),                        \
+                    g(ctx, source, pe, "shmem_" #N "_g"))                                     \
+  SHMOE_DEFINE_BOTH(                                                                          \
+      void, N##_iput,                                                                         \
+      (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
+      (dest, source, dst, sst, nelems, pe),                                                   \
+      ibput(ctx, dest, source, {dst, sst, 1, nelems}, pe, "shmem_" #N "_iput"))               \
+  SHMOE_DEFINE_BOTH(                                                                          \
+      void, N##_iget,                                                                         \
+      (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
+      (dest, source, dst, sst, nelems, pe),                                                   \
+      ibget(ctx, dest, source, {dst, sst, 1, nelems}, pe, "shmem_" #N "_iget"))               \
+  SHMOE_DEFINE_BOTH(                                                                          \
+      void, N##_ibput,                                                                        \
+      (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, \
+       int pe),                                                                               \
+      (dest, source, dst, sst, bsize, nblocks, pe),                                           \
+      ibput(ctx, dest, source, {dst, sst, bsize, nblocks}, pe, "shmem_" #N "_ibput"))         \
+  SHMOE_DEFINE_BOTH(                                                                          \
+      void, N##_ibget,                                                                        \
+      (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, \
+       int pe),                                                                               \
+      (dest, source, dst, sst, bsize, nblocks, pe),                                           \
+      ibget(ctx, dest, source, {dst, sst, bsize, nblocks}, pe, "shmem_" #N "_ibget"))
 SHMOE_RMA_TYPES(SHMOE_DEF_RMA_TYPED)
 
 #define SHMOE_DEF_RMA_SIZED(BITS, T)                                                               \
@@ -175,14 +204,26 @@ SHMOE_RMA_TYPES(SHMOE_DEF_RMA_TYPED)
       void, iput##BITS,                                                                            \
       (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
       (dest, source, dst, sst, nelems, pe),                                                        \
-      iput(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst, nelems, pe,        \
-           "shmem_iput" #BITS))                                                                    \
+      ibput(ctx, static_cast<T*>(dest), static_cast<const T*>(source), {dst, sst, 1, nelems}, pe,  \
+            "shmem_iput" #BITS))                                                                   \
   SHMOE_DEFINE_BOTH(                                                                               \
       void, iget##BITS,                                                                            \
       (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
       (dest, source, dst, sst, nelems, pe),                                                        \
-      iget(ctx, static_cast<T*>(dest), static_cast<const T*>(source), dst, sst, nelems, pe,        \
-           "shmem_iget" #BITS))
+      ibget(ctx, static_cast<T*>(dest), static_cast<const T*>(source), {dst, sst, 1, nelems}, pe,  \
+            "shmem_iget" #BITS))                                                                   \
+  SHMOE_DEFINE_BOTH(void, ibput##BITS,                                                             \
+                    (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize,   \
+                     size_t nblocks, int pe),                                                      \
+                    (dest, source, dst, sst, bsize, nblocks, pe),                                  \
+                    ibput(ctx, static_cast<T*>(dest), static_cast<const T*>(source),               \
+                          {dst, sst, bsize, nblocks}, pe, "shmem_ibput" #BITS))                    \
+  SHMOE_DEFINE_BOTH(void, ibget##BITS,                                                             \
+                    (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize,   \
+                     size_t nblocks, int pe),                                                      \
+                    (dest, source, dst, sst, bsize, nblocks, pe),                                  \
+                    ibget(ctx, static_cast<T*>(dest), static_cast<const T*>(source),               \
+                          {dst, sst, bsize, nblocks}, pe, "shmem_ibget" #BITS))
 SHMOE_RMA_SIZES(SHMOE_DEF_RMA_SIZED)
 
 SHMOE_DEFINE_BOTH(void, putmem, (void* dest, const void* source, size_t nelems, int pe),

@@ -12,12 +12,22 @@ namespace {
 
 using shmoe::Runtime;
 
+// OpenSHMEM 1.6 (9.1.1, 9.1.4): initialization calls nest. Each counts here, and only the
+// finalize that matches the first releases the library; the others are barriers. Changed only by
+// the thread that initializes and finalizes.
+int g_init_depth = 0;
+
 void finalize_at_exit() {
-  if (shmoe::runtime_or_null() != nullptr) pshmem_finalize();
+  if (shmoe::runtime_or_null() == nullptr) return;
+  g_init_depth = 1;  // a program that leaves without its last finalize still releases the library
+  pshmem_finalize();
 }
 
 int start(int requested) {
-  if (shmoe::runtime_or_null() != nullptr) return shmoe::runtime_or_null()->thread_level();
+  if (shmoe::runtime_or_null() != nullptr) {
+    ++g_init_depth;
+    return shmoe::runtime_or_null()->thread_level();
+  }
   int provided = requested < SHMEM_THREAD_SINGLE     ? SHMEM_THREAD_SINGLE
                  : requested > SHMEM_THREAD_MULTIPLE ? SHMEM_THREAD_MULTIPLE
                                                      : requested;
@@ -29,6 +39,7 @@ int start(int requested) {
   } catch (const std::exception& e) {
     shmoe::log::fatal(fmt::format("shmem_init failed: {}", e.what()));
   }
+  g_init_depth = 1;
   static bool registered = false;
   if (!registered) {
     std::atexit(finalize_at_exit);
@@ -62,8 +73,14 @@ void pshmem_query_initialized(int* initialized) {
 }
 
 void pshmem_finalize(void) {
+  if (shmoe::runtime_or_null() == nullptr) return;  // finalize after finalize does nothing
+  if (g_init_depth > 1) {
+    --g_init_depth;
+    pshmem_barrier_all();  // all but the last finalize (1.6, 9.1.4)
+    return;
+  }
+  g_init_depth = 0;
   auto rt = shmoe::take_runtime();
-  if (!rt) return;  // finalize after finalize is allowed and does nothing
   try {
     rt->finalize();
   } catch (const std::exception& e) {
@@ -147,13 +164,13 @@ void pshmem_ctx_session_start(shmem_ctx_t ctx, long options,
                      options);
   }
   if ((config_mask & ~SHMEM_CTX_SESSION_TOTAL_OPS) != 0) {
-    shmoe::log::warn("{}: config_mask={:#x} has bits other than SHMEM_CTX_SESSION_TOTAL_OPS: "
-                     "ignored",
-                     fn, config_mask);
+    shmoe::log::warn(
+        "{}: config_mask={:#x} has bits other than SHMEM_CTX_SESSION_TOTAL_OPS: "
+        "ignored",
+        fn, config_mask);
   }
   if (config_mask != 0 && config == nullptr) {
-    shmoe::log::warn("{}: config=NULL with config_mask={:#x}: the defaults apply", fn,
-                     config_mask);
+    shmoe::log::warn("{}: config=NULL with config_mask={:#x}: the defaults apply", fn, config_mask);
   }
 }
 

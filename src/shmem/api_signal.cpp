@@ -33,6 +33,20 @@ void put_signal(shmem_ctx_t ctx, void* dest, const void* source, std::size_t byt
   }
 }
 
+// signal_add/signal_set (OpenSHMEM 1.6): the signal update of a put-with-signal with no data before
+// it, so nothing to wait for: a posted AMO on the word (complete at quiet, ordered by fence), the
+// same UCP or CPU atomic put-with-signal's update is, so the two are atomic with each other and
+// with signal_fetch/wait_until. Over UCX it skips the flush a put-with-signal's signal waits for.
+void signal_update(shmem_ctx_t ctx, std::uint64_t* sig_addr, std::uint64_t signal, bool add, int pe,
+                   const char* fn) {
+  auto& rt = shmoe::runtime(fn);
+  const std::size_t offset =
+      shmoe::api::check_remote(ctx, rt, sig_addr, sizeof(std::uint64_t), pe, fn, "sig_addr");
+  using shmoe::transport::AmoOp;
+  rt.transport().post_atomic(shmoe::api::channel_of(ctx), pe, offset,
+                             {add ? AmoOp::kAdd : AmoOp::kStore, 8, signal, 0});
+}
+
 }  // namespace
 
 extern "C" {
@@ -60,16 +74,12 @@ SHMOE_RMA_SIZES(SHMOE_DEF_PUT_SIGNAL_SIZED)
 
 SHMOE_DEF_PUT_SIGNAL(putmem_signal, void, 1, "shmem_putmem_signal")
 
-// signal_add/signal_set are put-with-signal without data: the same signal update, so atomic
-// with it and with signal_fetch/wait_until; posted (complete at quiet), like a non-fetching AMO.
 #define SHMOE_SIGNAL_ONLY_PARAMS (uint64_t * sig_addr, uint64_t signal, int pe)
 #define SHMOE_SIGNAL_ONLY_ARGS (sig_addr, signal, pe)
 SHMOE_DEFINE_BOTH(void, signal_add, SHMOE_SIGNAL_ONLY_PARAMS, SHMOE_SIGNAL_ONLY_ARGS,
-                  put_signal(ctx, nullptr, nullptr, 0, sig_addr, signal, SHMEM_SIGNAL_ADD, pe,
-                             true, "shmem_signal_add"))
+                  signal_update(ctx, sig_addr, signal, true, pe, "shmem_signal_add"))
 SHMOE_DEFINE_BOTH(void, signal_set, SHMOE_SIGNAL_ONLY_PARAMS, SHMOE_SIGNAL_ONLY_ARGS,
-                  put_signal(ctx, nullptr, nullptr, 0, sig_addr, signal, SHMEM_SIGNAL_SET, pe,
-                             true, "shmem_signal_set"))
+                  signal_update(ctx, sig_addr, signal, false, pe, "shmem_signal_set"))
 
 uint64_t pshmem_signal_fetch(const uint64_t* sig_addr) {
   shmoe::run_wait_progress();  // a caller polling the signal must see it arrive over UCX too

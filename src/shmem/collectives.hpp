@@ -158,4 +158,44 @@ void reduce(Team& team, T* dest, const T* source, std::size_t n) {
   finish(team);
 }
 
+// ---- Scans (prefix reductions) ---------------------------------------------------------------
+// Recursive doubling along the team (Hillis-Steele): in round r every PE sends what it has summed
+// so far to the PE 2^r above it and adds in what the PE 2^r below sent, ceil(log2 n) rounds per
+// chunk. What a PE receives are the sums of disjoint runs of the PEs below it, so their sum alone
+// is the exclusive scan. The lowest PEs receive nothing and could run ahead by more chunks than
+// the two alternating buffers hold, so the team synchronizes after every second chunk.
+// `exclusive`: PE 0 gets Op's identity, value-initialized T (the scans are sums).
+template <typename T, typename Op>
+void scan(Team& team, T* dest, const T* source, std::size_t n, bool exclusive) {
+  if (n == 0) return;
+  const int size = team.size(), me = team.my_index();
+  const Op op;
+  const std::size_t per_chunk = std::max<std::size_t>(1, kChunkBytes / sizeof(T));
+  std::vector<T> acc(std::min(n, per_chunk)), below(acc.size()), in(acc.size());
+  std::size_t chunk = 0;
+  for (std::size_t first = 0; first < n; first += per_chunk, ++chunk) {
+    if (chunk > 0 && chunk % 2 == 0) team.sync();  // every PE has read the chunks before
+    const std::size_t m = std::min(per_chunk, n - first);
+    const std::size_t bytes = m * sizeof(T);
+    const std::uint64_t seq = team.next_seq();
+    std::memcpy(acc.data(), source + first, bytes);
+    std::fill(below.begin(), below.begin() + m, T{});
+    int r = 0;
+    for (int dist = 1; dist < size; dist *= 2, ++r) {
+      if (me + dist < size) detail::reduce_send(team, me + dist, seq, r, r, acc.data(), bytes);
+      if (me >= dist) {
+        team.wait(r, seq, "scan (recursive doubling)", me - dist);
+        std::memcpy(in.data(), detail::reduce_slot_local(team, seq, r), bytes);
+        // The PEs below come first in the sum, so the combined order is the team's.
+        for (std::size_t i = 0; i < m; ++i) {
+          acc[i] = op(in[i], acc[i]);
+          below[i] = op(in[i], below[i]);
+        }
+      }
+    }
+    std::memcpy(dest + first, exclusive ? below.data() : acc.data(), bytes);
+  }
+  finish(team);
+}
+
 }  // namespace shmoe::collectives

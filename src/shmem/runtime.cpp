@@ -194,7 +194,9 @@ void Runtime::linger_if_hosting_store() {
 }
 
 void Runtime::connect_transport() {
-  collectives_ = std::make_unique<bootstrap::StoreCollectives>(*client_, rank_, size_);
+  static std::uint64_t initializations = 0;  // of this process; only the initializing thread
+  collectives_ =
+      std::make_unique<bootstrap::StoreCollectives>(*client_, rank_, size_, initializations++);
   const transport::PeerPlan plan = transport::plan_peers(
       *collectives_, rank_, size_, {config_.host, config_.system_host, config_.transport},
       config_.init_timeout);

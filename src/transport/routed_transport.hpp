@@ -36,6 +36,14 @@ class RoutedTransport final : public Transport {
   void get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) override {
     to(pe).get_nbi(part(ch, pe), pe, offset, dst, bytes);
   }
+  void put_blocks(Channel* ch, int pe, std::size_t offset, const void* src,
+                  const Blocks& blocks) override {
+    to(pe).put_blocks(part(ch, pe), pe, offset, src, blocks);
+  }
+  void get_blocks(Channel* ch, int pe, std::size_t offset, void* dst,
+                  const Blocks& blocks) override {
+    to(pe).get_blocks(part(ch, pe), pe, offset, dst, blocks);
+  }
   void put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
                  std::size_t bytes) override {
     to(pe).put_value(part(ch, pe), pe, offset, bits, bytes);

@@ -49,6 +49,11 @@ class ShmTransport final : public Transport {
   // the blocking ones.
   void put(Channel* ch, int pe, std::size_t offset, const void* src, std::size_t bytes) override;
   void get(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) override;
+  // One copy per block, and one for the whole transfer when the blocks are contiguous.
+  void put_blocks(Channel* ch, int pe, std::size_t offset, const void* src,
+                  const Blocks& blocks) override;
+  void get_blocks(Channel* ch, int pe, std::size_t offset, void* dst,
+                  const Blocks& blocks) override;
   void put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
                  std::size_t bytes) override;
   std::uint64_t fetch_atomic(Channel* ch, int pe, std::size_t offset,

@@ -32,6 +32,18 @@ struct SignalUpdate {
   std::uint64_t value = 0;
 };
 
+// A strided block transfer (shmem_ibput/ibget, and iput/iget as blocks of one element): `count`
+// blocks of `block_bytes`, the i-th at i * remote_stride bytes past the remote offset and at
+// i * local_stride bytes past the local buffer. Strides are at least block_bytes.
+struct Blocks {
+  std::size_t block_bytes = 0;
+  std::size_t count = 0;
+  std::size_t remote_stride = 0;
+  std::size_t local_stride = 0;
+  // Blocks that touch end to end on both sides are one contiguous transfer.
+  bool contiguous() const { return remote_stride == block_bytes && local_stride == block_bytes; }
+};
+
 // What a transport keeps per context (its own endpoints, its operations in flight). A transport
 // that completes every operation on return keeps nothing and returns nullptr from open_channel.
 class Channel {
@@ -64,6 +76,24 @@ class Transport {
   }
   virtual void get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) {
     get(ch, pe, offset, dst, bytes);
+  }
+  // Every block of a strided transfer, with put's and get's completion: the default moves one
+  // block per put/get; a transport with a cheaper way (all in flight at once) overrides them.
+  virtual void put_blocks(Channel* ch, int pe, std::size_t offset, const void* src,
+                          const Blocks& blocks) {
+    const auto* from = static_cast<const std::byte*>(src);
+    for (std::size_t i = 0; i < blocks.count; ++i) {
+      put(ch, pe, offset + i * blocks.remote_stride, from + i * blocks.local_stride,
+          blocks.block_bytes);
+    }
+  }
+  virtual void get_blocks(Channel* ch, int pe, std::size_t offset, void* dst,
+                          const Blocks& blocks) {
+    auto* to = static_cast<std::byte*>(dst);
+    for (std::size_t i = 0; i < blocks.count; ++i) {
+      get(ch, pe, offset + i * blocks.remote_stride, to + i * blocks.local_stride,
+          blocks.block_bytes);
+    }
   }
   // A single value of up to 8 bytes, written as one store (shmem_p): a peer polling the word
   // never sees it torn. Complete at the target after quiet(), like put().

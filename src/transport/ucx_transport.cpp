@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/backoff.hpp"
@@ -258,6 +259,51 @@ void UcxTransport::get(Channel* ch, int pe, std::size_t offset, void* dst, std::
   wait(post_get(channel(ch), pe, offset, dst, bytes), "get", pe);
 }
 
+// A window bounds the requests a transfer of many small blocks holds at once (UCX allocates
+// each from its pool); it is wide enough that the wait for the first finds it long done.
+template <typename Post>
+void UcxTransport::post_blocks(std::size_t count, const char* what, int pe, Post&& post) {
+  constexpr std::size_t kWindow = 256;
+  std::vector<ucs_status_ptr_t> pending;
+  pending.reserve(std::min(count, kWindow));
+  for (std::size_t i = 0; i < count; ++i) {
+    ucs_status_ptr_t request = post(i);
+    if (request == nullptr) continue;                      // done at once (UCX copied a small put)
+    if (UCS_PTR_IS_ERR(request)) wait(request, what, pe);  // reports the error and stops the PE
+    pending.push_back(request);
+    if (pending.size() == kWindow) {
+      for (ucs_status_ptr_t r : pending) wait(r, what, pe);
+      pending.clear();
+    }
+  }
+  for (ucs_status_ptr_t r : pending) wait(r, what, pe);
+}
+
+void UcxTransport::put_blocks(Channel* ch, int pe, std::size_t offset, const void* src,
+                              const Blocks& blocks) {
+  if (blocks.block_bytes == 0) return;
+  Endpoint& e = endpoint(channel(ch), pe);
+  const auto* from = static_cast<const std::byte*>(src);
+  post_blocks(blocks.count, "put", pe, [&](std::size_t i) {
+    return post_put(e, pe, offset + i * blocks.remote_stride, from + i * blocks.local_stride,
+                    blocks.block_bytes);
+  });
+}
+
+void UcxTransport::get_blocks(Channel* ch, int pe, std::size_t offset, void* dst,
+                              const Blocks& blocks) {
+  if (blocks.block_bytes == 0 || blocks.count == 0) return;
+  UcxChannel& c = channel(ch);
+  flush_if_in_flight(c, pe);  // once for the transfer: its gets then only read
+  Endpoint& e = endpoint(c, pe);
+  auto* to = static_cast<std::byte*>(dst);
+  post_blocks(blocks.count, "get", pe, [&](std::size_t i) {
+    ucp_request_param_t prm{};
+    return ucp_get_nbx(e.ep, to + i * blocks.local_stride, blocks.block_bytes,
+                       remotes_[pe].base + offset + i * blocks.remote_stride, e.rkey, &prm);
+  });
+}
+
 // Freed requests still complete; quiet()'s flush waits for them. An error is reported at once.
 void UcxTransport::release_nbi(ucs_status_ptr_t request, const char* what, int pe) {
   if (UCS_PTR_IS_PTR(request)) {
@@ -389,12 +435,11 @@ std::uint64_t UcxTransport::narrow_atomic(UcxChannel& ch, int pe, std::size_t of
   const std::size_t word = offset & ~std::size_t{3};
   const auto old =
       static_cast<std::uint32_t>(native_atomic(ch, pe, word, UCP_ATOMIC_OP_ADD, 4, 0, 0));
-  return transport::narrow_atomic(
-      static_cast<unsigned>(offset - word), r, old,
-      [&](std::uint32_t desired, std::uint32_t expected) {
-        return static_cast<std::uint32_t>(
-            native_atomic(ch, pe, word, UCP_ATOMIC_OP_CSWAP, 4, desired, expected));
-      });
+  return transport::narrow_atomic(static_cast<unsigned>(offset - word), r, old,
+                                  [&](std::uint32_t desired, std::uint32_t expected) {
+                                    return static_cast<std::uint32_t>(native_atomic(
+                                        ch, pe, word, UCP_ATOMIC_OP_CSWAP, 4, desired, expected));
+                                  });
 }
 
 namespace {

@@ -54,6 +54,12 @@ class UcxTransport final : public Transport {
   void put_nbi(Channel* ch, int pe, std::size_t offset, const void* src,
                std::size_t bytes) override;
   void get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) override;
+  // Every block's put (get) is posted before the first is waited for: one round trip for the
+  // transfer, not one per block.
+  void put_blocks(Channel* ch, int pe, std::size_t offset, const void* src,
+                  const Blocks& blocks) override;
+  void get_blocks(Channel* ch, int pe, std::size_t offset, void* dst,
+                  const Blocks& blocks) override;
   void put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
                  std::size_t bytes) override;
   std::uint64_t fetch_atomic(Channel* ch, int pe, std::size_t offset,
@@ -123,6 +129,10 @@ class UcxTransport final : public Transport {
   // Waits for a request (nullptr or an error pointer: done), driving the worker and backing off;
   // a failure or a wait past the hang timeout stops the PE with `what` and the peer.
   void wait(ucs_status_ptr_t request, const char* what, int pe);
+  // Posts post(i) for every block i, keeping at most a window of requests unfinished, and waits
+  // for them all.
+  template <typename Post>
+  void post_blocks(std::size_t count, const char* what, int pe, Post&& post);
   // For an _nbi operation: frees the request (it completes by quiet) or reports its error.
   void release_nbi(ucs_status_ptr_t request, const char* what, int pe);
   void run_progress_thread();

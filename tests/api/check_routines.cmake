@@ -13,7 +13,14 @@ foreach(var LIST CC INCLUDE_DIR LIBRARY WORK_DIR)
   endif()
 endforeach()
 
-file(STRINGS "${LIST}" lines)
+# LIST may name several files separated by |, read as one in order (the 1.6 list is the 1.5 one
+# and what 1.6 adds, which uses the 1.5 file's tables).
+string(REPLACE "|" ";" list_files "${LIST}")
+set(lines "")
+foreach(list_file IN LISTS list_files)
+  file(STRINGS "${list_file}" list_lines)
+  list(APPEND lines "${list_lines}")
+endforeach()
 set(addresses "")
 set(calls "")
 set(n_symbols 0)

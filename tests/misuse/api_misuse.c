@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "bad_split") == 0) {
     /* Only the last PE passes a start outside the parent: every PE must return, none may hang. */
     shmem_team_t team = SHMEM_TEAM_INVALID;
-    int status = shmem_team_split_strided(SHMEM_TEAM_WORLD, me == n - 1 ? n + 2 : 0, 1, 1, NULL,
-                                          0, &team);
+    int status =
+        shmem_team_split_strided(SHMEM_TEAM_WORLD, me == n - 1 ? n + 2 : 0, 1, 1, NULL, 0, &team);
     printf("PE %d: split=%d invalid=%d\n", me, status, team == SHMEM_TEAM_INVALID);
     /* The job goes on: a valid split afterwards works everywhere. */
     status = shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, n, NULL, 0, &team);
@@ -94,6 +94,11 @@ int main(int argc, char** argv) {
     long src[4] = {1, 2, 3, 4};
     shmem_long_iput(word, src, 2, 1, 4, (me + 1) % n); /* elements 0, 2, 4, 6 of a 4-long array */
     printf("PE %d: neighbour %ld\n", me, next[0]);
+  } else if (strcmp(mode, "ibput_short_stride") == 0) { /* 1.6: strides are at least bsize */
+    const long src[6] = {0};
+    shmem_long_ibput(word, src, 2, 3, 3, 1, (me + 1) % n);
+  } else if (strcmp(mode, "scan_partial_overlap") == 0) { /* 1.6: in place or disjoint */
+    shmem_long_sum_inscan(SHMEM_TEAM_WORLD, word + 1, word, 2);
   } else if (strcmp(mode, "debug_ok") == 0) { /* under SHMOE_DEBUG=1: right use passes */
     long* dest = shmem_calloc((size_t)n, sizeof(long));
     shmem_long_iput(word, word, 2, 2, 2, (me + 1) % n);

@@ -63,6 +63,10 @@ check reduce_past_heap 2 nonzero \
   "shmem_long_sum_reduce: dest=0x[0-9a-f]+ \(9223372036854775808 bytes\) is not symmetric: it runs past the end of the symmetric heap"
 check reduce_to_stack 2 0 "shmem_long_sum_reduce: dest=0x[0-9a-f]+ is not symmetric \(OpenSHMEM requires a symmetric dest; shmoe accepts this one, and refuses it under SHMOE_DEBUG=1\); said once"
 SHMOE_DEBUG=1 check reduce_to_stack 2 nonzero "shmem_long_sum_reduce: dest=0x[0-9a-f]+ \(16 bytes\) is not symmetric"
+check ibput_short_stride 2 nonzero \
+  "shmem_long_ibput: dst=2 is not a valid stride: it must be at least 3 \(elements, the block size\)"
+check scan_partial_overlap 2 nonzero \
+  "shmem_long_sum_inscan: dest=0x[0-9a-f]+ and source=0x[0-9a-f]+ overlap in part \(16 bytes each\): they must be the same array or disjoint"
 check fcollect_overflow 2 nonzero "shmem_long_fcollect: nelems=[0-9]+ times 8 bytes is more than"
 # The costlier checks, under SHMOE_DEBUG=1: counts that differ between PEs are refused on every
 # PE by the library's agreement; a stride that runs into the next allocation is refused by name.

@@ -2,7 +2,8 @@
 // short (shmoe/generic.h), instantiated for every type of the specification's tables as written
 // here (the fixed-width and size types resolve to the overload of the type they alias): the
 // _nbi AMOs, plain and on a context, the _vector wait/test forms with short and unsigned short,
-// and AND/OR/XOR reductions on int8_t .. int64_t. Values encode the PE that produced them.
+// AND/OR/XOR reductions on int8_t .. int64_t, and 1.6's ibput/ibget and sum_inscan/exscan. Values
+// encode the PE that produced them.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -208,6 +209,42 @@ TYPED_TEST(BitwiseReductions, AndOrXorOverTheWorld) {
   shmem_barrier_all();
   shmem_free(dst);
   shmem_free(src);
+}
+
+// OpenSHMEM 1.6: shmem_ibput/shmem_ibget (plain and on a context) and shmem_sum_inscan/exscan
+// through their overloads, for a few types of their tables. Blocks of 2 elements every 3 on the
+// neighbour, every 2 here; the scans against the sum of the values of the PEs below.
+using OneSixTypes = ::testing::Types<short, unsigned long, double, long double, std::ptrdiff_t>;
+template <typename T>
+class OneSix : public ::testing::Test {};
+TYPED_TEST_SUITE(OneSix, OneSixTypes);
+
+TYPED_TEST(OneSix, BlockTransfersAndScans) {
+  using T = TypeParam;
+  const Ring r;
+  constexpr int kBlocks = 4, kSpan = 3 * kBlocks;
+  T* w = static_cast<T*>(shmem_calloc(kSpan + 2, sizeof(T)));
+  T local[2 * kBlocks], back[2 * kBlocks] = {};
+  for (int k = 0; k < 2 * kBlocks; ++k) local[k] = initial<T>(r.me, k);
+  shmem_barrier_all();
+  shmem_ibput(w, local, 3, 2, 2, kBlocks, r.next);
+  shmem_barrier_all();
+  for (int e = 0; e < kSpan; ++e) {
+    const T want = e % 3 == 2 ? T(0) : initial<T>(r.prev, e / 3 * 2 + e % 3);
+    EXPECT_EQ(w[e], want) << "element " << e;
+  }
+  shmem_barrier_all();
+  shmem_ibget(SHMEM_CTX_DEFAULT, back, w, 2, 3, 2, kBlocks, r.next);
+  for (int k = 0; k < 2 * kBlocks; ++k) EXPECT_EQ(back[k], initial<T>(r.me, k)) << "element " << k;
+  T* scan = w + kSpan;
+  scan[0] = T(r.me + 1);
+  shmem_barrier_all();
+  EXPECT_EQ(shmem_sum_inscan(SHMEM_TEAM_WORLD, scan + 1, scan, 1), 0);
+  EXPECT_EQ(scan[1], T((r.me + 1) * (r.me + 2) / 2));
+  EXPECT_EQ(shmem_sum_exscan(SHMEM_TEAM_WORLD, scan, scan, 1), 0);  // in place
+  EXPECT_EQ(scan[0], T(r.me * (r.me + 1) / 2));
+  shmem_barrier_all();
+  shmem_free(w);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ def test_torch_is_not_imported():
 
 def test_setup(me, n):
     assert 0 <= me < n
-    assert shmoe.info() == ("shmoe", (1, 5))
+    assert shmoe.info() == ("shmoe", (1, 6))  # OpenSHMEM 1.6
     ids = shmoe.zeros(n, np.int32)
     mine = shmoe.zeros(1, np.int32)
     mine[0] = me

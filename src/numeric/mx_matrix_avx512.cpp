@@ -38,6 +38,28 @@ SHMOE_AVX512 inline float add_lanes(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
+// The accumulators of M rows of a against a group's 4 rows of w: zeroed, and their sums stored
+// (rows of w past the matrix's, in its last group, are not).
+template <int M>
+SHMOE_AVX512 inline void zero(__m512 (&acc)[M][kGroup]) {
+#pragma GCC unroll 4
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < kGroup; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+}
+
+template <int M>
+SHMOE_AVX512 inline void store_sums(const __m512 (&acc)[M][kGroup], const View& w, int g,
+                                    float* out, std::size_t ldo) {
+  for (int r = 0; r < M; ++r) {
+    for (int q = 0; q < kGroup; ++q) {
+      const int j = g * kGroup + q;
+      if (j < w.rows) out[r * ldo + j] = add_lanes(acc[r][q]);
+    }
+  }
+}
+
 // ---- F16C: fp32 products in the header's lane order ----
 
 template <Fp8Format F>
@@ -55,11 +77,7 @@ template <Fp8Format F, int M>
 SHMOE_AVX512 void tile(const View& w, const float* a, int g, float* out, std::size_t ldo) {
   const auto cols = static_cast<std::size_t>(w.padded_cols);
   __m512 acc[M][kGroup];
-#pragma GCC unroll 4
-  for (int r = 0; r < M; ++r) {
-#pragma GCC unroll 4
-    for (int q = 0; q < kGroup; ++q) acc[r][q] = _mm512_setzero_ps();
-  }
+  zero(acc);
   for (int c = 0; c < w.padded_cols / kChunk; ++c) {
     const std::uint8_t* chunk = w.chunk(g, c);
     const std::uint8_t* scales = w.chunk_scales(g, c);
@@ -86,12 +104,7 @@ SHMOE_AVX512 void tile(const View& w, const float* a, int g, float* out, std::si
       }
     }
   }
-  for (int r = 0; r < M; ++r) {
-    for (int q = 0; q < kGroup; ++q) {
-      const int j = g * kGroup + q;
-      if (j < w.rows) out[r * ldo + j] = add_lanes(acc[r][q]);
-    }
-  }
+  store_sums(acc, w, g, out, ldo);
 }
 
 template <Fp8Format F>
@@ -158,11 +171,7 @@ SHMOE_AVX512_BF16 void tile_bf16(const View& w, const Bf16Tables& t, const std::
   const __m512i hi_a = _mm512_load_si512(t.hi.data()), hi_b = _mm512_load_si512(t.hi.data() + 64);
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[M][kGroup];
-#pragma GCC unroll 4
-  for (int r = 0; r < M; ++r) {
-#pragma GCC unroll 4
-    for (int q = 0; q < kGroup; ++q) acc[r][q] = _mm512_setzero_ps();
-  }
+  zero(acc);
   for (int c = 0; c < w.padded_cols / kChunk; ++c) {
     const std::uint8_t* chunk = w.chunk(g, c);
     const std::uint8_t* scales = w.chunk_scales(g, c);
@@ -194,12 +203,7 @@ SHMOE_AVX512_BF16 void tile_bf16(const View& w, const Bf16Tables& t, const std::
       }
     }
   }
-  for (int r = 0; r < M; ++r) {
-    for (int q = 0; q < kGroup; ++q) {
-      const int j = g * kGroup + q;
-      if (j < w.rows) out[r * ldo + j] = add_lanes(acc[r][q]);
-    }
-  }
+  store_sums(acc, w, g, out, ldo);
 }
 
 // Lanes [0, n) of a 16-lane store (n may be 0 or more than 16).

@@ -20,8 +20,9 @@
 // within the fp32 summation bound of the others rather than equal to them; it is chosen only for
 // matrices whose scales keep every value a normal bf16 (2^-107 to 2^112), which its expand()
 // relies on. A matrix with NaN codes or scales of 2^120 and above goes to the portable kernel
-// whatever was asked. Every kernel takes a group's 4 rows against 1 to 4 rows of a at a time,
-// group by group: a tile of more rows reads the codes from memory once.
+// whatever was asked. The SIMD kernels take a group's 4 rows against up to 4 (AVX-512) or 2
+// (AVX2, BF16) rows of a at a time, group by group: a tile of more rows reads the codes from
+// memory once.
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,8 @@
 // shared-memory transport every operation completes before it returns, so each _nbi form is
 // its blocking form and quiet only has to order stores; over UCX the _nbi forms are queued and
 // quiet waits for them.
+#include <vector>
+
 #include "shmem/api_stamp.hpp"
 
 namespace {
@@ -256,8 +258,8 @@ void pshmem_ctx_quiet(shmem_ctx_t ctx) {
   shmoe::runtime("shmem_ctx_quiet").transport().quiet(channel_of(ctx));
 }
 // OpenSHMEM 1.6 (9.12.3). PE numbers are those of the context's team (the world for the default
-// context). Every operation of the context is completed, those to target_pes among them: the
-// transports complete a context as a whole.
+// context). Over UCX only the named PEs' endpoints are flushed; over shared memory, where a quiet
+// is one store fence, the whole context is completed.
 void pshmem_ctx_pe_quiet(shmem_ctx_t ctx, const int* target_pes, size_t npes) {
   constexpr const char* fn = "shmem_ctx_pe_quiet";
   if (ctx == SHMEM_CTX_INVALID || npes == 0) return;
@@ -266,14 +268,16 @@ void pshmem_ctx_pe_quiet(shmem_ctx_t ctx, const int* target_pes, size_t npes) {
   shmem_team_t team = SHMEM_TEAM_INVALID;
   pshmem_ctx_get_team(ctx, &team);
   const int size = pshmem_team_n_pes(team);
+  std::vector<int> world(npes);
   for (size_t i = 0; i < npes; ++i) {
     if (target_pes[i] < 0 || target_pes[i] >= size) {
       shmoe::api_error(fn,
                        "target_pes[{}]={} is out of range (0..{}, the PEs of the context's team)",
                        i, target_pes[i], size - 1);
     }
+    world[i] = pshmem_team_translate_pe(team, target_pes[i], SHMEM_TEAM_WORLD);
   }
-  shmoe::runtime(fn).transport().quiet(channel_of(ctx));
+  shmoe::runtime(fn).transport().quiet_pes(channel_of(ctx), world.data(), world.size());
 }
 void pshmem_pe_quiet(const int* target_pes, size_t npes) {
   pshmem_ctx_pe_quiet(SHMEM_CTX_DEFAULT, target_pes, npes);

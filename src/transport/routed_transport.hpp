@@ -67,6 +67,16 @@ class RoutedTransport final : public Transport {
   void quiet(Channel* ch) override {
     for (std::size_t i = 0; i < in_use_.size(); ++i) in_use_[i]->quiet(part_at(ch, i));
   }
+  // Each transport gets the named PEs it carries; one that carries none is left alone.
+  void quiet_pes(Channel* ch, const int* pes, std::size_t n) override {
+    std::vector<std::vector<int>> by_transport(in_use_.size());
+    for (std::size_t i = 0; i < n; ++i) by_transport[route_[pes[i]]].push_back(pes[i]);
+    for (std::size_t i = 0; i < in_use_.size(); ++i) {
+      if (!by_transport[i].empty()) {
+        in_use_[i]->quiet_pes(part_at(ch, i), by_transport[i].data(), by_transport[i].size());
+      }
+    }
+  }
   bool progress() override {
     bool any = false;
     for (Transport* t : in_use_) any = t->progress() || any;

@@ -116,6 +116,13 @@ class Transport {
   virtual void fence(Channel* ch) = 0;
   // Completes every operation of this channel (and only those).
   virtual void quiet(Channel* ch) = 0;
+  // Completes at least this channel's operations to the given PEs (world numbers, in range).
+  // A transport that cannot single them out completes the whole channel.
+  virtual void quiet_pes(Channel* ch, const int* pes, std::size_t n) {
+    (void)pes;
+    (void)n;
+    quiet(ch);
+  }
   // One pass of the progress engine of a transport that needs one; true if it did something.
   virtual bool progress() { return false; }
 };

@@ -344,10 +344,12 @@ void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
 
 // Every endpoint's flush is started before the first is waited for, so a quiet over many peers
 // costs one round trip, not one per peer.
-void UcxTransport::flush_channel(UcxChannel& ch) {
+void UcxTransport::flush_channel(UcxChannel& ch, const int* pes, std::size_t n) {
   settle_held_signals(ch);
   std::vector<std::pair<int, ucs_status_ptr_t>> flushes;
-  for (int pe = 0; pe < size_; ++pe) {
+  const std::size_t count = pes == nullptr ? static_cast<std::size_t>(size_) : n;
+  for (std::size_t i = 0; i < count; ++i) {
+    const int pe = pes == nullptr ? static_cast<int>(i) : pes[i];
     Endpoint& e = ch.endpoints[pe];
     if (e.ep == nullptr || !e.in_flight.exchange(false, std::memory_order_acq_rel)) continue;
     ucp_request_param_t prm{};
@@ -563,6 +565,10 @@ void UcxTransport::fence(Channel* ch) {
 
 void UcxTransport::quiet(Channel* ch) {
   flush_channel(channel(ch));
+}
+
+void UcxTransport::quiet_pes(Channel* ch, const int* pes, std::size_t n) {
+  flush_channel(channel(ch), pes, n);
 }
 
 void UcxTransport::settle_held_signals(UcxChannel& ch) {

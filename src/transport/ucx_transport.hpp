@@ -69,6 +69,8 @@ class UcxTransport final : public Transport {
                   const SignalUpdate& signal, bool nbi) override;
   void fence(Channel* ch) override;
   void quiet(Channel* ch) override;
+  // Flushes only the named PEs' endpoints (and settles the channel's held signals).
+  void quiet_pes(Channel* ch, const int* pes, std::size_t n) override;
 
   // One pass of the worker's progress engine by one of the PE's own threads (a wait); true if
   // it did something.
@@ -125,7 +127,9 @@ class UcxTransport final : public Transport {
   // Waits until every signal `ch` holds back has been posted (see put_signal).
   void settle_held_signals(UcxChannel& ch);
   // Flushes every endpoint of `ch` that may have operations in flight, all at once.
-  void flush_channel(UcxChannel& ch);
+  // Flushes the channel's endpoints to `pes` (nullptr: every PE) that have writes in flight,
+  // every flush started before the first is waited for.
+  void flush_channel(UcxChannel& ch, const int* pes = nullptr, std::size_t n = 0);
   // Waits for a request (nullptr or an error pointer: done), driving the worker and backing off;
   // a failure or a wait past the hang timeout stops the PE with `what` and the peer.
   void wait(ucs_status_ptr_t request, const char* what, int pe);

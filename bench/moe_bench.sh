@@ -5,9 +5,13 @@
 #   bench/moe_bench.sh [BUILD_DIR] [--quick] [shmoe-moe options, e.g. --copy-out]
 # The bytes are those a perfect operator must move once: every routed (token, top-k slot) row,
 # once (dispatch: to its expert's PE; combine: back to its token's PE), summed over the PEs; the
-# time is that of the slowest worker of any PE for one call; agg/memcpy divides that aggregate
-# rate by one thread's memcpy rate on a buffer of a matching size (16 MiB: one PE's decode
-# payload; 64 MiB, beyond the caches: prefill). By default the tool leaves dispatch's rows in the
+# time is that of the slowest worker of any PE for one call. The headline, per_pe/memcpy, divides
+# one PE's rate (the aggregate over the PE count) by one thread's memcpy rate on a buffer of a
+# matching size (16 MiB: one PE's decode payload; 64 MiB, beyond the caches: prefill): each PE
+# runs on about one core, so this is the operator against a copy by that core. agg/memcpy, the
+# sum over the PEs against one thread, flatters wherever the PEs have cores of their own. Writes
+# a CSV (MOE_BENCH_CSV, default output/perf/moe_bench.csv) and, with python3-matplotlib, a PNG
+# next to it. By default the tool leaves dispatch's rows in the
 # receive window and combines from there (one copy per byte); --copy-out measures caller-owned
 # buffers (a copy-out after dispatch, a send before combine's reduction).
 set -euo pipefail
@@ -30,7 +34,11 @@ memcpy_line() { "$build/tools/shmoerun/shmoerun" -n 1 "$bench" -H -m "$1" -M "$1
 mc_small=$(memcpy_line 16M | cut -d, -f7)
 mc_large=$(memcpy_line 64M | cut -d, -f7)
 echo "memcpy (1 thread): 16 MiB ${mc_small} GB/s, 64 MiB ${mc_large} GB/s"
-printf '%-8s %-22s %4s %11s %10s %10s %12s\n' shape op pes time_us agg_GB/s per_pe_GB/s agg/memcpy
+csv=${MOE_BENCH_CSV:-output/perf/moe_bench.csv}
+mkdir -p "$(dirname "$csv")"
+echo "shape,op,pes,time_us,per_pe_gbps,agg_gbps,memcpy_gbps" >"$csv"
+printf '%-8s %-22s %4s %11s %12s %14s %10s %11s\n' shape op pes time_us per_pe_GB/s \
+  per_pe/memcpy agg_GB/s agg/memcpy
 for pes in 2 4; do
   for shape in decode prefill; do
     if [[ $shape == decode ]]; then bs=128 extra=() l=$loops mc=$mc_small
@@ -44,8 +52,15 @@ for pes in 2 4; do
       t=$(sed -E 's/.*time_max=([0-9.]+).*/\1/' <<<"$line")
       bw=$(sed -E 's/.*bandwidth=([0-9.]+).*/\1/' <<<"$line")
       per=$(sed -E 's/.*per_pe=([0-9.]+).*/\1/' <<<"$line")
-      printf '%-8s %-22s %4s %11.1f %10.2f %10.2f %12.2f\n' "$shape" "$op" "$pes" "$t" "$bw" "$per" \
-        "$(python3 -c "print($bw / $mc)")"
+      printf '%-8s %-22s %4s %11.1f %12.2f %14.2f %10.2f %11.2f\n' "$shape" "$op" "$pes" "$t" \
+        "$per" "$(python3 -c "print($per / $mc)")" "$bw" "$(python3 -c "print($bw / $mc)")"
+      echo "$shape,$op,$pes,$t,$per,$bw,$mc" >>"$csv"
     done
   done
 done
+echo "CSV: $csv"
+if python3 -c "import matplotlib" 2>/dev/null; then
+  python3 "$(dirname "$0")/plot_moe_bench.py" "$csv" "${csv%.csv}.png"
+else
+  echo "(no PNG: python3-matplotlib is not installed)"
+fi

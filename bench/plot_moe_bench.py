@@ -4,18 +4,13 @@ operators aim for (dashed), so that the gap shows at a glance.
 
     python3 bench/plot_moe_bench.py CSV PNG
 """
-import csv
-import sys
+from plot_common import command_line, read_rows, save  # first: it picks the Agg backend
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main(csv_path: str, png_path: str) -> None:
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     groups = list(dict.fromkeys((r["shape"], int(r["pes"])) for r in rows))
     ops = list(dict.fromkeys(r["op"] for r in rows))
     fig, ax = plt.subplots(figsize=(2.2 * len(groups) + 2, 4))
@@ -34,12 +29,8 @@ def main(csv_path: str, png_path: str) -> None:
     ax.set_ylabel("rate per PE / one thread's memcpy")
     ax.set_title("MoE dispatch and combine against a copy by one core (1.0; dashed: 0.9)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
-    print(f"plot: {png_path}")
+    save(fig, png_path)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    command_line(main, __doc__)

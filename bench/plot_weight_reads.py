@@ -5,20 +5,15 @@ limit of a decode-bound layer, so that the gap to it and to bf16 shows at a glan
 
     python3 bench/plot_weight_reads.py CSV PNG
 """
-import csv
 import statistics
-import sys
 from collections import defaultdict
+from plot_common import command_line, read_rows, save  # first: it picks the Agg backend
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main(csv_path: str, png_path: str) -> None:
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
     fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4), squeeze=False)
     for ax, shape in zip(axes[0], shapes):
@@ -47,12 +42,8 @@ def main(csv_path: str, png_path: str) -> None:
         ax.set_ylabel("ms per call (slowest PE)")
         ax.set_yscale("log")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
-    print(f"plot: {png_path}")
+    save(fig, png_path)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    command_line(main, __doc__)

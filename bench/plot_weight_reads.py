@@ -7,6 +7,7 @@ limit of a decode-bound layer, so that the gap to it and to bf16 shows at a glan
 """
 import statistics
 from collections import defaultdict
+
 from plot_common import command_line, read_rows, save  # first: it picks the Agg backend
 
 import matplotlib.pyplot as plt  # noqa: E402

@@ -89,11 +89,11 @@ MxWeightMatrix::MxWeightMatrix(const std::uint8_t* rows, std::size_t stride, int
     const std::uint8_t* row = rows + j * stride;
     const int g = j / kGroup, q = j % kGroup;
     for (int c = 0; c < chunks; ++c) {
-      auto* codes = const_cast<std::uint8_t*>(v.chunk(g, c)) + q * kChunk;
+      std::uint8_t* codes = codes_.data() + v.chunk_offset(g, c) + q * kChunk;
       for (int i = 0; i < kChunk && c * kChunk + i < cols; ++i) {
         codes[bf16_order ? mx_matrix_kernels::bf16_chunk_position(i) : i] = row[c * kChunk + i];
       }
-      auto* scales = const_cast<std::uint8_t*>(v.chunk_scales(g, c)) + q * 2;
+      std::uint8_t* scales = scales_.data() + v.chunk_offset(g, c) / kBlock + q * 2;
       for (int h = 0; h < 2; ++h) {
         const std::size_t b = static_cast<std::size_t>(c) * 2 + h;
         if (b < row_blocks) scales[h] = row[cols + b];
@@ -232,8 +232,7 @@ SHMOE_AVX2_FMA void tile_avx2(const View& w, const float* a, int g, int q0, floa
 #pragma GCC unroll 4
       for (int q = 0; q < NQ; ++q) {
         const std::uint8_t* codes = chunk + (q0 + q) * kChunk + b * kBlock;
-        const __m256 s = _mm256_castsi256_ps(
-            _mm256_set1_epi32(static_cast<int>(simd_multiplier_bits(F, scales[(q0 + q) * 2 + b]))));
+        const __m256 s = _mm256_set1_ps(simd_multiplier(F, scales[(q0 + q) * 2 + b]));
 #pragma GCC unroll 2
         for (int half = 0; half < 2; ++half) {
           const __m256i h = codes_to_fp16<F>(codes + 16 * half);

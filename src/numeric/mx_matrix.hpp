@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "numeric/fp8.hpp"
+#include "numeric/mx.hpp"
 
 namespace shmoe::numeric {
 
@@ -71,12 +72,15 @@ class MxWeightMatrix {
     const std::uint8_t* scales;
     int rows, padded_cols;
     Fp8Format format;
+    // Where a group's chunk starts among the codes; its scales start at a 32nd of it.
+    std::size_t chunk_offset(int group, int chunk) const {
+      return (static_cast<std::size_t>(group) * padded_cols + chunk * kChunk) * kGroupRows;
+    }
     const std::uint8_t* chunk(int group, int chunk) const {
-      return codes + (static_cast<std::size_t>(group) * padded_cols + chunk * kChunk) * kGroupRows;
+      return codes + chunk_offset(group, chunk);
     }
     const std::uint8_t* chunk_scales(int group, int chunk) const {
-      return scales +
-             (static_cast<std::size_t>(group) * padded_cols + chunk * kChunk) * kGroupRows / 32;
+      return scales + chunk_offset(group, chunk) / 32;
     }
   };
 
@@ -104,11 +108,10 @@ void avx512_bf16(const View& w, const std::uint16_t* a, int m, float* out, std::
 void avx512_bf16_expand(const View& w, int cols, RowType t, void* out);
 // Where the AVX512-BF16 kernel wants code k (0..63) of a chunk stored.
 int bf16_chunk_position(int k);
-// The F16C kernels' multiplier of a block (fp32 bits): E5M2 codes decode to their values, E4M3
-// codes to their values times 2^-8, which the multiplier puts back (2^-127 * 2^8 is a normal).
-constexpr std::uint32_t simd_multiplier_bits(Fp8Format f, std::uint8_t scale) {
-  if (f == Fp8Format::kE5M2) return scale == 0 ? 0x00400000u : std::uint32_t(scale) << 23;
-  return std::uint32_t(scale + 8) << 23;
+// The F16C kernels' multiplier of a block: E5M2 codes decode to their values, E4M3 codes to their
+// values times 2^-8, which the multiplier puts back (exact: scales stay below 2^120).
+constexpr float simd_multiplier(Fp8Format f, std::uint8_t scale) {
+  return e8m0_to_float(scale) * (f == Fp8Format::kE4M3 ? 256.0f : 1.0f);
 }
 }  // namespace mx_matrix_kernels
 

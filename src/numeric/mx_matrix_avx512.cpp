@@ -92,8 +92,7 @@ SHMOE_AVX512 void tile(const View& w, const float* a, int g, float* out, std::si
 #pragma GCC unroll 4
       for (int q = 0; q < kGroup; ++q) {
         const __m512i h = codes_to_fp16<F>(chunk + q * kChunk + b * kBlock);
-        const __m512 s = _mm512_castsi512_ps(
-            _mm512_set1_epi32(static_cast<int>(simd_multiplier_bits(F, scales[q * 2 + b]))));
+        const __m512 s = _mm512_set1_ps(simd_multiplier(F, scales[q * 2 + b]));
         const __m512 w0 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), s);
         const __m512 w1 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), s);
 #pragma GCC unroll 4
@@ -159,17 +158,34 @@ const Bf16Tables& bf16_tables(Fp8Format f) {
   return kTables[f == Fp8Format::kE4M3 ? 0 : 1];
 }
 
-inline std::uint32_t scale_bits(std::uint8_t scale) {
-  return scale == 0 ? 0x00400000u : std::uint32_t(scale) << 23;  // e8m0_to_float, finite
-}
+// The tables in registers, and the lookup of one chunk: 64 codes (stored in the order the byte
+// unpacking puts back) to the bf16 bits of their values, block 0 and block 1.
+struct Bf16Lookup {
+  __m512i lo_a, lo_b, hi_a, hi_b, sign;
+
+  SHMOE_AVX512_BF16 explicit Bf16Lookup(const Bf16Tables& t)
+      : lo_a(_mm512_load_si512(t.lo.data())),
+        lo_b(_mm512_load_si512(t.lo.data() + 64)),
+        hi_a(_mm512_load_si512(t.hi.data())),
+        hi_b(_mm512_load_si512(t.hi.data() + 64)),
+        sign(_mm512_set1_epi8(static_cast<char>(0x80))) {}
+
+  SHMOE_AVX512_BF16 void decode(const std::uint8_t* chunk, __m512i (&blocks)[2]) const {
+    const __m512i codes = _mm512_loadu_si512(chunk);
+    const __m512i lo = _mm512_permutex2var_epi8(lo_a, codes, lo_b);
+    // hi | (codes & 0x80): the sign.
+    const __m512i hi =
+        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi_a, codes, hi_b), codes, sign, 0xf8);
+    blocks[0] = _mm512_unpacklo_epi8(lo, hi);
+    blocks[1] = _mm512_unpackhi_epi8(lo, hi);
+  }
+};
 
 template <int M>
 SHMOE_AVX512_BF16 void tile_bf16(const View& w, const Bf16Tables& t, const std::uint16_t* a, int g,
                                  float* out, std::size_t ldo) {
   const auto cols = static_cast<std::size_t>(w.padded_cols);
-  const __m512i lo_a = _mm512_load_si512(t.lo.data()), lo_b = _mm512_load_si512(t.lo.data() + 64);
-  const __m512i hi_a = _mm512_load_si512(t.hi.data()), hi_b = _mm512_load_si512(t.hi.data() + 64);
-  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  const Bf16Lookup lookup(t);
   __m512 acc[M][kGroup];
   zero(acc);
   for (int c = 0; c < w.padded_cols / kChunk; ++c) {
@@ -183,17 +199,12 @@ SHMOE_AVX512_BF16 void tile_bf16(const View& w, const Bf16Tables& t, const std::
     }
 #pragma GCC unroll 4
     for (int q = 0; q < kGroup; ++q) {
-      const __m512i codes = _mm512_loadu_si512(chunk + q * kChunk);
-      const __m512i lo = _mm512_permutex2var_epi8(lo_a, codes, lo_b);
-      // hi | (codes & 0x80): the sign.
-      const __m512i hi =
-          _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi_a, codes, hi_b), codes, sign, 0xf8);
-      const auto w0 = reinterpret_cast<__m512bh>(_mm512_unpacklo_epi8(lo, hi));
-      const auto w1 = reinterpret_cast<__m512bh>(_mm512_unpackhi_epi8(lo, hi));
-      const __m512 s0 = _mm512_castsi512_ps(
-                       _mm512_set1_epi32(static_cast<int>(scale_bits(scales[q * 2])))),
-                   s1 = _mm512_castsi512_ps(
-                       _mm512_set1_epi32(static_cast<int>(scale_bits(scales[q * 2 + 1]))));
+      __m512i blocks[2];
+      lookup.decode(chunk + q * kChunk, blocks);
+      const auto w0 = reinterpret_cast<__m512bh>(blocks[0]);
+      const auto w1 = reinterpret_cast<__m512bh>(blocks[1]);
+      const __m512 s0 = _mm512_set1_ps(e8m0_to_float(scales[q * 2])),
+                   s1 = _mm512_set1_ps(e8m0_to_float(scales[q * 2 + 1]));
 #pragma GCC unroll 4
       for (int r = 0; r < M; ++r) {
         acc[r][q] =
@@ -215,16 +226,11 @@ inline __mmask16 first_lanes(std::ptrdiff_t n) {
 // exact where they are normal bf16 values; the kernel is only chosen where they are).
 SHMOE_AVX512_BF16 void expand_row_bf16(const View& w, const Bf16Tables& tb, int j, int cols,
                                        RowType t, void* out) {
-  const __m512i lo_a = _mm512_load_si512(tb.lo.data()), lo_b = _mm512_load_si512(tb.lo.data() + 64);
-  const __m512i hi_a = _mm512_load_si512(tb.hi.data()), hi_b = _mm512_load_si512(tb.hi.data() + 64);
-  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  const Bf16Lookup lookup(tb);
   const int g = j / kGroup, q = j % kGroup;
   for (int c = 0; c * kChunk < cols; ++c) {
-    const __m512i codes = _mm512_loadu_si512(w.chunk(g, c) + q * kChunk);
-    const __m512i lo = _mm512_permutex2var_epi8(lo_a, codes, lo_b);
-    const __m512i hi =
-        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi_a, codes, hi_b), codes, sign, 0xf8);
-    const __m512i blocks[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
+    __m512i blocks[2];
+    lookup.decode(w.chunk(g, c) + q * kChunk, blocks);
 #pragma GCC unroll 2
     for (int b = 0; b < 2; ++b) {
       const std::uint8_t scale = w.chunk_scales(g, c)[q * 2 + b];
@@ -245,7 +251,7 @@ SHMOE_AVX512_BF16 void expand_row_bf16(const View& w, const Bf16Tables& tb, int 
         }
         continue;
       }
-      const __m512 s = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(scale_bits(scale))));
+      const __m512 s = _mm512_set1_ps(e8m0_to_float(scale));
       // bf16 -> fp32 is a shift; times the scale, exact (4 significant bits).
       const __m512 v0 =
           _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(

@@ -21,7 +21,7 @@ using shmoe::moe::c_api::guarded;
 using shmoe::moe::c_api::require;
 using shmoe::moe::c_api::require_nonnull;
 
-shmoe::numeric::Fp8Format format_of(shmoe_fp8_format_t f, const char* fn) {
+shmoe::numeric::Fp8Format format_of(const shmoe_fp8_format_t& f, const char* fn) {
   const int value = shmoe::moe::c_api::raw_enum_value(f);
   if (value == SHMOE_FP8_E4M3) return shmoe::numeric::Fp8Format::kE4M3;
   if (value == SHMOE_FP8_E5M2) return shmoe::numeric::Fp8Format::kE5M2;
@@ -29,7 +29,7 @@ shmoe::numeric::Fp8Format format_of(shmoe_fp8_format_t f, const char* fn) {
                  " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
 }
 
-shmoe::moe::MegaWeights weights_of(shmoe_mega_weights_t w, const char* fn) {
+shmoe::moe::MegaWeights weights_of(const shmoe_mega_weights_t& w, const char* fn) {
   const int value = shmoe::moe::c_api::raw_enum_value(w);
   if (value == SHMOE_MEGA_WEIGHTS_AUTO) return shmoe::moe::MegaWeights::kAuto;
   if (value == SHMOE_MEGA_WEIGHTS_FP8) return shmoe::moe::MegaWeights::kFp8;

@@ -20,6 +20,10 @@
 //  vectors    wait for every PE's combine-done g, then reduce this PE's tokens: top-k rows
 //             weighted, fp32, increasing slot -> BF16.
 //
+// MegaSchedule::kSolo: no workers; the calling thread does the parts above in that order (plan,
+// quantize and dispatch every token, every wave inline, combine-done, reduce). The protocol
+// between PEs is the same, so PEs may differ in schedule.
+//
 // Nothing is reset between calls: flags carry the generation and arrival counters only grow (this
 // PE remembers what each counter held when its wave last completed). A PE's rows for call g + 1
 // are written only after every PE's header of g + 1 arrived, i.e. after every PE finished call g.
@@ -55,46 +59,75 @@ std::uint64_t uses(std::size_t j) {
   return j / 2 + 1;
 }
 
+// The share of its kind's work one thread does: part `index` of `count` (waves of the matrix
+// workers, tokens of the vector workers), recorded in the trace as worker `worker`.
+struct Part {
+  int worker = 0, index = 0, count = 1;
+};
+
+Part part_of(const kernel::KernelContext& w) {
+  return {w.worker_id(), w.kind_id(), w.kind_count()};
+}
+
 class FusedCall {
  public:
   FusedCall(MegaMoE::State& s, const MegaMoEArgs& in, std::uint64_t g) : s_(s), in_(in), g_(g) {}
 
+  // One worker's part of the call (MegaSchedule kOverlapped and kInline).
   void operator()(kernel::KernelContext& w) {
-    const bool planner = w.kind() == kernel::WorkerKind::kVector && w.kind_id() == 0;
+    const Part me = part_of(w);
+    const bool planner = w.kind() == kernel::WorkerKind::kVector && me.index == 0;
     if (planner) {
-      try {
-        plan();
-      } catch (const std::exception& e) {  // the others wait for the plan: let them stop too
-        s_.error = fmt::format("MegaMoE: planning call #{} failed: {}", g_, e.what());
-      }
+      plan_or_fail(me.worker);
       publish_use(s_.plan_published, 1);
     }
     // Each vector worker dispatches the tokens it quantized itself, so the others need only the
     // plan. They wait for it on its word rather than at a barrier: the header exchange takes a
     // few microseconds, and a worker asleep at a barrier costs a wake-up, tens in a VM.
-    if (w.kind() == kernel::WorkerKind::kVector) quantize_my_tokens(w);
+    if (w.kind() == kernel::WorkerKind::kVector) quantize_my_tokens(me);
     if (!planner) wait_for_use(s_.plan_published, 1, "vector worker 0's call plan", 0);
     if (!s_.error.empty()) return;
     if (w.kind() == kernel::WorkerKind::kMatrix) {
-      matrix_pipeline(w);
+      matrix_pipeline(me);
     } else {
-      push_rows(w);
-      vector_pipeline(w);
+      push_rows(me);
+      vector_pipeline(me);
     }
     shmem_quiet();  // whichever worker wrote rows back (MegaSchedule), before combine-done
     w.barrier();
     if (w.kind() == kernel::WorkerKind::kMatrix) return;
     // Every vector worker waits for every PE's combine-done itself rather than at a third
     // barrier: a worker asleep there costs a wake-up, tens of microseconds in a VM, per call.
-    finish_combine(w);
-    reduce(w);
+    finish_combine(me);
+    reduce(me);
+  }
+
+  // The whole call on the calling thread (MegaSchedule::kSolo), as one part of everything.
+  void solo() {
+    const Part all;
+    plan_or_fail(all.worker);
+    if (!s_.error.empty()) return;
+    quantize_my_tokens(all);
+    push_rows(all);
+    matrix_inline(all);
+    shmem_quiet();
+    finish_combine(all);
+    reduce(all);
   }
 
  private:
   const MegaMoEConfig& cfg() const { return s_.cfg; }
 
-  void plan() {
-    auto scope = s_.trace.scope(s_.cfg.workers.matrix, "header+plan");
+  void plan_or_fail(int worker) {
+    try {
+      plan(worker);
+    } catch (const std::exception& e) {  // the others wait for the plan: let them stop too
+      s_.error = fmt::format("MegaMoE: planning call #{} failed: {}", g_, e.what());
+    }
+  }
+
+  void plan(int worker) {
+    auto scope = s_.trace.scope(worker, "header+plan");
     const int L = cfg().experts_per_pe;
     *s_.headers.mine(g_, s_.me) = mega_header(s_, in_, s_.headers.counts(g_, s_.me));
     const auto headers = s_.headers.exchange(g_, s_.me, "MegaMoE header");
@@ -128,18 +161,17 @@ class FusedCall {
 
   // Rounded up, so that a few tokens go to vector worker 0 first: it is awake (it planned the
   // call) while the pool may still be waking the others.
-  std::pair<std::size_t, std::size_t> my_tokens(const kernel::KernelContext& w) const {
+  std::pair<std::size_t, std::size_t> my_tokens(const Part& p) const {
     const auto T = static_cast<std::size_t>(in_.tokens);
-    const auto id = static_cast<std::size_t>(w.kind_id()),
-               n = static_cast<std::size_t>(w.kind_count());
+    const auto id = static_cast<std::size_t>(p.index), n = static_cast<std::size_t>(p.count);
     return {(T * id + n - 1) / n, (T * (id + 1) + n - 1) / n};
   }
 
-  void quantize_my_tokens(const kernel::KernelContext& w) {
+  void quantize_my_tokens(const Part& p) {
     // Bad input is refused after the header exchange; until then, touch nothing it points at.
     if (in_.tokens < 0 || in_.tokens > cfg().tokens || (in_.tokens > 0 && in_.x == nullptr)) return;
-    auto scope = s_.trace.scope(w.worker_id(), "quantize");
-    const auto [t0, t1] = my_tokens(w);
+    auto scope = s_.trace.scope(p.worker, "quantize");
+    const auto [t0, t1] = my_tokens(p);
     const std::size_t stride = s_.row_slot;
     quantize_tokens(s_.shape, in_.x + t0 * cfg().model_dim, t1 - t0,
                     s_.my_rows.data() + t0 * stride, stride);
@@ -149,11 +181,11 @@ class FusedCall {
   // its wave's arrival counter: OpenSHMEM delivers a signal only after its own put's data, so a
   // counter never runs ahead of its rows, and no fence (over UCX a blocking flush) is needed. The
   // put is the blocking form: the next slot of the same token rewrites the source's side-band.
-  void push_rows(const kernel::KernelContext& w) {
-    auto scope = s_.trace.scope(w.worker_id(), "dispatch");
+  void push_rows(const Part& p) {
+    auto scope = s_.trace.scope(p.worker, "dispatch");
     const int L = cfg().experts_per_pe, k = cfg().topk, W = cfg().wave_rows;
     const std::size_t stride = s_.row_slot, row_bytes = s_.shape.token_row().bytes();
-    const auto [t0, t1] = my_tokens(w);
+    const auto [t0, t1] = my_tokens(p);
     for (std::size_t t = t0; t < t1; ++t) {
       for (int slot = 0; slot < k; ++slot) {
         const std::size_t i = t * k + slot;
@@ -173,10 +205,11 @@ class FusedCall {
     }
   }
 
-  std::vector<std::size_t> waves_of_matrix(int m) const {
+  // Matrix part p's waves: p.index, p.index + p.count, ...
+  std::vector<std::size_t> waves_of(const Part& p) const {
     std::vector<std::size_t> mine;
-    for (std::size_t v = static_cast<std::size_t>(m); v < s_.waves.size();
-         v += static_cast<std::size_t>(cfg().workers.matrix))
+    for (std::size_t v = static_cast<std::size_t>(p.index); v < s_.waves.size();
+         v += static_cast<std::size_t>(p.count))
       mine.push_back(v);
     return mine;
   }
@@ -208,41 +241,41 @@ class FusedCall {
   }
 
   // MegaSchedule::kInline: each wave from its rows to its write-back on this worker, in one tile.
-  void matrix_inline(const kernel::KernelContext& w) {
-    TileSlots& t = *s_.slots[w.kind_id()];
+  void matrix_inline(const Part& p) {
+    TileSlots& t = *s_.slots[p.index];
     const std::size_t stride = s_.row_slot;
     FfnScratch scratch;
-    for (const std::size_t v : waves_of_matrix(w.kind_id())) {
+    for (const std::size_t v : waves_of(p)) {
       const Wave& wave = s_.waves[v];
       const int id = static_cast<int>(v);
       {
-        auto scope = s_.trace.scope(w.worker_id(), "wait rows", id);
+        auto scope = s_.trace.scope(p.worker, "wait rows", id);
         wait_for_rows(v);
       }
       {
-        auto scope = s_.trace.scope(w.worker_id(), "gemm1", id);
+        auto scope = s_.trace.scope(p.worker, "gemm1", id);
         gemm1_tile(s_.shape, s_.gemm, s_.weights[wave.expert],
                    s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
                    t.h[0].data(), scratch);
       }
       {
-        auto scope = s_.trace.scope(w.worker_id(), "swiglu", id);
+        auto scope = s_.trace.scope(p.worker, "swiglu", id);
         swiglu_quantize(s_.shape, t.h[0].data(), 0, wave.rows, t.act[0].data());
       }
       {
-        auto scope = s_.trace.scope(w.worker_id(), "gemm2", id);
+        auto scope = s_.trace.scope(p.worker, "gemm2", id);
         gemm2_tile(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[0].data(), wave.rows,
                    t.out[0].data(), scratch);
       }
-      auto scope = s_.trace.scope(w.worker_id(), "write-back", id);
+      auto scope = s_.trace.scope(p.worker, "write-back", id);
       write_back(wave, t.out[0].data(), 0, wave.rows);
     }
   }
 
-  void matrix_pipeline(const kernel::KernelContext& w) {
-    if (cfg().schedule == MegaSchedule::kInline) return matrix_inline(w);
-    TileSlots& t = *s_.slots[w.kind_id()];
-    const auto mine = waves_of_matrix(w.kind_id());
+  void matrix_pipeline(const Part& part) {
+    if (cfg().schedule == MegaSchedule::kInline) return matrix_inline(part);
+    TileSlots& t = *s_.slots[part.index];
+    const auto mine = waves_of(part);
     const std::size_t stride = s_.row_slot;
     FfnScratch scratch;
     auto gemm2 = [&](std::size_t j) {
@@ -252,7 +285,7 @@ class FusedCall {
         wait_for_use(t.words.act_done[p][half], uses(j), "SwiGLU", mine[j]);
         if (j >= 2) wait_for_use(t.words.out_free[p][half], uses(j - 2), "write-back", mine[j - 2]);
       }
-      auto scope = s_.trace.scope(w.worker_id(), "gemm2", static_cast<int>(mine[j]));
+      auto scope = s_.trace.scope(part.worker, "gemm2", static_cast<int>(mine[j]));
       gemm2_tile(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[p].data(), wave.rows,
                  t.out[p].data(), scratch);
       publish_use(t.words.out_full[p], uses(j));
@@ -261,11 +294,11 @@ class FusedCall {
       const std::size_t v = mine[j];
       const Wave& wave = s_.waves[v];
       {
-        auto scope = s_.trace.scope(w.worker_id(), "wait rows", static_cast<int>(v));
+        auto scope = s_.trace.scope(part.worker, "wait rows", static_cast<int>(v));
         wait_for_rows(v);
       }
       {
-        auto scope = s_.trace.scope(w.worker_id(), "gemm1", static_cast<int>(v));
+        auto scope = s_.trace.scope(part.worker, "gemm1", static_cast<int>(v));
         const int p = static_cast<int>(j % 2);
         gemm1_tile(s_.shape, s_.gemm, s_.weights[wave.expert],
                    s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
@@ -277,11 +310,11 @@ class FusedCall {
     if (!mine.empty()) gemm2(mine.size() - 1);
   }
 
-  void vector_pipeline(const kernel::KernelContext& w) {
-    const int v = w.kind_id(), m = v / 2, half = v % 2;
+  void vector_pipeline(const Part& part) {
+    const int m = part.index / 2, half = part.index % 2;
     if (cfg().schedule == MegaSchedule::kInline || m >= cfg().workers.matrix) return;
     TileSlots& t = *s_.slots[m];
-    const auto mine = waves_of_matrix(m);
+    const auto mine = waves_of({-1, m, cfg().workers.matrix});
     auto halves = [&](const Wave& wave) {
       const int mid = wave.rows / 2;
       return half == 0 ? std::pair{0, mid} : std::pair{mid, wave.rows};
@@ -290,7 +323,7 @@ class FusedCall {
       const Wave& wave = s_.waves[mine[j]];
       const int p = static_cast<int>(j % 2);
       wait_for_use(t.words.out_full[p], uses(j), "GEMM2", mine[j]);
-      auto scope = s_.trace.scope(w.worker_id(), "write-back", static_cast<int>(mine[j]));
+      auto scope = s_.trace.scope(part.worker, "write-back", static_cast<int>(mine[j]));
       const auto [r0, r1] = halves(wave);
       write_back(wave, t.out[p].data(), r0, r1);
       publish_use(t.words.out_free[p][half], uses(j));
@@ -300,7 +333,7 @@ class FusedCall {
       const int p = static_cast<int>(j % 2);
       wait_for_use(t.words.h_full[p], uses(j), "GEMM1", mine[j]);
       {
-        auto scope = s_.trace.scope(w.worker_id(), "swiglu", static_cast<int>(mine[j]));
+        auto scope = s_.trace.scope(part.worker, "swiglu", static_cast<int>(mine[j]));
         const auto [r0, r1] = halves(wave);
         swiglu_quantize(s_.shape, t.h[p].data(), r0, r1, t.act[p].data());
       }
@@ -312,18 +345,18 @@ class FusedCall {
 
   // Vector worker 0 tells every PE that this PE's rows are written; each vector worker then waits
   // until every PE has said so.
-  void finish_combine(const kernel::KernelContext& w) {
-    auto scope = s_.trace.scope(w.worker_id(), "combine wait");
-    if (w.kind_id() == 0) {
+  void finish_combine(const Part& p) {
+    auto scope = s_.trace.scope(p.worker, "combine wait");
+    if (p.index == 0) {
       shmem_fence();
       s_.combine_done.raise_at_every_pe(s_.me, g_);
     }
     s_.combine_done.wait_for_every_pe(g_, "MegaMoE combine");
   }
 
-  void reduce(const kernel::KernelContext& w) {
-    auto scope = s_.trace.scope(w.worker_id(), "reduce");
-    const auto [t0, t1] = my_tokens(w);
+  void reduce(const Part& p) {
+    auto scope = s_.trace.scope(p.worker, "reduce");
+    const auto [t0, t1] = my_tokens(p);
     const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
     reduce_weighted_rows({DType::kBFloat16, cfg().model_dim, cfg().topk, s_.combine_rows, row_bytes,
                           in_.expert_ids, in_.routing_weights, in_.y},
@@ -346,9 +379,14 @@ void MegaMoE::run(const MegaMoEArgs& args) {
   for (auto& t : s.slots) t->words = {};
   s.plan_published = 0;
   FusedCall call(s, args, g);
-  s.trace.start(s.cfg.workers.total());
+  const bool solo = s.cfg.schedule == MegaSchedule::kSolo;
+  s.trace.start(solo ? 1 : s.cfg.workers.total());
   const auto t0 = Clock::now();
-  s.pool->launch(s.cfg.workers, [&](kernel::KernelContext& w) { call(w); });
+  if (solo) {
+    call.solo();
+  } else {
+    s.pool->launch(s.cfg.workers, [&](kernel::KernelContext& w) { call(w); });
+  }
   s.kernel_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   if (!s.error.empty()) throw MoeError(s.error);
 }

@@ -16,10 +16,13 @@ namespace {
   throw MoeError("MegaMoE: " + what);
 }
 
-// Whether this PE's share of its host's cores can run all its workers at once.
-bool workers_fit_cores(const kernel::WorkerCounts& workers) {
+// kOverlapped where this PE's share of its host's cores runs all its workers at once, kSolo where
+// the share is under two cores (one thread at a time), kInline in between.
+MegaSchedule schedule_for_cores(const kernel::WorkerCounts& workers) {
   const int pes_here = std::max(1, shmem_team_n_pes(SHMEM_TEAM_SHARED));
-  return wait_policy().cores >= pes_here * workers.total();
+  const int cores = wait_policy().cores;
+  if (cores >= pes_here * workers.total()) return MegaSchedule::kOverlapped;
+  return cores < 2 * pes_here ? MegaSchedule::kSolo : MegaSchedule::kInline;
 }
 
 std::size_t recv_capacity(const MegaMoEConfig& c, int n_pes) {
@@ -96,10 +99,7 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
   if (const std::string e = config_error(config, s.n_pes); !e.empty()) refuse(e);
   s.cfg = config;
   if (s.cfg.workers.total() == 0) s.cfg.workers = {1, 2};
-  if (s.cfg.schedule == MegaSchedule::kAuto) {
-    s.cfg.schedule =
-        workers_fit_cores(s.cfg.workers) ? MegaSchedule::kOverlapped : MegaSchedule::kInline;
-  }
+  if (s.cfg.schedule == MegaSchedule::kAuto) s.cfg.schedule = schedule_for_cores(s.cfg.workers);
   if (s.cfg.weights == MegaWeights::kAuto) {
     const bool few_rows =
         static_cast<long long>(s.cfg.tokens) * s.cfg.topk <= 2LL * s.cfg.experts_per_pe;

@@ -23,7 +23,7 @@ namespace shmoe::moe {
 // Who applies SwiGLU to a matrix worker's waves and writes their outputs back.
 enum class MegaSchedule : std::uint8_t {
   // kOverlapped where this PE's share of its host's cores can run all its workers at once,
-  // kInline where it cannot.
+  // kSolo where that share is under two cores, kInline in between.
   kAuto,
   // Its two vector workers, overlapping the matrix worker's next GEMMs (ping-pong tiles). Pays
   // only with cores to run them on: time-sliced on the matrix worker's core, the overlap is
@@ -32,6 +32,11 @@ enum class MegaSchedule : std::uint8_t {
   // The matrix worker itself, wave after wave: no hand-overs, and SwiGLU reads GEMM1's output
   // while it is still in the core's cache. The vector workers quantize, dispatch and reduce.
   kInline,
+  // No workers: the calling thread does every worker's part in turn (plan, quantize, dispatch,
+  // the waves inline, combine). Where a PE has one core or less, its workers could only take
+  // turns on it, and each hand-over between them (the launch, the plan, the barrier, the end)
+  // costs a wake-up: tens of microseconds in a VM, most of a decode call's fixed cost.
+  kSolo,
 };
 
 // How the experts' weights are kept (mega_gemm.hpp): as the FP8 codes and scales given (1.03

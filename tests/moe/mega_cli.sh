@@ -77,11 +77,13 @@ else
   failures=$((failures + 1))
 fi
 
-# --trace: a Chrome trace with every worker's stages, on every PE.
+# --trace: a Chrome trace with every worker's stages, on every PE; under the solo schedule, every
+# stage on the one calling thread.
 trace=$(mktemp --suffix=.json)
 trap 'rm -f "$trace"' EXIT
-out=$("$moe" mega --pes 2 "${small[@]}" --tokens 40 --trace "$trace" 2>&1)
-if python3 - "$trace" <<'PY'
+for schedule in inline solo; do
+  out=$("$moe" mega --pes 2 "${small[@]}" --tokens 40 --schedule $schedule --trace "$trace" 2>&1)
+  if python3 - "$trace" $schedule <<'PY'
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
 spans = [e for e in events if e["ph"] == "X"]
@@ -92,14 +94,19 @@ for pe in (0, 1):
     assert need <= stages, f"PE {pe} lacks {need - stages}"
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
 names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
-assert {"matrix 0", "vector 0", "vector 1"} <= names, names
+if sys.argv[2] == "solo":
+    assert names == {"calling thread (solo)"}, names
+    assert {e["tid"] for e in spans} == {0}
+else:
+    assert {"matrix 0", "vector 0", "vector 1"} <= names, names
 PY
-then
-  echo "ok: trace"
-else
-  echo "FAIL: trace ($out)"
-  failures=$((failures + 1))
-fi
+  then
+    echo "ok: trace ($schedule)"
+  else
+    echo "FAIL: trace, schedule $schedule ($out)"
+    failures=$((failures + 1))
+  fi
+done
 # Memory that cannot be had inside a PE (no admission there: a PE started as one, under a 3 GiB
 # address-space limit, given weights of 1.1 GB and their packed copies; the symmetric window's
 # aligned reservation alone needs more than 1 GiB of address space): a message and status 1, not an abort. The

@@ -20,6 +20,7 @@ moe::MegaMoEConfig mega_config(const MegaOptions& o) {
   c.wave_rows = o.wave_rows;
   c.schedule = o.schedule == "overlapped" ? moe::MegaSchedule::kOverlapped
                : o.schedule == "inline"   ? moe::MegaSchedule::kInline
+               : o.schedule == "solo"     ? moe::MegaSchedule::kSolo
                                           : moe::MegaSchedule::kAuto;
   c.weights = o.weights == "fp8"    ? moe::MegaWeights::kFp8
               : o.weights == "bf16" ? moe::MegaWeights::kBf16
@@ -61,9 +62,10 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o) {
   app.add_option("--wave-rows", o.wave_rows, "rows per GEMM tile");
   app.add_option("--schedule", o.schedule,
                  "who runs SwiGLU and the write-back: overlapped (the vector workers, overlapping "
-                 "the GEMMs), inline (the matrix worker), auto (overlapped if the PE's share of "
-                 "the cores runs all its workers at once)")
-      ->check(CLI::IsMember({"auto", "overlapped", "inline"}));
+                 "the GEMMs), inline (the matrix worker), solo (no workers: the calling thread "
+                 "does every part), auto (overlapped if the PE's share of the cores runs all its "
+                 "workers at once, solo if it is under two cores, else inline)")
+      ->check(CLI::IsMember({"auto", "overlapped", "inline", "solo"}));
   app.add_option("--weights", o.weights,
                  "how the experts' weights are kept: fp8 (the codes and scales, read directly by "
                  "small tiles), bf16 (expanded and packed for oneDNN), auto (fp8 where tokens * "

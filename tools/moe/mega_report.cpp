@@ -163,15 +163,17 @@ void write_trace(const std::string& path, const std::vector<kernel::StageEvent>&
                      {"ph", "M"},
                      {"pid", pe},
                      {"args", {{"name", fmt::format("PE {}", pe)}}}});
-      for (int w = 0; w < cfg.workers.total(); ++w) {
+      const bool solo = cfg.schedule == moe::MegaSchedule::kSolo;
+      for (int w = 0; w < (solo ? 1 : cfg.workers.total()); ++w) {
         const bool matrix = w < cfg.workers.matrix;
+        const std::string thread = solo ? "calling thread (solo)"
+                                        : fmt::format("{} {}", matrix ? "matrix" : "vector",
+                                                      matrix ? w : w - cfg.workers.matrix);
         out.push_back({{"name", "thread_name"},
                        {"ph", "M"},
                        {"pid", pe},
                        {"tid", w},
-                       {"args",
-                        {{"name", fmt::format("{} {}", matrix ? "matrix" : "vector",
-                                              matrix ? w : w - cfg.workers.matrix)}}}});
+                       {"args", {{"name", thread}}}});
       }
       for (auto e : parts[pe]) {
         e["ts"] = e["ts"].get<double>() - first;

@@ -31,6 +31,21 @@ double relative_tolerance(numeric::Fp8Format f) {
 // error over 250k elements of rows of 32 and 64: 0.84 of 8 roundoffs; a floor of rtol times the
 // row's largest |reference| failed good outputs by up to 2.2x. This check only bounds how far
 // FP8 takes the layer from its ideal; the tight check is fp8_replay.
+// Who applies SwiGLU and writes rows back under a resolved schedule, for the banner.
+const char* schedule_text(moe::MegaSchedule s) {
+  switch (s) {
+    case moe::MegaSchedule::kOverlapped:
+      return "vector workers (schedule overlapped)";
+    case moe::MegaSchedule::kInline:
+      return "matrix worker (schedule inline)";
+    case moe::MegaSchedule::kSolo:
+      return "calling thread, as every part (schedule solo)";
+    case moe::MegaSchedule::kAuto:
+      break;
+  }
+  return "?";
+}
+
 double ideal_floor(numeric::Fp8Format f) {
   return 12 * (f == numeric::Fp8Format::kE4M3 ? 0x1p-4 : 0x1p-3);
 }
@@ -111,11 +126,9 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   if (me == 0) {
     fmt::print(
         "mega: weights kept as {} ({} bytes on this PE); GEMMs on {}; SwiGLU and write-back by "
-        "the {} (schedule {})\n",
+        "the {}\n",
         op.config().weights == moe::MegaWeights::kFp8 ? "fp8" : "bf16", op.weight_bytes(),
-        op.gemm_engine(),
-        op.config().schedule == moe::MegaSchedule::kInline ? "matrix worker" : "vector workers",
-        op.config().schedule == moe::MegaSchedule::kInline ? "inline" : "overlapped");
+        op.gemm_engine(), schedule_text(op.config().schedule));
   }
 
   std::vector<std::uint16_t> y(static_cast<std::size_t>(o.tokens) * o.model_dim),

@@ -180,6 +180,11 @@ typedef struct {
   int rows_received;
 } shmoe_moe_timing_t;
 SHMOE_API int shmoe_moe_last_timing(shmoe_moe_t moe, shmoe_moe_timing_t* timing);
+/* How long this PE waited, in microseconds, for each source PE's part of the last dispatch or
+ * combine on this moe (its header or entry, then its payload-done flag): wait_us[src] for the
+ * n_pes PEs, n_pes = shmem_n_pes(). A PE the others wait for in every call is a slow PE; the
+ * rows of all PEs form the wait matrix (local query; 0 everywhere before the first call). */
+SHMOE_API int shmoe_moe_last_source_waits(shmoe_moe_t moe, double* wait_us, int n_pes);
 
 /* ---- MX FP8 rows (the weights of MegaMoE) ------------------------------------------------- */
 

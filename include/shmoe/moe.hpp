@@ -4,6 +4,8 @@
 // library's binary interface stays the C one.
 #pragma once
 
+#include <shmem.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -141,6 +143,15 @@ class MoeBuffer {
     shmoe_moe_timing_t t{};
     detail::checked(shmoe_moe_last_timing(owned_.get(), &t));
     return t;
+  }
+
+  // How long this PE waited for each source PE in the last dispatch or combine, in microseconds
+  // (shmoe_moe_last_source_waits).
+  std::vector<double> last_source_waits() const {
+    std::vector<double> us(static_cast<std::size_t>(shmem_n_pes()));
+    detail::checked(
+        shmoe_moe_last_source_waits(owned_.get(), us.data(), static_cast<int>(us.size())));
+    return us;
   }
 
   shmoe_moe_t handle() const { return owned_.get(); }

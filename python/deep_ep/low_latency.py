@@ -177,7 +177,7 @@ class LowLatency:
                 tensor(call, "cumulative_local_expert_recv_stats", stats, torch.int32, (local,))
             if dispatch_wait_recv_cost_stats is not None:
                 tensor(call, "dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats,
-                       torch.int64, (n, n))
+                       torch.int64, (n,))
             return Shape(max_tokens, hidden, experts, idx.shape[1]), xs, idx, stats
 
         shape, xs, idx, stats = agreed(call, check, lambda c: [
@@ -234,7 +234,7 @@ class LowLatency:
                 tensor(call, "out", out, torch.bfloat16, (tokens, s.hidden))
             if combine_wait_recv_cost_stats is not None:
                 tensor(call, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats,
-                       torch.int64, (n, n))
+                       torch.int64, (n,))
             return a, ys, w
 
         areas, ys, w = agreed(call, check)

@@ -1,4 +1,7 @@
 // The dispatch and combine entry points of include/shmoe/moe.h over the C++ operators.
+#include <fmt/format.h>
+#include <shmem.h>
+
 #include <algorithm>
 #include <string>
 
@@ -22,6 +25,7 @@ void set_last_error(std::string text) {
 
 using shmoe::moe::c_api::guarded;
 using shmoe::moe::c_api::require;
+using shmoe::moe::c_api::require_nonnull;
 
 extern "C" {
 
@@ -70,6 +74,24 @@ int shmoe_moe_last_timing(shmoe_moe_t moe, shmoe_moe_timing_t* timing) {
     out.bytes_sent = t.bytes_sent;
     out.bytes_via_copy_engine = t.bytes_via_copy_engine;
     out.rows_received = t.rows_received;
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_moe_last_source_waits(shmoe_moe_t moe, double* wait_us, int n_pes) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_moe_last_source_waits";
+    auto& m = require(moe, fn, "moe");
+    require_nonnull(wait_us, fn, "wait_us");
+    const int P = shmem_n_pes();
+    if (n_pes != P) {
+      throw shmoe::moe::MoeError(
+          fmt::format("{}: n_pes={} is not the job's PE count {} (wait_us holds one value per PE)",
+                      fn, n_pes, P));
+    }
+    const auto& us = m.context.last_timing().source_wait_us;
+    for (int src = 0; src < P; ++src)
+      wait_us[src] = us.empty() ? 0.0 : us[static_cast<std::size_t>(src)];
     return int{SHMOE_MOE_OK};
   });
 }

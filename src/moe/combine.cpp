@@ -130,6 +130,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   const bool pull_here = mine.empty() && can_pull(s, in);
   bool pull = false;
   std::vector<const std::byte*> row_at;  // with pull: row (t, k) in its expert's window
+  SourceWaits waits(P);
 
   auto kernel = [&](kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
@@ -137,8 +138,8 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     if (id == 0) {
       for (int pe = 0; pe < P; ++pe) s.combine_pulls.raise(pe, s.me, pull_here ? g : 0);
       shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
-      refusing =
-          s.combine_entry.agree(g, s.me, !mine.empty(), "combine entry", in.caller_mode, &modes);
+      refusing = s.combine_entry.agree(g, s.me, !mine.empty(), "combine entry", in.caller_mode,
+                                       &modes, &waits);
       if (refusing.empty()) mode_error = modes_differ(modes, s.me);
       // A PE can enter call g+1 (and move its pull flag) only after this PE has raised
       // combine-done g below, so the flags read here are call g's.
@@ -174,7 +175,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
                            first, last);
       w.barrier();
       if (id == 0) {
-        s.combine_done.all_reach(s.me, g, "combine reads");
+        s.combine_done.all_reach(s.me, g, "combine reads", &waits);
         comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       }
       return;
@@ -200,7 +201,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     if (id == 0) {
       s.engine->quiet();
       shmem_fence();
-      s.combine_done.all_reach(s.me, g, "combine payload");
+      s.combine_done.all_reach(s.me, g, "combine payload", &waits);
       comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     }
     w.barrier();
@@ -216,6 +217,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   for (int i = 0; i < c.workers.vector; ++i)
     s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
   s.timing.comm_us = comm_us;
+  s.timing.source_wait_us = waits.us();
   s.timing.bytes_sent = rows * s.row_bytes;
   for (std::size_t b = 0; b < by_engine.size(); ++b) {
     if (by_engine[b]) {

@@ -73,14 +73,14 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
 
 // Steps 1 and 2, on worker 0; a refusal goes to s.error.
 void exchange_and_plan(MoeContext::State& s, const DispatchArgs& in, const DispatchOutputs& out,
-                       std::uint64_t g) {
+                       std::uint64_t g, SourceWaits& waits) {
   const auto& c = s.cfg;
   CallHeader& mine = *s.headers.mine(g, s.me);
   mine = make_header(s, in, out, s.headers.counts(g, s.me));
   if (mine.error == InputError::kNone && c.header_ints > 0) {
     std::copy_n(in.header_ints, c.header_ints, s.headers.caller_ints(g, s.me));
   }
-  const auto headers = s.headers.exchange(g, s.me, "dispatch header");
+  const auto headers = s.headers.exchange(g, s.me, "dispatch header", &waits);
   s.error = first_call_error("dispatch", headers, s.me, s.experts(), c.max_bs);
   if (!s.error.empty()) return;
   s.retry = any_retry(headers);
@@ -115,12 +115,13 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   std::size_t engine_bytes = 0;
   double comm_us = 0;
   int total_rows = 0;
+  SourceWaits waits(P);
 
   auto kernel = [&](kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
     auto t0 = Clock::now();
     if (id == 0) {
-      exchange_and_plan(s, in, out, g);
+      exchange_and_plan(s, in, out, g, waits);
       if (s.error.empty() && double_plane) {
         std::vector<std::size_t> seg(static_cast<std::size_t>(P) * L);
         for (int dst = 0; dst < P; ++dst) {
@@ -168,7 +169,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     if (id == 0) {
       s.engine->quiet();
       shmem_fence();
-      s.dispatch_done.all_reach(s.me, g, "dispatch payload");
+      s.dispatch_done.all_reach(s.me, g, "dispatch payload", &waits);
       comm_us = us_since(t0);
       // Outputs that come from the counts alone.
       std::int32_t running = 0;
@@ -212,6 +213,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   for (int i = 0; i < c.workers.vector; ++i)
     s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
   s.timing.comm_us = comm_us;
+  s.timing.source_wait_us = waits.us();
   s.timing.rows_received = total_rows;
   std::size_t sent = 0;
   for (auto p : s.plan.positions) sent += p >= 0;

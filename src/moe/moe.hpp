@@ -107,6 +107,9 @@ struct OpTiming {
   std::size_t bytes_sent = 0;     // payload bytes this PE put into peers' windows
   std::size_t bytes_via_copy_engine = 0;
   int rows_received = 0;
+  // Per source PE: how long this PE waited for that PE's flags (SourceWaits), the row of the
+  // wait matrix that names a slow PE.
+  std::vector<double> source_wait_us;
 };
 
 class MoeContext {

@@ -6,37 +6,72 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 
 #include "common/backoff.hpp"
 
 namespace shmoe::moe {
+namespace {
+
+// Waits until ready(src) holds for every source PE, polling all of them in each round so that
+// each arrival is timed on its own (into `waits`, when given). A hang names the first source
+// still missing, by describe(src).
+template <typename Ready, typename Describe>
+void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* waits) {
+  std::vector<bool> pending(static_cast<std::size_t>(n), true);
+  int left = n;
+  const auto t0 = std::chrono::steady_clock::now();
+  shmoe::wait_until(
+      [&] {
+        for (int src = 0; src < n; ++src) {
+          if (!pending[static_cast<std::size_t>(src)] || !ready(src)) continue;
+          pending[static_cast<std::size_t>(src)] = false;
+          --left;
+          if (waits != nullptr) {
+            waits->add(src, std::chrono::duration<double, std::micro>(
+                                std::chrono::steady_clock::now() - t0)
+                                .count());
+          }
+        }
+        return left == 0;
+      },
+      [&] {
+        int src = 0;
+        while (src + 1 < n && !pending[static_cast<std::size_t>(src)]) ++src;
+        return describe(src);
+      });
+}
+
+}  // namespace
 
 void FlagArray::raise(int pe, int src, std::uint64_t generation) const {
   shmem_uint64_atomic_set(slot(src), generation, pe);
-}
-
-void FlagArray::wait(int src, std::uint64_t generation, const std::string& what) const {
-  std::atomic_ref<std::uint64_t> flag(*slot(src));
-  shmoe::wait_until([&] { return flag.load(std::memory_order_acquire) >= generation; },
-                    [&] {
-                      const std::uint64_t seen = flag.load();
-                      return shmoe::WaitState{
-                          what,
-                          fmt::format("{} #{}: waiting for PE {} (its flag is at generation {})",
-                                      what, generation, src, seen),
-                          src,
-                          generation,
-                          seen,
-                          generation};
-                    });
 }
 
 void FlagArray::raise_at_every_pe(int me, std::uint64_t generation) const {
   for (int pe = 0; pe < n_; ++pe) raise(pe, me, generation);
 }
 
-void FlagArray::wait_for_every_pe(std::uint64_t generation, const std::string& what) const {
-  for (int src = 0; src < n_; ++src) wait(src, generation, what);
+void FlagArray::wait_for_every_pe(std::uint64_t generation, const std::string& what,
+                                  SourceWaits* waits) const {
+  wait_for_sources(
+      n_,
+      [&](int src) {
+        return std::atomic_ref<std::uint64_t>(*slot(src)).load(std::memory_order_acquire) >=
+               generation;
+      },
+      [&](int src) {
+        const std::uint64_t seen = std::atomic_ref<std::uint64_t>(*slot(src)).load();
+        return shmoe::WaitState{
+            what,
+            fmt::format("{} #{}: waiting for PE {} (its flag is at generation {})", what,
+                        generation, src, seen),
+            src,
+            generation,
+            seen,
+            generation};
+      },
+      waits);
 }
 
 Agreement::Agreement(std::byte* base, int n_pes) : n_(n_pes) {
@@ -44,32 +79,36 @@ Agreement::Agreement(std::byte* base, int n_pes) : n_(n_pes) {
 }
 
 std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse, const std::string& what,
-                                  int mode, std::vector<int>* modes) const {
+                                  int mode, std::vector<int>* modes, SourceWaits* waits) const {
   const FlagArray& flags = flags_[g % 2];
   const std::uint64_t raised = 256 * g;
   const auto code = static_cast<std::uint64_t>(mode & 127) * 2 + (refuse ? 1 : 0);
   for (int pe = 0; pe < n_; ++pe) flags.raise(pe, me, raised + code);
+  std::vector<std::uint64_t> seen(static_cast<std::size_t>(n_), 0);
+  auto flag = [&](int src) { return std::atomic_ref<std::uint64_t>(*flags.slot(src)); };
+  wait_for_sources(
+      n_,
+      [&](int src) {
+        return (seen[static_cast<std::size_t>(src)] = flag(src).load(std::memory_order_acquire)) >=
+               raised;
+      },
+      [&](int src) {
+        const std::uint64_t now = flag(src).load();
+        return shmoe::WaitState{what,
+                                fmt::format("{} #{}: waiting for PE {} (its flag is at call {})",
+                                            what, g, src, now / 256),
+                                src,
+                                g,
+                                now / 256,
+                                g};
+      },
+      waits);
   if (modes != nullptr) modes->assign(static_cast<std::size_t>(n_), 0);
   std::vector<int> refusing;
   for (int src = 0; src < n_; ++src) {
-    std::atomic_ref<std::uint64_t> flag(*flags.slot(src));
-    std::uint64_t seen = 0;
-    shmoe::wait_until([&] { return (seen = flag.load(std::memory_order_acquire)) >= raised; },
-                      [&] {
-                        const std::uint64_t now = flag.load();
-                        return shmoe::WaitState{
-                            what,
-                            fmt::format("{} #{}: waiting for PE {} (its flag is at call "
-                                        "{})",
-                                        what, g, src, now / 256),
-                            src,
-                            g,
-                            now / 256,
-                            g};
-                      });
-    if ((seen - raised) & 1) refusing.push_back(src);
-    if (modes != nullptr)
-      (*modes)[static_cast<std::size_t>(src)] = static_cast<int>((seen - raised) / 2);
+    const std::uint64_t code_seen = seen[static_cast<std::size_t>(src)] - raised;
+    if (code_seen & 1) refusing.push_back(src);
+    if (modes != nullptr) (*modes)[static_cast<std::size_t>(src)] = static_cast<int>(code_seen / 2);
   }
   return refusing;
 }
@@ -136,14 +175,15 @@ std::size_t HeaderExchange::bytes(int n_pes, int experts_per_pe, int caller_ints
 }
 
 std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
-                                                        const std::string& what) const {
+                                                        const std::string& what,
+                                                        SourceWaits* waits) const {
   const int p = parity(g);
   CallHeader* my_row = header(p, me);
   for (int pe = 0; pe < n_; ++pe) {
     if (pe != me) shmem_putmem(my_row, my_row, stride_, pe);
   }
   shmem_fence();
-  flags_[p].all_reach(me, g, what);
+  flags_[p].all_reach(me, g, what, waits);
   std::vector<const CallHeader*> headers(n_);
   for (int src = 0; src < n_; ++src) headers[src] = header(p, src);
   return headers;

@@ -29,6 +29,19 @@ class WindowLayout {
   std::size_t total_ = 0;
 };
 
+// How long this PE waited for each source PE's flags during one operator call, in microseconds
+// summed over the call's steps (from the start of a step's wait to the source's flag seen): the
+// PE that holds everyone up is the one every other PE waited for (the slow-rank report).
+class SourceWaits {
+ public:
+  explicit SourceWaits(int n_pes) : us_(static_cast<std::size_t>(n_pes), 0.0) {}
+  void add(int src, double us) { us_[static_cast<std::size_t>(src)] += us; }
+  const std::vector<double>& us() const { return us_; }
+
+ private:
+  std::vector<double> us_;
+};
+
 // One 64-bit flag per source PE, each on its own cache line, inside the symmetric window.
 class FlagArray {
  public:
@@ -42,18 +55,19 @@ class FlagArray {
   // Sets flag `src` at PE `pe` to `generation` (release: everything this thread stored before,
   // and everything ordered before it by a barrier and a store fence, is visible first).
   void raise(int pe, int src, std::uint64_t generation) const;
-  // Waits until flag `src` here reaches `generation`; a hang names the PE and the call.
-  void wait(int src, std::uint64_t generation, const std::string& what) const;
 
   // The step that starts and ends the operators' phases, in two halves for callers that raise on
   // one thread and wait on several: my flag (`me`) to `generation` at every PE ...
   void raise_at_every_pe(int me, std::uint64_t generation) const;
-  // ... and every PE's flag here at `generation`.
-  void wait_for_every_pe(std::uint64_t generation, const std::string& what) const;
+  // ... and every PE's flag here at `generation` (all polled at once, so that `waits`, when
+  // given, gets how long each source took).
+  void wait_for_every_pe(std::uint64_t generation, const std::string& what,
+                         SourceWaits* waits = nullptr) const;
   // Both halves: returns once every PE has reached this step of call `generation`.
-  void all_reach(int me, std::uint64_t generation, const std::string& what) const {
+  void all_reach(int me, std::uint64_t generation, const std::string& what,
+                 SourceWaits* waits = nullptr) const {
     raise_at_every_pe(me, generation);
-    wait_for_every_pe(generation, what);
+    wait_for_every_pe(generation, what, waits);
   }
 
  private:
@@ -79,8 +93,10 @@ class Agreement {
   // refuse, ascending (the same list on every PE). Past it, no PE still reads my buffers of
   // call g - 1 (as after FlagArray::all_reach).
   // `mode` (0..127) goes along; where `modes` is not null it gets every PE's, by PE.
+  // `waits`, when given, gets how long each PE's verdict took.
   std::vector<int> agree(std::uint64_t g, int me, bool refuse, const std::string& what,
-                         int mode = 0, std::vector<int>* modes = nullptr) const;
+                         int mode = 0, std::vector<int>* modes = nullptr,
+                         SourceWaits* waits = nullptr) const;
 
  private:
   FlagArray flags_[2];
@@ -159,8 +175,10 @@ class HeaderExchange {
   std::int32_t* caller_ints(std::uint64_t g, int src) const {
     return counts(g, src) + static_cast<std::size_t>(n_) * experts_per_pe_;
   }
-  // Puts my filled-in header to every PE, then waits for everyone's; returns them by source PE.
-  std::vector<const CallHeader*> exchange(std::uint64_t g, int me, const std::string& what) const;
+  // Puts my filled-in header to every PE, then waits for everyone's (timed into `waits` when
+  // given); returns them by source PE.
+  std::vector<const CallHeader*> exchange(std::uint64_t g, int me, const std::string& what,
+                                          SourceWaits* waits = nullptr) const;
 
  private:
   static int parity(std::uint64_t g) { return static_cast<int>(g % 2); }

@@ -19,6 +19,8 @@ void check_accepted(const shmoe::tools::MoeRunOptions& o) {
   if (o.iterations < 1 || o.loops < 1 || o.warmup < 0) std::abort();
   if (!(o.drop >= 0 && o.drop <= 1) || !(o.timeout_s >= 1)) std::abort();
   if (o.max_recv_rows > shmoe::tools::kMaxReceivedRows) std::abort();
+  if (o.delay_pe < -1 || o.delay_pe >= o.pes) std::abort();
+  if (o.delay_pe >= 0 && (!o.perf || !(o.delay_us >= 1 && o.delay_us <= 1e6))) std::abort();
   for (const auto& c : o.cases) {
     if (c.bs < 0 || c.hidden < 1 || c.topk < 1 || c.experts_per_pe < 1) std::abort();
     if (c.topk > o.pes * c.experts_per_pe) std::abort();

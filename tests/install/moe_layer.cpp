@@ -98,6 +98,12 @@ void dispatch_and_combine(int me, int n) {
     }
   }
 
+  const std::vector<double> waits = buffer.last_source_waits();
+  check(waits.size() == static_cast<std::size_t>(n),
+        "last_source_waits gave " + std::to_string(waits.size()) + " values for " +
+            std::to_string(n) + " PEs");
+  for (const double us : waits) check(us >= 0, "a negative wait: " + std::to_string(us));
+
   try {
     buffer.dispatch(
         {x.data(), ids.data(), scales.data(), kMaxBs + 1},

@@ -170,6 +170,18 @@ int main(void) {
   check(strstr(shmoe_moe_last_error(), "shmoe_moe_receive_window: capacity_rows is NULL") != NULL,
         "the refusal names capacity_rows", 0, 0);
 
+  /* The waits of the last call: one non-negative value per PE, nothing for this PE itself (its
+   * own flags are raised before it waits); a wrong count is refused by name. */
+  double waits[64];
+  check(n <= 64 && shmoe_moe_last_source_waits(moe, waits, n) == SHMOE_MOE_OK,
+        "shmoe_moe_last_source_waits", n, 0);
+  for (int src = 0; src < n && src < 64; ++src)
+    check(waits[src] >= 0 && (src != me || waits[src] < 1e6), "a wait", src, (int)waits[src]);
+  check(shmoe_moe_last_source_waits(moe, waits, n + 1) == SHMOE_MOE_REFUSED,
+        "n_pes = n + 1 is refused", n + 1, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_last_source_waits: n_pes=") != NULL,
+        "the refusal names n_pes", 0, 0);
+
   shmoe_moe_destroy(moe);
   free(expand_x);
   free(assist);

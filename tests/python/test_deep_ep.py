@@ -180,6 +180,14 @@ def _low_latency(rank, n, buffer):
             _check_combine(rank, combined, idx, w, use_fp8, hidden, round_scale)
     buffer.clean_low_latency_buffer(max_tokens, hidden, experts)
     assert deep_ep.Buffer.get_low_latency_rdma_size_hint(max_tokens, hidden, n, experts) > 0
+    # DeepEP's runtime takes the wait stats as [num_ranks] int64 (its docstring says [n, n]).
+    with pytest.raises(ValueError, match="dispatch_wait_recv_cost_stats"):
+        buffer.low_latency_dispatch(x, idx, max_tokens, experts, use_fp8=False,
+                                    dispatch_wait_recv_cost_stats=torch.zeros((n, n),
+                                                                              dtype=torch.int64))
+    stats = torch.zeros(n, dtype=torch.int64)
+    buffer.low_latency_dispatch(x, idx, max_tokens, experts, use_fp8=False,
+                                dispatch_wait_recv_cost_stats=stats)
 
 
 def _cast_back(recv):

@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -132,7 +133,33 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
                  "double plane: smallest segment for the copy engine, bytes");
   app.add_option("--timeout", o.timeout_s, "stop the whole run after this many seconds")
       ->check(finite_range(1.0, 1e6));
+  app.add_option("--delay-pe", text.delay_pe,
+                 "P:US: PE P sleeps US microseconds before each timed call (with --perf), so "
+                 "that the slow-PE report has a PE to find");
 }
+
+namespace {
+
+// --delay-pe P:US into o.delay_pe and o.delay_us; an error text, or empty.
+std::string parse_delay_pe(const std::string& text, MoeRunOptions& o) {
+  const auto colon = text.find(':');
+  const std::string bad = "--delay-pe=" + text + " is not P:US with P a PE (0.." +
+                          std::to_string(o.pes - 1) + ") and US microseconds in 1..1000000";
+  if (colon == std::string::npos) return bad;
+  const std::string pe = text.substr(0, colon), us = text.substr(colon + 1);
+  const auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() <= 7 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!digits(pe) || !digits(us)) return bad;
+  o.delay_pe = std::stoi(pe);
+  o.delay_us = std::stod(us);
+  if (o.delay_pe >= o.pes || o.delay_us < 1 || o.delay_us > 1e6) return bad;
+  if (!o.perf) return "--delay-pe=" + text + " delays timed calls: give --perf too";
+  return "";
+}
+
+}  // namespace
 
 int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
   const std::string& op = text.op;
@@ -147,6 +174,12 @@ int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
   o.routing = routing == "zipf"  ? Routing::kZipf
               : routing == "hot" ? Routing::kHot
                                  : Routing::kUniform;
+  if (!text.delay_pe.empty()) {
+    if (const std::string e = parse_delay_pe(text.delay_pe, o); !e.empty()) {
+      std::fprintf(stderr, "shmoe-moe: %s\n", e.c_str());
+      return 2;
+    }
+  }
   if (o.empty_pes > o.pes) {
     std::fprintf(stderr, "shmoe-moe: --empty-pes=%d is out of range (0..%d)\n", o.empty_pes, o.pes);
     return 2;

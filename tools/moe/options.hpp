@@ -46,6 +46,10 @@ struct MoeRunOptions {
   // and combine takes them from there (one copy per byte); true: caller-owned buffers.
   bool copy_out = false;
   double timeout_s = 600;
+  // --delay-pe P:US: PE delay_pe sleeps delay_us before each timed call (a slow PE on purpose,
+  // for the slow-rank report); -1: none.
+  int delay_pe = -1;
+  double delay_us = 0;
 };
 
 std::string op_name(MoeOp op);
@@ -55,6 +59,7 @@ bool op_uses_double_plane(const MoeRunOptions& o);
 // What the command line gives as text or lists, before finish_moe_options turns it into cases.
 struct MoeOptionText {
   std::string op = "pipeline", routing = "uniform";
+  std::string delay_pe;  // --delay-pe, as P:US
   std::vector<int> bs{8}, hidden{16}, topk{2}, experts_per_pe{2};
   std::vector<std::string> dtypes{"int32"};
 };

@@ -5,14 +5,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "moe/moe.hpp"
+#include "slow_pe.hpp"
 #include "workload.hpp"
 
 namespace shmoe::tools {
@@ -99,7 +102,31 @@ struct PerfSample {
   std::vector<double> worker_us;
   double comm_us = 0;
   double bytes = 0;
+  std::vector<double> source_wait_us;  // per source PE, per call (dispatch and combine summed)
 };
+
+// The wait matrix and its verdict, printed and written next to the perf CSV (PE 0).
+void report_waits(const MoeRunOptions& o, const MoeCase& c, const std::string& name,
+                  const std::vector<double>& wait_us) {
+  const int P = shmem_n_pes();
+  const SlowPeVerdict verdict = judge_slow_pe(wait_us, P);
+  fmt::print("{}", wait_matrix_text(wait_us, P, verdict));
+  const std::string path =
+      fmt::format("{}/{}_waits_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, P, c.bs,
+                  c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
+  std::ofstream f(path);
+  f << "waiting_pe,source_pe,wait_us_per_call,slow_pe\n";
+  for (int r = 0; r < P; ++r) {
+    for (int s = 0; s < P; ++s)
+      f << fmt::format("{},{},{:.3f},{}\n", r, s, wait_us[static_cast<std::size_t>(r * P + s)],
+                       verdict.pe);
+  }
+  f.close();
+  if (!f) {
+    throw std::runtime_error(fmt::format("cannot write {} (--output-dir={}): {}", path,
+                                         o.output_dir, std::strerror(errno)));
+  }
+}
 
 void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name, int workers,
                const std::vector<double>& all_worker_us, const std::vector<double>& all_comm_us,
@@ -154,23 +181,26 @@ void report_perf(const MoeRunOptions& o, const MoeCase& c, const std::string& na
                  const PerfSample& mine) {
   const int P = shmem_n_pes(), me = shmem_my_pe();
   const int W = static_cast<int>(mine.worker_us.size());
-  const int stride = W + 2;
+  const int stride = W + 2 + P;
   auto* all =
       static_cast<double*>(shmem_calloc(static_cast<std::size_t>(P) * stride, sizeof(double)));
   std::vector<double> row(mine.worker_us);
   row.push_back(mine.comm_us);
   row.push_back(mine.bytes);
+  row.insert(row.end(), mine.source_wait_us.begin(), mine.source_wait_us.end());
   shmem_double_put(all + me * stride, row.data(), stride, 0);
   shmem_barrier_all();
   if (me == 0) {
-    std::vector<double> workers, comm;
+    std::vector<double> workers, comm, waits;
     double bytes = 0;
     for (int p = 0; p < P; ++p) {
       workers.insert(workers.end(), all + p * stride, all + p * stride + W);
       comm.push_back(all[p * stride + W]);
       bytes += all[p * stride + W + 1];
+      waits.insert(waits.end(), all + p * stride + W + 2, all + (p + 1) * stride);
     }
     write_csv(o, c, name, W, workers, comm, bytes);
+    report_waits(o, c, name, waits);
   }
   shmem_barrier_all();
   shmem_free(all);
@@ -259,15 +289,19 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
     // Timed calls reuse the last verified inputs; what is timed is what the op name says.
     PerfSample sample;
     sample.worker_us.assign(ctx.config().workers.vector, 0);
+    sample.source_wait_us.assign(static_cast<std::size_t>(P), 0);
+    const auto delay = std::chrono::duration<double, std::micro>(me == o.delay_pe ? o.delay_us : 0);
     for (int i = 0; i < o.warmup + o.loops; ++i) {
       double comm = 0, bytes = 0;
-      std::vector<double> w(sample.worker_us.size(), 0);
+      std::vector<double> w(sample.worker_us.size(), 0), waits(sample.source_wait_us.size(), 0);
       auto add = [&] {
         const auto& t = ctx.last_timing();
         for (std::size_t k = 0; k < w.size(); ++k) w[k] += t.worker_us[k];
+        for (std::size_t s = 0; s < waits.size(); ++s) waits[s] += t.source_wait_us[s];
         comm += t.comm_us;
         bytes += static_cast<double>(t.bytes_sent);
       };
+      if (delay.count() > 0) std::this_thread::sleep_for(delay);
       if (!op_is_combine(o.op)) {
         dispatch(mine);
         add();
@@ -278,6 +312,8 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
       }
       if (i >= o.warmup) {
         for (std::size_t k = 0; k < w.size(); ++k) sample.worker_us[k] += w[k] / o.loops;
+        for (std::size_t s = 0; s < waits.size(); ++s)
+          sample.source_wait_us[s] += waits[s] / o.loops;
         sample.comm_us += comm / o.loops;
         sample.bytes += bytes / o.loops;
       }

@@ -69,8 +69,9 @@ class WorkerPool {
 
   int max_workers() const { return static_cast<int>(threads_.size()); }
 
-  // Runs `kernel` on counts.total() workers and returns when all have finished. The first
-  // exception a worker throws is rethrown here (after every worker has finished).
+  // Runs `kernel` on counts.total() workers and returns when all have finished (a launch of one
+  // worker runs it on the calling thread). The first exception a worker throws is rethrown here
+  // (after every worker has finished).
   // Not re-entrant: one launch at a time per pool.
   void launch(const WorkerCounts& counts, const Kernel& kernel);
 

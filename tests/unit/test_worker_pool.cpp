@@ -4,6 +4,7 @@
 #include <numeric>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "kernel/worker_pool.hpp"
 
@@ -45,6 +46,28 @@ TEST(WorkerPool, RethrowsAWorkersExceptionAndStaysUsable) {
   std::atomic<int> ran{0};
   pool.launch({1, 2}, [&](KernelContext&) { ++ran; });
   EXPECT_EQ(ran.load(), 3);
+}
+
+TEST(WorkerPool, OneWorkerRunsOnTheCallingThreadAndIsTimed) {
+  WorkerPool pool(2);
+  for (const WorkerCounts counts : {WorkerCounts{0, 1}, WorkerCounts{1, 0}}) {
+    std::thread::id ran_on;
+    WorkerKind kind = counts.matrix ? WorkerKind::kVector : WorkerKind::kMatrix;
+    pool.launch(counts, [&](KernelContext& w) {
+      ran_on = std::this_thread::get_id();
+      kind = w.kind();
+      EXPECT_EQ(w.worker_id(), 0);
+      EXPECT_EQ(w.kind_id(), 0);
+      EXPECT_EQ(w.kind_count(), 1);
+      w.barrier();  // a barrier of one returns at once
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    });
+    EXPECT_EQ(ran_on, std::this_thread::get_id());
+    EXPECT_EQ(kind, counts.matrix ? WorkerKind::kMatrix : WorkerKind::kVector);
+    EXPECT_GE(pool.last_worker_seconds()[0], 0.002);
+  }
+  EXPECT_THROW(pool.launch({0, 1}, [](KernelContext&) { throw std::runtime_error("boom"); }),
+               std::runtime_error);
 }
 
 TEST(WorkerPool, RefusesCountsOutsideThePool) {

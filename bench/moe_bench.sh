@@ -8,8 +8,11 @@
 # time is that of the slowest worker of any PE for one call. The headline, per_pe/memcpy, divides
 # one PE's rate (the aggregate over the PE count) by one thread's memcpy rate on a buffer of a
 # matching size (16 MiB: one PE's decode payload; 64 MiB, beyond the caches: prefill): each PE
-# runs on about one core, so this is the operator against a copy by that core. agg/memcpy, the
-# sum over the PEs against one thread, flatters wherever the PEs have cores of their own. Writes
+# runs on about one core, so this is the operator against a copy by that core. Where PEs outnumber
+# the cores (4 PEs on 2), a PE has only part of a core: per_core/memcpy divides the aggregate by
+# memcpy times the cores the PEs can use (min(cores, PEs)), the same as per_pe/memcpy otherwise.
+# agg/memcpy, the sum over the PEs against one thread, flatters wherever PEs have cores of their
+# own. Writes
 # a CSV (MOE_BENCH_CSV, default output/perf/moe_bench.csv) and, with python3-matplotlib, a PNG
 # next to it. By default the tool leaves dispatch's rows in the
 # receive window and combines from there (one copy per byte); --copy-out measures caller-owned
@@ -36,9 +39,10 @@ mc_large=$(memcpy_line 64M | cut -d, -f7)
 echo "memcpy (1 thread): 16 MiB ${mc_small} GB/s, 64 MiB ${mc_large} GB/s"
 csv=${MOE_BENCH_CSV:-output/perf/moe_bench.csv}
 mkdir -p "$(dirname "$csv")"
-echo "shape,op,pes,time_us,per_pe_gbps,agg_gbps,memcpy_gbps" >"$csv"
-printf '%-8s %-22s %4s %11s %12s %14s %10s %11s\n' shape op pes time_us per_pe_GB/s \
-  per_pe/memcpy agg_GB/s agg/memcpy
+cores=$(nproc)
+echo "shape,op,pes,time_us,per_pe_gbps,agg_gbps,memcpy_gbps,cores" >"$csv"
+printf '%-8s %-22s %4s %11s %12s %14s %16s %10s %11s\n' shape op pes time_us per_pe_GB/s \
+  per_pe/memcpy per_core/memcpy agg_GB/s agg/memcpy
 for pes in 2 4; do
   for shape in decode prefill; do
     if [[ $shape == decode ]]; then bs=128 extra=() l=$loops mc=$mc_small
@@ -52,9 +56,11 @@ for pes in 2 4; do
       t=$(sed -E 's/.*time_max=([0-9.]+).*/\1/' <<<"$line")
       bw=$(sed -E 's/.*bandwidth=([0-9.]+).*/\1/' <<<"$line")
       per=$(sed -E 's/.*per_pe=([0-9.]+).*/\1/' <<<"$line")
-      printf '%-8s %-22s %4s %11.1f %12.2f %14.2f %10.2f %11.2f\n' "$shape" "$op" "$pes" "$t" \
-        "$per" "$(python3 -c "print($per / $mc)")" "$bw" "$(python3 -c "print($bw / $mc)")"
-      echo "$shape,$op,$pes,$t,$per,$bw,$mc" >>"$csv"
+      printf '%-8s %-22s %4s %11.1f %12.2f %14.2f %16.2f %10.2f %11.2f\n' "$shape" "$op" "$pes" \
+        "$t" "$per" "$(python3 -c "print($per / $mc)")" \
+        "$(python3 -c "print($bw / ($mc * min($cores, $pes)))")" "$bw" \
+        "$(python3 -c "print($bw / $mc)")"
+      echo "$shape,$op,$pes,$t,$per,$bw,$mc,$cores" >>"$csv"
     done
   done
 done

@@ -262,6 +262,12 @@ ucs_status_t UcxTransport::on_batch(void* self, const void* header, std::size_t 
                                     const ucp_am_recv_param_t* param) {
   (void)header;
   auto& t = *static_cast<UcxTransport*>(self);
+  if (t.default_channel_ == nullptr) {
+    // The transport is closing (finalize completed every batch before its barrier): nobody is
+    // left to acknowledge to, and nothing may still be written.
+    log::warn("UCX: a batch session message arrived while the transport closes: ignored");
+    return UCS_OK;
+  }
   if (header_length != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
     log::fatal(
         "UCX: refused a batch session message that came with a header or by rendezvous "
@@ -275,7 +281,7 @@ ucs_status_t UcxTransport::on_batch(void* self, const void* header, std::size_t 
   const batch::BatchHeader h = batch::header_of(message);
   const auto from = static_cast<int>(h.sender_pe);
   if (h.sender_pe >= static_cast<std::uint32_t>(t.size_) || from == t.rank_ ||
-      t.remotes_[from].worker_address.empty() || t.default_channel_ == nullptr) {
+      t.remotes_[from].worker_address.empty()) {
     log::fatal(fmt::format(
         "UCX: refused a batch session message from PE {}, which this PE does not reach over UCX",
         h.sender_pe));

@@ -469,6 +469,39 @@ static void phase_sigadd_rate(bench *b, long first, long count)
 }
 #endif
 
+#ifdef HAVE_OPENSHMEM_1_6
+/* Batch sessions (1.6, 9.9): the same 8-byte puts and atomic adds from PE 0 to PE 1 on a context
+ * of their own, with a quiet per BATCH_QUIET operations, in a batch session and outside one. A
+ * library may hold a session's small operations back and send them together. */
+enum { BATCH_QUIET = 256 };
+static shmem_ctx_t batch_ctx = SHMEM_CTX_DEFAULT;
+
+static void batch_phase(bench *b, long first, long count, int in_session, int add)
+{
+    if (b->me != 0)
+        return;
+    if (in_session)
+        shmem_ctx_session_start(batch_ctx, SHMEM_CTX_SESSION_BATCH, NULL, 0);
+    for (long i = 0; i < count; i++) {
+        if (add) {
+            shmem_ctx_long_atomic_add(batch_ctx, b->counter, 1, 1);
+        } else {
+            const long v = first + i + 1;
+            shmem_ctx_long_put(batch_ctx, b->value, &v, 1, 1);
+        }
+        if ((i + 1) % BATCH_QUIET == 0 || i + 1 == count)
+            shmem_ctx_quiet(batch_ctx);
+    }
+    if (in_session)
+        shmem_ctx_session_stop(batch_ctx);
+}
+
+static void phase_put8_plain(bench *b, long first, long count) { batch_phase(b, first, count, 0, 0); }
+static void phase_put8_batch(bench *b, long first, long count) { batch_phase(b, first, count, 1, 0); }
+static void phase_add_plain(bench *b, long first, long count) { batch_phase(b, first, count, 0, 1); }
+static void phase_add_batch(bench *b, long first, long count) { batch_phase(b, first, count, 1, 1); }
+#endif
+
 #ifdef SHMEM_SIGNAL_ADD
 /* put-with-signal of zero bytes: the signal alone, the way to update one before 1.6. */
 static void phase_putsig0_rate(bench *b, long first, long count)
@@ -833,6 +866,49 @@ static void bench_sigadd_rate(bench *b)
 static void bench_sigadd_rate(bench *b) { skipped(b, "sigadd_rate", "OpenSHMEM 1.6"); }
 #endif
 
+#ifdef HAVE_OPENSHMEM_1_6
+/* Runs one rate phase, returns its microseconds per operation (PE 0's). */
+static double batch_rate_row(bench *b, const char *name, phase_fn fn, int add)
+{
+    *b->value = 0;
+    *b->counter = 0;
+    shmem_barrier_all();
+    long warm = b->opt.warmup;
+    long iters;
+    double secs = measure(b, fn, warm, &iters);
+    long seen = add ? last_count(b) : last_value(b);
+    if (b->me == 1 && seen != ops_in_all_phases(warm, iters)) {
+        fprintf(stderr, "shmem_bench: PE 1: %s left %ld, expected %ld\n", name, seen,
+                ops_in_all_phases(warm, iters));
+        b->errors++;
+    }
+    double usec = secs * 1e6 / (double)iters;
+    if (b->me == 0)
+        emit(b, name, sizeof(long), iters, usec);
+    return usec;
+}
+
+static void bench_batch_rate(bench *b)
+{
+    if (!have_peer(b, "batch_rate"))
+        return;
+    if (shmem_ctx_create(SHMEM_CTX_PRIVATE, &batch_ctx) != 0)
+        die(b, "shmem_ctx_create failed");
+    double put_plain = batch_rate_row(b, "put8_rate", phase_put8_plain, 0);
+    double put_batch = batch_rate_row(b, "put8_batch_rate", phase_put8_batch, 0);
+    double add_plain = batch_rate_row(b, "add_rate_ctx", phase_add_plain, 1);
+    double add_batch = batch_rate_row(b, "add_batch_rate", phase_add_batch, 1);
+    if (b->me == 0)
+        fprintf(stderr, "shmem_bench: batch session speedup (plain/batch time per op): "
+                        "8-byte put %.2fx, atomic_add %.2fx\n",
+                put_plain / put_batch, add_plain / add_batch);
+    shmem_ctx_destroy(batch_ctx);
+    batch_ctx = SHMEM_CTX_DEFAULT;
+}
+#else
+static void bench_batch_rate(bench *b) { skipped(b, "batch_rate", "OpenSHMEM 1.6"); }
+#endif
+
 /* Table order is run order. A benchmark runs when its name, its group or "all" is given. */
 static const struct {
     const char *name, *group;
@@ -852,6 +928,7 @@ static const struct {
     {"putsig_rate", "rate", bench_putsig_rate},
     {"putsig0_rate", "rate", bench_putsig0_rate},
     {"sigadd_rate", "rate", bench_sigadd_rate},
+    {"batch_rate", "batch", bench_batch_rate},
     {"ibput_bw", "strided", bench_ibput},
     {"iput_columns_bw", "strided", bench_iput_columns},
     {"putmem_blocks_bw", "strided", bench_putmem_blocks},
@@ -880,6 +957,10 @@ static void usage(FILE *f)
             "                       shmem_long_atomic_add, 8-byte and 0-byte\n"
             "                       shmem_putmem_signal_nbi, shmem_signal_add (1.6): a quiet\n"
             "                       per 16 ops\n"
+            "  batch = batch_rate   8-byte shmem_ctx_long_put and shmem_ctx_long_atomic_add,\n"
+            "                       PE 0 -> PE 1, a quiet per 256 ops, outside and inside a\n"
+            "                       batch session (1.6): rows put8_rate, put8_batch_rate,\n"
+            "                       add_rate_ctx, add_batch_rate; the speedups on stderr\n"
             "  strided = ibput_bw iput_columns_bw putmem_blocks_bw ibget_bw iget_columns_bw\n"
             "            getmem_blocks_bw   64-byte blocks with 64-byte gaps, PE 0 -> PE 1 (put)\n"
             "                       or PE 0 <- PE 1 (get): one shmem_ibput64/ibget64 (1.6), an\n"

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "shmem/api_stamp.hpp"
 #include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
 
@@ -151,9 +152,11 @@ int pshmem_ctx_create(long options, shmem_ctx_t* ctx) {
 }
 
 // Context sessions (OpenSHMEM 1.6, 9.9) are hints: the options and total_ops say what the
-// program will do, and results, completion and ordering never depend on them. shmoe checks them
-// and does not act on them yet (its shared-memory stores have nothing to batch; coalescing small
-// operations to other hosts over UCX would be the place).
+// program will do, and results, completion and ordering never depend on them. A batch session
+// lets the UCX transport hold the context's small puts and non-fetching atomics to each other
+// host and send them as one message (transport.hpp's start_batch); shared memory, where a put is
+// a store, has nothing to gain. total_ops changes nothing: messages go when full or when an
+// operation needs them gone, whatever the count.
 void pshmem_ctx_session_start(shmem_ctx_t ctx, long options,
                               const shmem_ctx_session_config_t* config, long config_mask) {
   constexpr const char* fn = "shmem_ctx_session_start";
@@ -172,11 +175,17 @@ void pshmem_ctx_session_start(shmem_ctx_t ctx, long options,
   if (config_mask != 0 && config == nullptr) {
     shmoe::log::warn("{}: config=NULL with config_mask={:#x}: the defaults apply", fn, config_mask);
   }
+  // A second start adds its options to the session's (9.9): one without BATCH leaves it batching.
+  if ((options & SHMEM_CTX_SESSION_BATCH) != 0) {
+    shmoe::runtime(fn).transport().start_batch(shmoe::api::channel_of(ctx));
+  }
 }
 
 void pshmem_ctx_session_stop(shmem_ctx_t ctx) {
+  constexpr const char* fn = "shmem_ctx_session_stop";
   if (ctx == SHMEM_CTX_INVALID) return;
-  shmoe::check_ctx(ctx, "shmem_ctx_session_stop");
+  shmoe::check_ctx(ctx, fn);
+  shmoe::runtime(fn).transport().stop_batch(shmoe::api::channel_of(ctx));
 }
 
 void pshmem_ctx_destroy(shmem_ctx_t ctx) {

@@ -278,6 +278,9 @@ void Runtime::barrier_all() {
 }
 
 void Runtime::finalize() {
+  // What batch sessions of contexts never quieted or destroyed still hold lands before the PEs
+  // part.
+  transport_->complete_batches();
   barrier_all();
   leaving_ = true;
   stop_service();

@@ -77,6 +77,15 @@ class RoutedTransport final : public Transport {
       }
     }
   }
+  void start_batch(Channel* ch) override {
+    for (std::size_t i = 0; i < in_use_.size(); ++i) in_use_[i]->start_batch(part_at(ch, i));
+  }
+  void stop_batch(Channel* ch) override {
+    for (std::size_t i = 0; i < in_use_.size(); ++i) in_use_[i]->stop_batch(part_at(ch, i));
+  }
+  void complete_batches() override {
+    for (Transport* t : in_use_) t->complete_batches();
+  }
   bool progress() override {
     bool any = false;
     for (Transport* t : in_use_) any = t->progress() || any;

@@ -123,6 +123,17 @@ class Transport {
     (void)n;
     quiet(ch);
   }
+  // A batch session on the channel (shmem_ctx_session_start with SHMEM_CTX_SESSION_BATCH): its
+  // small writes may be held back and sent together until stop_batch, a fence, a quiet, an
+  // operation that is not held back, or a wait. A hint only: completion and ordering stay those
+  // of each operation. A transport that gains nothing from it (a store is already cheapest)
+  // ignores it.
+  virtual void start_batch(Channel* ch) { (void)ch; }
+  // Ends the session and sends what it holds; quiet still completes it.
+  virtual void stop_batch(Channel* ch) { (void)ch; }
+  // Sends and completes every channel's held-back writes (before finalize's barrier: a context
+  // the program never quieted or destroyed).
+  virtual void complete_batches() {}
   // One pass of the progress engine of a transport that needs one; true if it did something.
   virtual bool progress() { return false; }
 };

@@ -32,11 +32,18 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
                            std::byte* segment, std::size_t segment_size,
                            const std::vector<bool>& reach, std::chrono::milliseconds timeout,
                            const UcxOptions& options)
-    : rank_(rank), size_(size), remotes_(size) {
+    : rank_(rank),
+      size_(size),
+      segment_(segment),
+      segment_size_(segment_size),
+      batch_put_max_(static_cast<std::size_t>(settings::batch_put_max())),
+      remotes_(size) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   // WAKEUP lets the progress thread and sleeping waits block until a message comes.
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_WAKEUP;
+  // AM carries batch sessions' messages and their acknowledgements (ucx_batch.cpp).
+  params.features =
+      UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   const ucs_status_t init = ucp_init(&params, config, &context_);
@@ -101,6 +108,8 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
     });
   }
   default_channel_ = std::make_unique<UcxChannel>(*this);
+  // After the default channel, which acknowledges batches, and before anything progresses.
+  register_batch_handlers();
   if (options.progress_thread) progress_thread_ = std::thread([this] { run_progress_thread(); });
 }
 
@@ -155,13 +164,21 @@ void UcxTransport::sleep_until_event(std::chrono::microseconds at_most) {
   ::ppoll(&fd, 1, &timeout, nullptr);
 }
 
+// Every wait and test comes here, so a batch session's held messages go out whenever the PE
+// waits for anything.
 bool UcxTransport::progress() {
   driven_.fetch_add(1, std::memory_order_relaxed);
+  if (held_batches_.load(std::memory_order_relaxed) != 0) send_held_batches();
   return ucp_worker_progress(worker_) != 0;
 }
 
 UcxTransport::UcxChannel::UcxChannel(UcxTransport& t)
     : owner(t), endpoints(std::make_unique<Endpoint[]>(t.size_)) {
+  {
+    std::lock_guard lock(t.channels_mutex_);
+    id = t.next_channel_id_++;
+    t.channels_.emplace(id, this);
+  }
   for (int pe = 0; pe < t.size_; ++pe) {
     const Remote& r = t.remotes_[pe];
     if (r.worker_address.empty()) continue;
@@ -178,6 +195,10 @@ UcxTransport::UcxChannel::UcxChannel(UcxTransport& t)
 // context's destroy quiets it; the PE's own channel closes after finalize's barrier), so the
 // endpoints close without waiting for the peer, which may already have gone.
 UcxTransport::UcxChannel::~UcxChannel() {
+  {
+    std::lock_guard lock(owner.channels_mutex_);
+    owner.channels_.erase(id);
+  }
   for (int pe = 0; pe < owner.size_; ++pe) {
     Endpoint& e = endpoints[pe];
     if (e.rkey != nullptr) ucp_rkey_destroy(e.rkey);
@@ -251,7 +272,10 @@ ucs_status_ptr_t UcxTransport::post_get(UcxChannel& ch, int pe, std::size_t offs
 void UcxTransport::put(Channel* ch, int pe, std::size_t offset, const void* src,
                        std::size_t bytes) {
   if (bytes == 0) return;
-  wait(post_put(endpoint(channel(ch), pe), pe, offset, src, bytes), "put", pe);
+  UcxChannel& c = channel(ch);
+  if (try_batch_put(c, pe, offset, src, bytes)) return;
+  send_batch(c, pe);
+  wait(post_put(endpoint(c, pe), pe, offset, src, bytes), "put", pe);
 }
 
 void UcxTransport::get(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) {
@@ -282,7 +306,9 @@ void UcxTransport::post_blocks(std::size_t count, const char* what, int pe, Post
 void UcxTransport::put_blocks(Channel* ch, int pe, std::size_t offset, const void* src,
                               const Blocks& blocks) {
   if (blocks.block_bytes == 0) return;
-  Endpoint& e = endpoint(channel(ch), pe);
+  UcxChannel& c = channel(ch);
+  send_batch(c, pe);
+  Endpoint& e = endpoint(c, pe);
   const auto* from = static_cast<const std::byte*>(src);
   post_blocks(blocks.count, "put", pe, [&](std::size_t i) {
     return post_put(e, pe, offset + i * blocks.remote_stride, from + i * blocks.local_stride,
@@ -316,7 +342,10 @@ void UcxTransport::release_nbi(ucs_status_ptr_t request, const char* what, int p
 void UcxTransport::put_nbi(Channel* ch, int pe, std::size_t offset, const void* src,
                            std::size_t bytes) {
   if (bytes == 0) return;
-  release_nbi(post_put(endpoint(channel(ch), pe), pe, offset, src, bytes), "put_nbi", pe);
+  UcxChannel& c = channel(ch);
+  if (try_batch_put(c, pe, offset, src, bytes)) return;
+  send_batch(c, pe);
+  release_nbi(post_put(endpoint(c, pe), pe, offset, src, bytes), "put_nbi", pe);
 }
 
 void UcxTransport::get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) {
@@ -331,10 +360,16 @@ void UcxTransport::get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, s
 // request, if it ever gives one, completes once the copy is made, not at the target).
 void UcxTransport::put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
                              std::size_t bytes) {
-  wait(post_put(endpoint(channel(ch), pe), pe, offset, &bits, bytes), "put", pe);
+  UcxChannel& c = channel(ch);
+  if (try_batch_put(c, pe, offset, &bits, bytes)) return;
+  send_batch(c, pe);
+  wait(post_put(endpoint(c, pe), pe, offset, &bits, bytes), "put", pe);
 }
 
+// A batch session's held writes to `pe` go first and are waited for: what reads the peer next
+// must see them.
 void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
+  complete_channel_batches(ch, &pe, 1);
   settle_held_signals(ch);
   Endpoint& e = endpoint(ch, pe);
   if (!e.in_flight.exchange(false, std::memory_order_acq_rel)) return;
@@ -345,6 +380,7 @@ void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
 // Every endpoint's flush is started before the first is waited for, so a quiet over many peers
 // costs one round trip, not one per peer.
 void UcxTransport::flush_channel(UcxChannel& ch, const int* pes, std::size_t n) {
+  complete_channel_batches(ch, pes, n);
   settle_held_signals(ch);
   std::vector<std::pair<int, ucs_status_ptr_t>> flushes;
   const std::size_t count = pes == nullptr ? static_cast<std::size_t>(size_) : n;
@@ -486,11 +522,14 @@ std::uint64_t UcxTransport::fetch_atomic(Channel* ch, int pe, std::size_t offset
 // 1- and 2-byte words need the result of their compare-and-swap loop, so they stay fetching.
 void UcxTransport::post_atomic(Channel* ch, int pe, std::size_t offset, const AmoRequest& r) {
   check_width(r);
+  UcxChannel& c = channel(ch);
+  if (try_batch_atomic(c, pe, offset, r)) return;
   if (r.op == AmoOp::kLoad || r.width == 1 || r.width == 2) {
     fetch_atomic(ch, pe, offset, r);
     return;
   }
-  posted_atomic(endpoint(channel(ch), pe), pe, offset, ucp_op(r.op), r.width, r.operand, r.compare);
+  send_batch(c, pe);
+  posted_atomic(endpoint(c, pe), pe, offset, ucp_op(r.op), r.width, r.operand, r.compare);
 }
 
 // A signal held until its data has landed: the endpoint's flush, started right after the data,
@@ -531,6 +570,8 @@ void UcxTransport::post_signal_now(const HeldSignal& held) {
 void UcxTransport::put_signal(Channel* ch, int pe, std::size_t offset, const void* src,
                               std::size_t bytes, const SignalUpdate& signal, bool nbi) {
   UcxChannel& c = channel(ch);
+  if (try_batch_put_signal(c, pe, offset, src, bytes, signal)) return;
+  send_batch(c, pe);
   Endpoint& e = endpoint(c, pe);
   if (bytes > 0) {
     ucs_status_ptr_t request = post_put(e, pe, offset, src, bytes);

@@ -15,6 +15,11 @@
 // channel still has in flight to that peer, so a put followed by a get of the same word reads what
 // was put, as it does on one host. Non-fetching operations (shmem_p, atomic add/and/or/xor/set, the
 // signal of a put-with-signal) are posted: the caller does not wait for the target.
+//
+// Batch sessions (ucx_batch.cpp): while a context is in one, its small puts and non-fetching
+// atomics to each peer are held in one message per peer, which the peer checks and applies in
+// order when it arrives and acknowledges; quiet and fence wait for the acknowledgements as they
+// wait for flushes.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -23,12 +28,15 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "bootstrap/config_store.hpp"
+#include "transport/batch_records.hpp"
 #include "transport/transport.hpp"
 #include "transport/ucx_options.hpp"
 
@@ -71,6 +79,9 @@ class UcxTransport final : public Transport {
   void quiet(Channel* ch) override;
   // Flushes only the named PEs' endpoints (and settles the channel's held signals).
   void quiet_pes(Channel* ch, const int* pes, std::size_t n) override;
+  void start_batch(Channel* ch) override;
+  void stop_batch(Channel* ch) override;
+  void complete_batches() override;
 
   // One pass of the worker's progress engine by one of the PE's own threads (a wait); true if
   // it did something.
@@ -94,6 +105,13 @@ class UcxTransport final : public Transport {
     ucp_rkey_h rkey = nullptr;
     // An operation on this endpoint may still be in flight (cleared by a flush).
     std::atomic<bool> in_flight{false};
+    // A batch session's message being filled for this peer (under the channel's batch_mutex),
+    // whether it holds records (read without the lock as a hint), and the messages sent and
+    // acknowledged as applied.
+    batch::BatchWriter batch;
+    std::atomic<bool> batch_held{false};
+    std::uint64_t batches_sent = 0;  // under batch_mutex
+    std::atomic<std::uint64_t> batches_applied{0};
   };
   // One context's endpoints, and the signals of its put-with-signals that wait for their data
   // to land before they go (see put_signal).
@@ -103,6 +121,11 @@ class UcxTransport final : public Transport {
     UcxTransport& owner;
     std::unique_ptr<Endpoint[]> endpoints;
     std::atomic<std::uint64_t> held_signals{0};
+    std::uint64_t id = 0;  // names the channel in batch messages and their acknowledgements
+    std::atomic<bool> batching{false};
+    std::mutex batch_mutex;
+    std::atomic<int> held{0};                 // endpoints whose batch holds records
+    std::atomic<std::uint64_t> unapplied{0};  // messages sent and not yet acknowledged
   };
 
   UcxChannel& channel(Channel* ch) {
@@ -141,8 +164,47 @@ class UcxTransport final : public Transport {
   void release_nbi(ucs_status_ptr_t request, const char* what, int pe);
   void run_progress_thread();
 
+  // Batch sessions (ucx_batch.cpp). The try_ forms hold the operation in the peer's message and
+  // return true, or return false when the channel is not batching or the operation is too large.
+  bool try_batch_put(UcxChannel& ch, int pe, std::size_t offset, const void* src,
+                     std::size_t bytes);
+  bool try_batch_atomic(UcxChannel& ch, int pe, std::size_t offset, const AmoRequest& request);
+  bool try_batch_put_signal(UcxChannel& ch, int pe, std::size_t offset, const void* src,
+                            std::size_t bytes, const SignalUpdate& signal);
+  // Sends the message held for `pe`, if any, so that an operation that is not batched goes after
+  // it; the _locked form with batch_mutex held.
+  void send_batch(UcxChannel& ch, int pe);
+  Endpoint& hold_room(UcxChannel& ch, int pe, std::size_t record_bytes);
+  void send_batch_locked(UcxChannel& ch, int pe);
+  // Sends the channel's messages to `pes` (nullptr: every PE) and waits until each peer has
+  // applied every message this channel sent it.
+  void complete_channel_batches(UcxChannel& ch, const int* pes = nullptr, std::size_t n = 0);
+  // Sends every channel's held messages that no other thread is filling (every wait does this).
+  void send_held_batches();
+  // Counts the acknowledgements on_batch_applied queued (see acks_).
+  void drain_acks();
+  void register_batch_handlers();
+  static ucs_status_t on_batch(void* self, const void* header, std::size_t header_length,
+                               void* data, std::size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_batch_applied(void* self, const void* header, std::size_t header_length,
+                                       void* data, std::size_t length,
+                                       const ucp_am_recv_param_t* param);
+
   int rank_;
   int size_;
+  std::byte* segment_;
+  std::size_t segment_size_;
+  std::size_t batch_put_max_;  // SHMOE_BATCH_PUT_MAX
+  // Every open channel by id, for acknowledgements and for the waits that send held messages.
+  std::mutex channels_mutex_;
+  std::unordered_map<std::uint64_t, UcxChannel*> channels_;
+  std::uint64_t next_channel_id_ = 0;  // under channels_mutex_
+  std::atomic<int> held_batches_{0};   // endpoints whose batch holds records
+  // Acknowledgements as they arrive: (channel id, PE that applied the message). The handler only
+  // queues them, under a lock never held across a UCX call, because it runs inside UCX's worker
+  // lock while the threads that send hold channels_mutex_ or a batch_mutex and then take it.
+  std::mutex acks_mutex_;
+  std::vector<std::pair<std::uint64_t, int>> acks_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_mem_h memh_ = nullptr;

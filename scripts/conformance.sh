@@ -248,7 +248,7 @@ Open MPI does; OpenSHMEM leaves that undefined and shmoe ends the job naming the
 )
 
 run_mellanox() {
-  local src=$1 copy="$work/tests-mellanox" log="$work/tests-mellanox.log"
+  local src=$1 copy="$work/mellanox" log="$work/mellanox.log"
   rm -rf "$copy"
   cp -r "$src/verifier" "$copy"
   # The nbi cases include mpi.h and use nothing from it.

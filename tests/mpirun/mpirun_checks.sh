@@ -4,7 +4,8 @@
 #   mpirun_checks.sh BUILD_DIR ring N        ring_put at N PEs: every PE got its neighbour's data
 #   mpirun_checks.sh BUILD_DIR rendezvous N  what each PE learned: rank, size, store, job key
 #   mpirun_checks.sh BUILD_DIR store_given   an explicit SHMOE_STORE is still honoured
-#   mpirun_checks.sh BUILD_DIR suite PROGRAM N   a GoogleTest PE program (tests/pe) at N PEs
+#   mpirun_checks.sh BUILD_DIR suite PROGRAM N [LINE]   a PE program (tests/pe) at N PEs, which
+#                                                   must print LINE (default: PASSED)
 #   mpirun_checks.sh BUILD_DIR killed        a killed PE is named, the job ends, nothing leaks
 #   mpirun_checks.sh BUILD_DIR global_exit   shmem_global_exit's status is the job's
 #   mpirun_checks.sh BUILD_DIR fallback      without a usable PMIx server (no mpirun involved)
@@ -109,10 +110,10 @@ check_store_given() {
 }
 
 check_suite() {
-  local program=$1 n=$2
+  local program=$1 n=$2 passed=${3:-PASSED}
   job 240 -np "$n" "$build/tests/pe/$program"
   ((status == 0)) || fail "exit code $status"
-  expect_line "PASSED"
+  expect_line "$passed"
 }
 
 # killed: PE 1 dies at once (kill9) or while the others wait for it in a barrier (kill9_last,
@@ -187,7 +188,7 @@ case $check in
   ring) check_ring "$1" ;;
   rendezvous) check_rendezvous "$1" ;;
   store_given) check_store_given ;;
-  suite) check_suite "$1" "$2" ;;
+  suite) check_suite "$@" ;;
   killed) check_killed ;;
   global_exit) check_global_exit ;;
   fallback) check_fallback ;;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The slow-PE report finds a PE made slow on purpose: PE SLOW sleeps DELAY_US before each timed
 # dispatch + combine, and the report names it, prints the wait matrix and writes it as a CSV.
-# The delay stands well above what time-sharing costs here (8 PEs on 2 cores, other tests running:
-# a PE the scheduler leaves out can cost the others 5 ms a call); bench/slow_pe_bench.sh measures
-# how often a delay of a few hundred microseconds is found.
+# The delay stands well above what time-sharing costs in CI (8 PEs on 2 cores beside other tests,
+# under a sanitizer: a PE the scheduler leaves out costs the others 5 ms a call here, and a time
+# slice is tens of ms); bench/slow_pe_bench.sh measures how often a delay of a few hundred
+# microseconds is found.
 #   slow_pe.sh SHMOE_MOE PES SLOW DELAY_US
 set -euo pipefail
 moe=$1 pes=$2 slow=$3 delay=$4

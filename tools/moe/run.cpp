@@ -105,16 +105,28 @@ struct PerfSample {
   std::vector<double> source_wait_us;  // per source PE, per call (dispatch and combine summed)
 };
 
+// Where a CSV named `name` of case c goes in --output-dir.
+std::string csv_path(const MoeRunOptions& o, const MoeCase& c, const std::string& name) {
+  return fmt::format("{}/{}_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, shmem_n_pes(),
+                     c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
+}
+
+// --output-dir was checked before the PEs started (and may have gone since: opening the file
+// says so); what can still fail, such as a full disk, must not pass unsaid.
+[[noreturn]] void cannot_write(const MoeRunOptions& o, const std::string& path) {
+  throw std::runtime_error(fmt::format("cannot write {} (--output-dir={}): {}", path, o.output_dir,
+                                       std::strerror(errno)));
+}
+
 // The wait matrix and its verdict, printed and written next to the perf CSV (PE 0).
 void report_waits(const MoeRunOptions& o, const MoeCase& c, const std::string& name,
                   const std::vector<double>& wait_us) {
   const int P = shmem_n_pes();
   const SlowPeVerdict verdict = judge_slow_pe(wait_us, P);
   fmt::print("{}", wait_matrix_text(wait_us, P, verdict));
-  const std::string path =
-      fmt::format("{}/{}_waits_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, P, c.bs,
-                  c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
+  const std::string path = csv_path(o, c, name + "_waits");
   std::ofstream f(path);
+  if (!f) cannot_write(o, path);
   f << "waiting_pe,source_pe,wait_us_per_call,slow_pe\n";
   for (int r = 0; r < P; ++r) {
     for (int s = 0; s < P; ++s)
@@ -122,29 +134,18 @@ void report_waits(const MoeRunOptions& o, const MoeCase& c, const std::string& n
                        verdict.pe);
   }
   f.close();
-  if (!f) {
-    throw std::runtime_error(fmt::format("cannot write {} (--output-dir={}): {}", path,
-                                         o.output_dir, std::strerror(errno)));
-  }
+  if (!f) cannot_write(o, path);
 }
 
 void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name, int workers,
                const std::vector<double>& all_worker_us, const std::vector<double>& all_comm_us,
                double global_bytes) {
   const int P = shmem_n_pes();
-  const std::string path =
-      fmt::format("{}/{}_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, P, c.bs, c.hidden,
-                  c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
-  // --output-dir was checked before the PEs started (and may have gone since: opening the file
-  // says so); what can still fail, such as a full disk, must not pass unsaid.
-  auto fail = [&] {
-    throw std::runtime_error(fmt::format("cannot write {} (--output-dir={}): {}", path,
-                                         o.output_dir, std::strerror(errno)));
-  };
+  const std::string path = csv_path(o, c, name);
   std::error_code ignored;
   std::filesystem::create_directories(o.output_dir, ignored);
   std::ofstream f(path);
-  if (!f) fail();
+  if (!f) cannot_write(o, path);
   f << "DataSize/B,PEs,Workers,Bandwidth/GB/s,CoreMaxTime/us,Metric,GlobalDataSize/B,"
        "PerPeBandwidth/GB/s,BS,H,TopK,ExpertPerPe,Dtype,Warmup,Loops";
   for (int p = 0; p < P; ++p)
@@ -173,7 +174,7 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
         gbps, gbps / P, path);
   }
   f.close();
-  if (!f) fail();
+  if (!f) cannot_write(o, path);
 }
 
 // Gathers each PE's averages to PE 0 (symmetric scratch) and writes the CSV there.

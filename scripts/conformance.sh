@@ -66,6 +66,15 @@ done
 for suite in "${!suite_dir[@]}"; do
   [[ -d ${suite_dir[$suite]} ]] || die "--$suite ${suite_dir[$suite]} is not a directory"
 done
+# tests-sos (also run for --sos) and tests-mellanox are autotools projects built from git:
+# their autogen.sh needs autoconf, automake and libtool (Debian: apt-get install autoconf
+# automake libtool), which shmoe's own build does not.
+if [[ -n ${suite_dir[tests-sos]:-}${suite_dir[sos]:-}${suite_dir[mellanox]:-} ]]; then
+  for tool in autoreconf automake libtoolize; do
+    command -v "$tool" >/dev/null ||
+      die "$tool is missing: tests-sos and tests-mellanox need autoconf, automake and libtool"
+  done
+fi
 if [[ -z $work ]]; then
   work=$(mktemp -d /tmp/shmoe-conformance.XXXXXX)
   trap 'rm -rf "$work"' EXIT

@@ -154,7 +154,7 @@ LaunchInfo detect_launch() {
   std::string pmix_failure;
   if (PmixClient::started_by_server()) {
     try {
-      return from_pmix(std::make_shared<PmixClient>(), store);
+      return from_pmix(PmixClient::for_this_process(), store);
     } catch (const Error& e) {
       pmix_failure = e.what();
     }

@@ -79,6 +79,23 @@ bool PmixClient::started_by_server() {
   return env::get("PMIX_NAMESPACE") && env::get("PMIX_RANK") && names_a_server_uri();
 }
 
+namespace {
+std::shared_ptr<PmixClient>& process_client() {
+  static std::shared_ptr<PmixClient> client;
+  return client;
+}
+}  // namespace
+
+std::shared_ptr<PmixClient> PmixClient::for_this_process() {
+  auto& client = process_client();
+  if (!client) client = std::make_shared<PmixClient>();
+  return client;
+}
+
+void PmixClient::release_for_this_process() {
+  process_client().reset();
+}
+
 PmixClient::PmixClient() : impl_(std::make_unique<Impl>()) {
   pmix_status_t status = PMIx_Init(&impl_->self, nullptr, 0);
   if (status != PMIX_SUCCESS) throw pmix_failure("PMIx_Init", "", status);

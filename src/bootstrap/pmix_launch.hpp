@@ -18,6 +18,15 @@ class PmixClient {
   // look for a system server, which is slow and not what a shmoerun or singleton start wants.
   static bool started_by_server();
 
+  // The process's one client, made on first use and finalized at exit. A job that calls
+  // shmem_init again after shmem_finalize keeps its connection: a client that finalizes and
+  // connects again can find its next fence failed with PARTIAL_SUCCESS, the server still
+  // counting the old connection among the participants. A failed start is not kept.
+  static std::shared_ptr<PmixClient> for_this_process();
+  // Drops the process's hold on that client, for a process about to _exit: the client finalizes
+  // once its last holder lets go.
+  static void release_for_this_process();
+
   // PMIx_Init. Throws shmoe::Error with PMIx's reason.
   PmixClient();
   ~PmixClient();  // PMIx_Finalize: the launcher counts a process that exits without it as failed

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 
+#include "bootstrap/pmix_launch.hpp"
 #include "common/backoff.hpp"
 #include "common/error.hpp"
 #include "common/settings.hpp"
@@ -302,6 +303,7 @@ void Runtime::global_exit(int status) {
   linger_if_hosting_store();
   // mpirun counts a process that leaves PMIx without PMIx_Finalize as failed, whatever its status.
   launch_.pmix.reset();
+  bootstrap::PmixClient::release_for_this_process();
   ::_exit(status);
 }
 

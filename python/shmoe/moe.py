@@ -20,7 +20,8 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _shmoe
-from ._arrays import as_numpy, from_numpy, is_tensor, loaded_torch, numpy_dtype, torch_dtype_name
+from ._arrays import (as_numpy, describe, from_numpy, is_tensor, loaded_torch, numpy_dtype,
+                      torch_dtype_name)
 from ._runtime import Error, add_resource, agreed, remove_resource, require_init, state
 
 __all__ = ["Buffer", "DispatchHandle", "MegaMoE", "quantize_mx", "dequantize_mx", "FP8_FORMATS"]
@@ -125,6 +126,25 @@ def _payload(call, obj, param, dtype, shape):
     return np.ascontiguousarray(a), tensor
 
 
+def _pe_mask(call, obj, shrink):
+    """Shrink mode's pe_mask (int32 [n_pes], written by the call) as the numpy view the
+    operator takes (a tensor's own memory, so the caller sees the PEs the call masked); None
+    without shrink mode."""
+    if not shrink:
+        if obj is not None:
+            raise ValueError(f"{call}: pe_mask is given, but the buffer is not in shrink mode "
+                             "(shrink_timeout_ms=0)")
+        return None
+    if obj is None:
+        raise ValueError(f"{call}: the buffer is in shrink mode: pass pe_mask, an int32 array of "
+                         f"the {state.n_pes} PEs (nonzero: masked)")
+    a = describe(obj, call, "pe_mask", writable=True)
+    if a.dtype != "int32" or a.shape != (state.n_pes,):
+        raise ValueError(f"{call}: pe_mask is {a.dtype}{list(a.shape)}; it must be "
+                         f"int32[{state.n_pes}] (one entry per PE)")
+    return a.buffer
+
+
 def _indices(call, obj, param, shape, num_experts, *, check_range):
     """Expert indices as int32; `check_range` for a local call (a collective's operator checks
     the range itself, on every PE)."""
@@ -189,11 +209,18 @@ class Buffer:
     token_side_bytes and header_ints (for a layer that calls .operator itself, as deep_ep does:
     bytes of its own data that travel with each token's rows, and int32 values each PE adds to
     the call's header, which every PE receives).
-    Collective; close() (or the with block, or shmoe.finalize) frees it, collectively."""
+    shrink_timeout_ms > 0: shrink mode (elastic expert parallelism): dispatch, combine and
+    sync_live take a pe_mask (int32 [n_pes], nonzero for a masked PE) and wait at most this long
+    for a live PE; one that has not arrived by then is masked in pe_mask and its rows are left
+    out. The calls then agree on nothing beforehand (that would wait for every PE): a PE whose
+    arguments are wrong raises alone, and the others mask it. Not with fp8; the receive window
+    holds a slot per (local expert, source PE, token).
+    Collective; close() (or the with block, or shmoe.finalize) frees it, collectively, or
+    abandon() gives it up on this PE alone."""
 
     def __init__(self, max_tokens_per_pe, hidden, num_experts, num_topk, dtype="bfloat16", *,
                  double_plane=False, doubleplane_threshold=None, fp8=None, max_recv_rows=0,
-                 workers=None, token_side_bytes=0, header_ints=0):
+                 workers=None, token_side_bytes=0, header_ints=0, shrink_timeout_ms=0):
         call = "shmoe.moe.Buffer"
         require_init(call)
 
@@ -213,8 +240,15 @@ class Buffer:
             self._workers = _worker_counts(call, workers)
             self._side = (_positive_int(call, "token_side_bytes", token_side_bytes, 0),
                           _positive_int(call, "header_ints", header_ints, 0))
+            # The upper bound (below SHMOE_HANG_TIMEOUT) is the operator's to check.
+            self._shrink_ms = _positive_int(call, "shrink_timeout_ms", shrink_timeout_ms, 0)
+            if self._shrink_ms and self.fp8:
+                raise ValueError(f"{call}: fp8={fp8!r} with shrink_timeout_ms="
+                                 f"{shrink_timeout_ms}: shrink mode's combine must follow a "
+                                 "dispatch on its own operator, and FP8 rows go through another")
 
         agreed(call, check)
+        self.shrink = self._shrink_ms > 0
         self.num_local_experts = self.num_experts // state.n_pes
         self._closed = False
         self._contexts = []
@@ -243,7 +277,7 @@ class Buffer:
         ctx = _shmoe.MoeBuffer(self.num_local_experts, self.max_tokens_per_pe, hidden,
                                 self.num_topk, dtype, self._max_recv_rows, self._workers[0],
                                 self._workers[1], self._threshold, token_side_bytes,
-                                header_ints)
+                                header_ints, self._shrink_ms)
         self._contexts.append(ctx)
         return ctx
 
@@ -255,6 +289,17 @@ class Buffer:
         remove_resource(self)
         for ctx in reversed(self._contexts):
             ctx.close()
+
+    def abandon(self):
+        """Gives the buffer up on this PE alone, without the collective close (shrink mode, where
+        some PE may never close): its symmetric memory stays allocated until the process ends,
+        and shmoe.finalize no longer closes it."""
+        if self._closed:
+            return
+        self._closed = True
+        remove_resource(self)
+        for ctx in reversed(self._contexts):
+            ctx.abandon()
 
     def __enter__(self):
         return self
@@ -289,7 +334,7 @@ class Buffer:
         return (from_numpy(per_pe, tensor), from_numpy(in_pe, tensor),
                 from_numpy(per_expert, tensor))
 
-    def dispatch(self, x, topk_idx, topk_weights=None, *, zero_copy=False):
+    def dispatch(self, x, topk_idx, topk_weights=None, *, zero_copy=False, pe_mask=None):
         """Sends each token to the PEs of its top-k experts (collective).
 
         x: [tokens, hidden] of the buffer's dtype, tokens <= max_tokens_per_pe; topk_idx:
@@ -301,11 +346,17 @@ class Buffer:
         zero_copy: recv_x is a view of the buffer's receive window, where the rows landed, rather
         than a copy (as DeepEP's low-latency mode): valid until the next dispatch or close on this
         buffer. The experts may write their outputs into it in place and pass it to combine as y;
-        when every PE does so, each PE's reduction reads its tokens' rows where they lie."""
+        when every PE does so, each PE's reduction reads its tokens' rows where they lie.
+        pe_mask: shrink mode's (required there): the rows of masked PEs are left out, and PEs
+        that miss the bound are masked in it. Not with zero_copy."""
         call = "Buffer.dispatch"
         self._require_open(call)
 
         def check():
+            mask = _pe_mask(call, pe_mask, self.shrink)
+            if self.shrink and zero_copy:
+                raise ValueError(f"{call}: zero_copy=True in shrink mode: the receive window "
+                                 "holds fixed slots, and rows are copied out of it")
             xs, tensor = _payload(call, x, "x", self.dtype,
                                   (("max_tokens_per_pe", self.max_tokens_per_pe), self.hidden))
             tokens = xs.shape[0]
@@ -313,9 +364,10 @@ class Buffer:
                            check_range=False)
             w = None if topk_weights is None else _weights(
                 call, topk_weights, "topk_weights", (tokens, self.num_topk))
-            return xs, tensor, idx, w
+            return xs, tensor, idx, w, mask
 
-        xs, tensor, idx, w = agreed(call, check)
+        # Shrink mode agrees on nothing beforehand: a failed PE would hold every other up.
+        xs, tensor, idx, w, mask = check() if self.shrink else agreed(call, check)
         tokens = xs.shape[0]
         L, P, cap = self.num_local_experts, state.n_pes, self.recv_capacity
         # The side-band outputs in one allocation: assist_info [cap, 3], ep_recv_count [L * P],
@@ -332,7 +384,7 @@ class Buffer:
             ctx, source = self.operator, xs
         recv = self._window if zero_copy else np.frombuffer(ctx.take_rows(), np.uint8)
         rows = ctx.dispatch(self.double_plane, source, idx, w, tokens, recv, assist_info,
-                            ep_recv_count, counts, scales)
+                            ep_recv_count, counts, scales, pe_mask=mask)
         if self.fp8:
             received = recv[: rows * self._fp8_row].reshape(rows, self._fp8_row)
             blocks = -(-self.hidden // MX_BLOCK)
@@ -346,17 +398,23 @@ class Buffer:
         handle = DispatchHandle(self, rows, assist_info, ep_recv_count, idx, w)
         return recv_x, from_numpy(recv_idx, tensor), recv_w, counts.tolist(), handle
 
-    def combine(self, y, handle, topk_weights=None):
+    def combine(self, y, handle, topk_weights=None, *, pe_mask=None):
         """Brings the experts' outputs back to the tokens' PEs and sums them (collective):
         combined_x[t] = sum over k of topk_weights[t, k] * y[row of (t, k)], in fp32 in
         increasing k, rounded once to the dtype. y: [rows, hidden] of the buffer's dtype, in
         recv_x's order; topk_weights: [tokens, num_topk], default the dispatch's. handle may come
         from another open buffer with the same experts, top-k and capacity (rows dispatched in
-        FP8, say, and combined in BF16)."""
+        FP8, say, and combined in BF16). pe_mask: shrink mode's (required there): the terms of
+        experts on masked PEs are left out of the sums; handle must then be the last dispatch's
+        of this buffer."""
         call = "Buffer.combine"
         self._require_open(call)
 
         def check():
+            mask = _pe_mask(call, pe_mask, self.shrink)
+            if self.shrink and isinstance(handle, DispatchHandle) and handle.buffer is not self:
+                raise ValueError(f"{call}: in shrink mode handle must come from this buffer's "
+                                 "last dispatch")
             if not isinstance(handle, DispatchHandle) or not self._routes_like(handle.buffer):
                 raise ValueError(f"{call}: handle must be what a dispatch of this buffer (or of "
                                  "an open one with the same experts, top-k and capacity) "
@@ -368,13 +426,22 @@ class Buffer:
                 w = handle.topk_weights
             else:
                 w = _weights(call, topk_weights, "topk_weights", (handle.num_tokens, self.num_topk))
-            return ys, tensor, w
+            return ys, tensor, w, mask
 
-        ys, tensor, w = agreed(call, check)
+        ys, tensor, w, mask = check() if self.shrink else agreed(call, check)
         out = np.empty((handle.num_tokens, self.hidden), numpy_dtype(self.dtype))
         self.operator.combine(self.double_plane, ys, handle.assist_info_all, handle.ep_recv_count,
-                          handle.topk_idx, w, handle.num_tokens, out)
+                              handle.topk_idx, w, handle.num_tokens, out, pe_mask=mask)
         return from_numpy(out, tensor, self.dtype)
+
+    def sync_live(self, pe_mask):
+        """Shrink mode: a barrier of the PEs pe_mask has live; those that do not arrive within
+        shrink_timeout_ms are masked in it (collective over the live PEs)."""
+        call = "Buffer.sync_live"
+        self._require_open(call)
+        if not self.shrink:
+            raise ValueError(f"{call}: the buffer is not in shrink mode (shrink_timeout_ms=0)")
+        self.operator.sync_live(_pe_mask(call, pe_mask, True))
 
     @property
     def receive_window(self) -> np.ndarray:

@@ -85,6 +85,13 @@ class Collective {
   void close() {
     released([&] { object_.reset(); });
   }
+  // Gives this PE's handle up without the collective close (as the destructor does), for a PE
+  // that cannot count on every other PE closing too (shrink mode, where some may have failed):
+  // the symmetric memory stays allocated until the process ends.
+  void abandon() {
+    if (object_) (void)object_->release();
+    object_.reset();
+  }
 
  private:
   std::unique_ptr<T> object_;

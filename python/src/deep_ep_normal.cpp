@@ -158,7 +158,8 @@ py::object normal_dispatch(Buffer& b, const std::string& call, int me, const py:
   std::int32_t nums = 0;
   const int rows = released([&] {
     return op.dispatch(
-        {xs.data, route, nullptr, static_cast<int>(tokens), side, ints, SHMOE_CALL_PROCEED},
+        {xs.data, route, nullptr, static_cast<int>(tokens), side, ints, SHMOE_CALL_PROCEED,
+         nullptr},  // no pe_mask: normal mode is never in shrink mode
         {received, assist, out.ptr<std::int32_t>(ep_recv_at), &nums, nullptr, side_out,
          all_ints.data(), counts.data()});
   });

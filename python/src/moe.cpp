@@ -40,6 +40,13 @@ shmoe_plane_t plane_of(bool double_plane) {
   return double_plane ? SHMOE_PLANE_DOUBLE : SHMOE_PLANE_CLASSIC;
 }
 
+// Shrink mode's pe_mask (int32 [n_pes], written by the call), or null for None.
+std::int32_t* pe_mask_of(const py::object& pe_mask) {
+  const Bytes m = bytes_or_null(pe_mask, "pe_mask", true);
+  require_bytes(m, static_cast<std::size_t>(shmem_n_pes()) * 4, "pe_mask");
+  return m.as<std::int32_t>();
+}
+
 }  // namespace
 
 void bind_moe(py::module_& m) {
@@ -48,7 +55,7 @@ void bind_moe(py::module_& m) {
       .def(py::init([](int experts_per_pe, int max_bs, int hidden, int topk,
                        const std::string& dtype, std::size_t max_recv_rows, int matrix_workers,
                        int vector_workers, std::size_t doubleplane_threshold, int token_side_bytes,
-                       int header_ints) {
+                       int header_ints, int shrink_timeout_ms) {
              const DTypeInfo t = dtype_named(dtype);
              const shmoe_moe_config_t c{experts_per_pe,
                                         max_bs,
@@ -60,13 +67,15 @@ void bind_moe(py::module_& m) {
                                         vector_workers,
                                         doubleplane_threshold,
                                         token_side_bytes,
-                                        header_ints};
+                                        header_ints,
+                                        shrink_timeout_ms};
              return std::make_unique<Buffer>(c, t.bytes);
            }),
            py::arg("experts_per_pe"), py::arg("max_bs"), py::arg("hidden"), py::arg("topk"),
            py::arg("dtype"), py::arg("max_recv_rows"), py::arg("matrix_workers"),
            py::arg("vector_workers"), py::arg("doubleplane_threshold"),
-           py::arg("token_side_bytes") = 0, py::arg("header_ints") = 0)
+           py::arg("token_side_bytes") = 0, py::arg("header_ints") = 0,
+           py::arg("shrink_timeout_ms") = 0)
       .def("recv_capacity", &Buffer::capacity)
       // recv_capacity rows of host memory for a dispatch's output, from the buffer's pool.
       .def("take_rows", &Buffer::take_rows)
@@ -87,8 +96,9 @@ void bind_moe(py::module_& m) {
              const py::buffer& expert_token_nums, const py::object& expand_scales,
              const py::object& token_side, const py::object& header_ints, int verdict,
              const py::object& expand_side, const py::object& all_header_ints,
-             const py::object& all_counts) {
+             const py::object& all_counts, const py::object& pe_mask) {
             MoeBuffer& op = b.get();
+            std::int32_t* const mask = pe_mask_of(pe_mask);
             if (verdict < SHMOE_CALL_PROCEED || verdict > SHMOE_CALL_RETRY) {
               throw Refused("MoeBuffer.dispatch: verdict=" + std::to_string(verdict) +
                             " is out of range (0 proceed, 1 refuse, 2 retry)");
@@ -96,7 +106,7 @@ void bind_moe(py::module_& m) {
             if (verdict != SHMOE_CALL_PROCEED) {  // the operator reads no other argument
               return released([&] {
                 return op.dispatch({nullptr, nullptr, nullptr, 0, nullptr, nullptr,
-                                    static_cast<shmoe_call_verdict_t>(verdict)},
+                                    static_cast<shmoe_call_verdict_t>(verdict), mask},
                                    {}, plane_of(double_plane));
               });
             }
@@ -134,7 +144,7 @@ void bind_moe(py::module_& m) {
             return released([&] {
               return op.dispatch(
                   {in.data, ids.as<std::int32_t>(), w.as<float>(), bs, side_in.data,
-                   ints_in.as<std::int32_t>(), static_cast<shmoe_call_verdict_t>(verdict)},
+                   ints_in.as<std::int32_t>(), static_cast<shmoe_call_verdict_t>(verdict), mask},
                   {out.data, meta.as<std::int32_t>(), prefix.as<std::int32_t>(),
                    nums.as<std::int32_t>(), out_w.as<float>(), side_out.data,
                    ints_out.as<std::int32_t>(), counts_out.as<std::int32_t>()},
@@ -147,18 +157,22 @@ void bind_moe(py::module_& m) {
           py::arg("expert_token_nums"), py::arg("expand_scales"),
           py::arg("token_side") = py::none(), py::arg("header_ints") = py::none(),
           py::arg("verdict") = 0, py::arg("expand_side") = py::none(),
-          py::arg("all_header_ints") = py::none(), py::arg("all_counts") = py::none())
+          py::arg("all_header_ints") = py::none(), py::arg("all_counts") = py::none(),
+          py::arg("pe_mask") = py::none())
 
       .def(
           "combine",
           [](Buffer& b, bool double_plane, const py::buffer& expand_x,
              const py::buffer& assist_info, const py::buffer& ep_recv_count,
              const py::buffer& expert_ids, const py::buffer& scales, int bs,
-             const py::buffer& x_out, bool x_out_float32, int caller_mode, int verdict) {
+             const py::buffer& x_out, bool x_out_float32, int caller_mode, int verdict,
+             const py::object& pe_mask) {
             MoeBuffer& op = b.get();
+            std::int32_t* const mask = pe_mask_of(pe_mask);
             if (verdict != SHMOE_CALL_PROCEED) {  // refused: the operator reads nothing else
               CombineInput refused;
               refused.verdict = static_cast<shmoe_call_verdict_t>(verdict);
+              refused.pe_mask = mask;
               released([&] { op.combine(refused, plane_of(double_plane)); });
               return;
             }
@@ -176,7 +190,7 @@ void bind_moe(py::module_& m) {
             released([&] {
               op.combine({rows.data, meta.as<std::int32_t>(), prefix.as<std::int32_t>(),
                           ids.as<std::int32_t>(), w.as<float>(), bs, out.data, x_out_float32,
-                          caller_mode, static_cast<shmoe_call_verdict_t>(verdict)},
+                          caller_mode, static_cast<shmoe_call_verdict_t>(verdict), mask},
                          plane_of(double_plane));
             });
           },
@@ -185,7 +199,16 @@ void bind_moe(py::module_& m) {
           py::arg("double_plane"), py::arg("expand_x"), py::arg("assist_info"),
           py::arg("ep_recv_count"), py::arg("expert_ids"), py::arg("scales"), py::arg("bs"),
           py::arg("x_out"), py::arg("x_out_float32") = false, py::arg("caller_mode") = 0,
-          py::arg("verdict") = 0)
+          py::arg("verdict") = 0, py::arg("pe_mask") = py::none())
+      // Shrink mode: a barrier of the PEs pe_mask has live; masks those that miss the bound.
+      .def(
+          "sync_live",
+          [](Buffer& b, const py::buffer& pe_mask) {
+            MoeBuffer& op = b.get();
+            std::int32_t* const mask = pe_mask_of(pe_mask);
+            released([&] { op.sync_live(mask); });
+          },
+          py::arg("pe_mask"))
       .def("last_timing",
            [](Buffer& b) {
              const shmoe_moe_timing_t t = b.get().last_timing();
@@ -198,7 +221,8 @@ void bind_moe(py::module_& m) {
              d["rows_received"] = t.rows_received;
              return d;
            })
-      .def("close", &Buffer::close);
+      .def("close", &Buffer::close)
+      .def("abandon", &Buffer::abandon);
 
   // An MX FP8 row of n elements: n codes, then ceil(n / 32) E8M0 scales, padded to 16 bytes.
   m.def("mx_row_bytes", [](int n) { return shmoe_mx_row_bytes(n); });

@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 import shmoe
 
-from . import _job, low_latency, normal
+from . import _job, low_latency, normal, shrink
 from .checks import integer
 from .config import Config
 from .utils import EventHandle, EventOverlap
@@ -24,7 +24,8 @@ class Buffer:
     """DeepEP's Buffer over the ranks of `group` (a torch.distributed gloo group). The
     byte counts size shmoe's symmetric heap (SHMEM_SYMMETRIC_SIZE, when the environment does
     not set it: their sum, within 512 MiB..2 GiB); the NVLink/RDMA/QP options are accepted and
-    have no effect on the CPU."""
+    have no effect on the CPU. enable_shrink: DeepEP's shrink mode for the low-latency calls,
+    with the timeout SHMOE_SHRINK_TIMEOUT_MS (deep_ep/shrink.py says what it changes)."""
 
     num_sms: int = 20
 
@@ -49,23 +50,28 @@ class Buffer:
         self.low_latency_mode = bool(low_latency_mode)
         self.explicitly_destroy = bool(explicitly_destroy)
         self.enable_shrink = bool(enable_shrink)
+        ms = shrink.timeout_ms(call) if self.enable_shrink else 0  # before anything collective
         heap = min(max(self.num_nvl_bytes + self.num_rdma_bytes, _MIN_HEAP), _MAX_HEAP)
         _job.join(self.group, heap)
         self._normal = normal.Normal(self.group_size, self.rank)
-        self._low_latency = low_latency.LowLatency(self.group_size)
+        self._shrink = shrink.Shrink(call, self.group_size, self.rank, ms) if ms else None
+        self._low_latency = low_latency.LowLatency(self.group_size, self._shrink)
         self._destroyed = False
 
     # ---- Lifetime ---------------------------------------------------------------------------
 
     def destroy(self) -> None:
         """Frees the buffer's shmoe resources (collective) and ends shmoe on this process: a
-        process runs one shmoe job, so no Buffer can be made after destroy()."""
+        process runs one shmoe job, so no Buffer can be made after destroy(). In shrink mode
+        nothing collective: this rank gives its operators up (their memory stays until the
+        process ends) and shmoe ends at the process's exit (deep_ep/shrink.py)."""
         if self._destroyed:
             return
         self._destroyed = True
         self._low_latency.close()
-        self._normal.close()
-        shmoe.finalize()
+        self._normal.close(abandon=self._shrink is not None)
+        if self._shrink is None:
+            shmoe.finalize()
 
     def _require_live(self, call: str) -> None:
         if self._destroyed:
@@ -93,7 +99,9 @@ class Buffer:
     @staticmethod
     def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank: int, hidden: int,
                                        num_ranks: int, num_experts: int) -> int:
-        """Symmetric bytes the low-latency areas of this shape take on each rank."""
+        """Symmetric bytes the low-latency areas of this shape take on each rank. A shrink-mode
+        Buffer made after this call makes the shape's areas up front (deep_ep/shrink.py)."""
+        shrink.remember((num_max_dispatch_tokens_per_rank, hidden, num_ranks, num_experts))
         return low_latency.size_hint(num_max_dispatch_tokens_per_rank, hidden, num_ranks,
                                      num_experts)
 
@@ -191,3 +199,26 @@ class Buffer:
         tensor that a low_latency_combine with zero_copy=True takes its rows from."""
         self._require_live("deep_ep.Buffer.get_next_low_latency_combine_buffer")
         return self._low_latency.next_combine_buffer(handle)
+
+    # ---- Shrink mode (deep_ep/shrink.py) ----------------------------------------------------
+
+    def _shrink_mode(self, call: str) -> shrink.Shrink:
+        self._require_live(call)
+        if self._shrink is None:
+            raise RuntimeError(f"{call}: the buffer was made without enable_shrink=True")
+        return self._shrink
+
+    def low_latency_update_mask_buffer(self, rank_to_mask: int, mask: bool = False) -> None:
+        """Masks (mask=True) or unmasks a rank for the following low-latency calls: they neither
+        send to it nor wait for it. A rank cannot mask itself."""
+        call = "deep_ep.Buffer.low_latency_update_mask_buffer"
+        self._shrink_mode(call).update(call, rank_to_mask, bool(mask))
+
+    def low_latency_query_mask_buffer(self, mask_status: torch.Tensor) -> None:
+        """Writes each rank's mask (1 masked, 0 live) into mask_status, int32 [num_ranks]."""
+        call = "deep_ep.Buffer.low_latency_query_mask_buffer"
+        self._shrink_mode(call).query(call, mask_status)
+
+    def low_latency_clean_mask_buffer(self) -> None:
+        """Unmasks every rank (a rank still absent is masked again at its next call's bound)."""
+        self._shrink_mode("deep_ep.Buffer.low_latency_clean_mask_buffer").clean()

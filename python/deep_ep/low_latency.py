@@ -11,7 +11,9 @@ tensor holding exactly the E4M3 values (every E4M3 value is a bfloat16 value), s
 `.to(torch.float32)` gives the values and DeepEP's per_token_cast_back recovers x; where torch
 has float8_e4m3fn the result is that dtype. The combine always carries BF16 rows (use_logfmt is
 accepted: its 10-bit format saves RDMA bandwidth, which shared memory does not need, and BF16 is
-at least as accurate), summed with the weights in float32 and rounded once to bfloat16."""
+at least as accurate), summed with the weights in float32 and rounded once to bfloat16.
+Shrink mode (shrink.py) runs the same steps through shrink-mode operators, with the changes
+marked where they are."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from shmoe import _shmoe
 from shmoe._runtime import agreed
 
 from .checks import bad, check_range, positive_int, tensor
+from .shrink import Shrink, agreed_hints, area_topk
 from .utils import EventHandle, EventOverlap
 
 _BLOCK = 128  # channels per FP8 scale
@@ -63,6 +66,7 @@ class LowLatencyHandle(tuple):
     areas: "_Areas"
     dispatch_handle: shmoe.moe.DispatchHandle
     num_tokens: int
+    num_topk: int  # the call's (shrink mode's areas may hold more, padded with -1)
     counts: List[int]  # rows each local expert received
 
 
@@ -71,33 +75,70 @@ class _Areas:
     the first FP8 dispatch) and the results, two of each kind taken in turn as DeepEP's double
     buffer is (a result is valid until the second dispatch after it)."""
 
-    def __init__(self, shape: Shape, num_ranks: int) -> None:
+    def __init__(self, shape: Shape, num_ranks: int, shrink_ms: int = 0) -> None:
         self.shape = shape
         self.num_ranks = num_ranks
+        self.shrink_ms = shrink_ms
         self.local_experts = shape.num_experts // num_ranks
         self.slots = shape.max_tokens * num_ranks
         # A local expert gets at most one row per token of each rank.
         self.max_rows = min(self.local_experts, shape.num_topk) * self.slots
         self.bf16 = self._buffer(shape.hidden, "bfloat16")
         self.fp8: Optional[shmoe.moe.Buffer] = None
+        self.fp8_rows: Optional[np.ndarray] = None
         self._results: Dict[Any, List[torch.Tensor]] = {}
         self._turn = 0
         self.combine_input: Optional[torch.Tensor] = None
         rows = self.bf16.recv_capacity
         window = self.bf16.receive_window.view(np.int16)[: rows * shape.hidden]
         self.bf16_window = torch.from_numpy(window).view(torch.bfloat16).view(rows, shape.hidden)
+        # Shrink mode: FP8 message rows travel inside BF16 rows through the one operator (its
+        # combine must follow its own dispatch), and combine's rows are made compact here, as
+        # dispatch's layout (the window holds fixed slots then); both made at first use.
+        self.wide_rows: Optional[np.ndarray] = None
+        self.compact: Optional[torch.Tensor] = None
 
     def _buffer(self, hidden: int, dtype: str) -> shmoe.moe.Buffer:
         s = self.shape
+        if self.shrink_ms:  # a fixed slot per (local expert, source, token): no row limit
+            return shmoe.moe.Buffer(s.max_tokens, hidden, s.num_experts, s.num_topk, dtype,
+                                    shrink_timeout_ms=self.shrink_ms)
         return shmoe.moe.Buffer(s.max_tokens, hidden, s.num_experts, s.num_topk, dtype,
                                 max_recv_rows=self.max_rows)
 
     def fp8_buffer(self) -> shmoe.moe.Buffer:
         if self.fp8 is None:
             self.fp8 = self._buffer(fp8_row_bytes(self.shape.hidden) // 4, "int32")
+        return self.fp8
+
+    def fp8_message_rows(self) -> np.ndarray:
+        """uint8 [max tokens, FP8 row bytes]: where a dispatch quantizes its tokens."""
+        if self.fp8_rows is None:
             self.fp8_rows = np.empty((self.shape.max_tokens, fp8_row_bytes(self.shape.hidden)),
                                      np.uint8)
-        return self.fp8
+        return self.fp8_rows
+
+    def fp8_in_bf16_rows(self, tokens: int) -> np.ndarray:
+        """Shrink mode: this call's FP8 message rows (fp8_rows) as the first bytes of BF16 rows
+        (bit patterns, uint16 [tokens, hidden]; an FP8 row is never longer)."""
+        s = self.shape
+        if self.wide_rows is None:
+            self.wide_rows = np.zeros((s.max_tokens, s.hidden), np.uint16)
+        row = fp8_row_bytes(s.hidden)
+        self.wide_rows.view(np.uint8)[:tokens, :row] = self.fp8_message_rows()[:tokens]
+        return self.wide_rows[:tokens]
+
+    def compact_rows(self, ys: torch.Tensor, counts: List[int]) -> torch.Tensor:
+        """Shrink mode: each local expert's rows of ys, one run after another (dispatch's
+        layout), in a tensor of this area's (not the receive window)."""
+        if self.compact is None:
+            self.compact = torch.empty((self.bf16.recv_capacity, self.shape.hidden),
+                                       dtype=torch.bfloat16)
+        start = 0
+        for e, count in enumerate(counts):
+            self.compact[start:start + count].copy_(ys[e, :count])
+            start += count
+        return self.compact[:start]
 
     def result(self, kind: Any, shape: Tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """This turn's result tensor of `kind` (made once, then reused every second turn)."""
@@ -109,23 +150,31 @@ class _Areas:
     def next_turn(self) -> None:
         self._turn ^= 1
 
-    def close(self) -> None:
+    def close(self, abandon: bool = False) -> None:
         for buf in (self.fp8, self.bf16):
             if buf is not None:
-                buf.close()
+                buf.abandon() if abandon else buf.close()
 
 
 class LowLatency:
-    """The low-latency half of a deep_ep.Buffer over `num_ranks` ranks."""
+    """The low-latency half of a deep_ep.Buffer over `num_ranks` ranks; in shrink mode (with
+    `shrink`) the operators of every shape asked of the size hint are made now."""
 
-    def __init__(self, num_ranks: int) -> None:
+    def __init__(self, num_ranks: int, shrink: Optional[Shrink] = None) -> None:
         self.num_ranks = num_ranks
+        self.shrink = shrink
         self.areas: Dict[Shape, _Areas] = {}
+        if shrink is not None:
+            for m, h, e in agreed_hints("deep_ep.Buffer", num_ranks):
+                self._areas(Shape(m, h, e, area_topk(e, 1)))
 
     def close(self) -> None:
+        """Frees the areas, collectively; in shrink mode gives them up on this rank alone."""
         for a in self.areas.values():
-            a.close()
+            a.close(abandon=self.shrink is not None)
         self.areas.clear()
+        if self.shrink is not None:
+            self.shrink.abandon()
 
     def _areas_of(self, call: str, handle: Any) -> _Areas:
         """The areas of the low_latency_dispatch of this buffer that returned `handle`."""
@@ -134,9 +183,21 @@ class LowLatency:
                       "returned")
         return handle.areas
 
-    def _areas(self, shape: Shape) -> _Areas:
+    def _areas(self, shape: Shape, call: str = "") -> _Areas:
         if shape not in self.areas:
-            self.areas[shape] = _Areas(shape, self.num_ranks)
+            ms = 0
+            if self.shrink is not None:
+                ms = self.shrink.timeout_ms
+                if self.shrink.any_masked():
+                    masked = self.shrink.mask.nonzero().view(-1).tolist()
+                    raise RuntimeError(
+                        f"{call}: shrink mode: the operators of num_max_dispatch_tokens_per_rank="
+                        f"{shape.max_tokens}, hidden={shape.hidden}, num_experts="
+                        f"{shape.num_experts}, num_topk={shape.num_topk} do not exist, and are "
+                        f"made with every rank, but ranks {masked} are masked: ask "
+                        "get_low_latency_rdma_size_hint about the shape before making the "
+                        "Buffer, or use it first while every rank is live")
+            self.areas[shape] = _Areas(shape, self.num_ranks, ms)
         return self.areas[shape]
 
     # ---- Dispatch ---------------------------------------------------------------------------
@@ -180,28 +241,43 @@ class LowLatency:
                        torch.int64, (n,))
             return Shape(max_tokens, hidden, experts, idx.shape[1]), xs, idx, stats
 
-        shape, xs, idx, stats = agreed(call, check, lambda c: [
-            ("num_max_dispatch_tokens_per_rank", c[0].max_tokens), ("hidden", c[0].hidden),
-            ("num_experts", c[0].num_experts), ("num_topk", c[0].num_topk),
-            ("use_fp8", int(bool(use_fp8)))])
-        areas = self._areas(shape)
+        shrink = self.shrink
+        if shrink is None:
+            shape, xs, idx, stats = agreed(call, check, lambda c: [
+                ("num_max_dispatch_tokens_per_rank", c[0].max_tokens), ("hidden", c[0].hidden),
+                ("num_experts", c[0].num_experts), ("num_topk", c[0].num_topk),
+                ("use_fp8", int(bool(use_fp8)))])
+        else:  # shrink mode: each rank checks its own (see shrink.py)
+            shape, xs, idx, stats = check()
+            k = area_topk(shape.num_experts, shape.num_topk)
+            shape = shape._replace(num_topk=k)
+            idx = torch.nn.functional.pad(idx, (0, k - idx.shape[1]), value=-1)
+        num_topk = topk_idx.shape[1]
+        areas = self._areas(shape, call)
+        tokens = xs.shape[0]
         with torch.profiler.record_function(_DISPATCH):
+            buf: shmoe.moe.Buffer = areas.bf16
+            payload: Any = xs
             if use_fp8:
-                buf = areas.fp8_buffer()
-                rows = areas.fp8_rows
-                tokens = xs.shape[0]
+                if shrink is None:
+                    buf = areas.fp8_buffer()
+                rows = areas.fp8_message_rows()
                 _shmoe.quantize_fp8_token_rows(xs.view(torch.int16).numpy(), tokens,
                                                shape.hidden, bool(round_scale), rows)
-                payload: Any = rows[:tokens].view(np.int32)
+                payload = rows[:tokens].view(np.int32) if shrink is None \
+                    else areas.fp8_in_bf16_rows(tokens)
+            if shrink is None:
+                recv, _, _, counts, handle = buf.dispatch(payload, idx, None, zero_copy=True)
             else:
-                buf, payload = areas.bf16, xs
-            recv, _, _, counts, handle = buf.dispatch(payload, idx, None, zero_copy=True)
+                recv, _, _, counts, handle = buf.dispatch(payload, idx, None,
+                                                          pe_mask=shrink.mask_np)
         received = _Received(areas, recv, counts, handle, bool(use_fp8), bool(use_ue8m0), stats)
         areas.next_turn()
         result = received.result
         h = LowLatencyHandle((received.src_info, received.layout_range, shape.max_tokens,
                               shape.hidden, shape.num_experts))
         h.areas, h.dispatch_handle, h.num_tokens, h.counts = areas, handle, xs.shape[0], counts
+        h.num_topk = num_topk
         hook: Optional[Callable[[], None]] = None
         if return_recv_hook:
             hook = received.complete
@@ -228,8 +304,9 @@ class LowLatency:
                                      "get_next_low_latency_combine_buffer was not called")
                 source = a.combine_input
             ys = tensor(call, "x", source, torch.bfloat16, (a.local_experts, a.slots, s.hidden))
-            tensor(call, "topk_idx", topk_idx, torch.int64, (tokens, s.num_topk))
-            w = tensor(call, "topk_weights", topk_weights, torch.float32, (tokens, s.num_topk))
+            tensor(call, "topk_idx", topk_idx, torch.int64, (tokens, handle.num_topk))
+            w = tensor(call, "topk_weights", topk_weights, torch.float32,
+                       (tokens, handle.num_topk))
             if out is not None:
                 tensor(call, "out", out, torch.bfloat16, (tokens, s.hidden))
             if combine_wait_recv_cost_stats is not None:
@@ -237,18 +314,27 @@ class LowLatency:
                        torch.int64, (n,))
             return a, ys, w
 
-        areas, ys, w = agreed(call, check)
+        shrink = self.shrink
+        areas, ys, w = agreed(call, check) if shrink is None else check()
         dh = handle.dispatch_handle
         with torch.profiler.record_function(_COMBINE):
-            # The experts' rows go back into the BF16 receive window in dispatch's order; when
-            # every rank does so, each rank's reduction reads them where they lie.
-            rows = dh.num_recv_rows
-            window = areas.bf16_window
-            start = 0
-            for e, count in enumerate(handle.counts):
-                window[start:start + count].copy_(ys[e, :count])
-                start += count
-            combined = areas.bf16.combine(window[:rows], dh, w)
+            if shrink is not None:
+                # Shrink mode: the rows in dispatch's layout, off the window (which holds fixed
+                # slots); the weights padded as the routing was (zeros where it has -1).
+                k = areas.shape.num_topk
+                padded = torch.nn.functional.pad(w, (0, k - w.shape[1]))
+                combined = areas.bf16.combine(areas.compact_rows(ys, handle.counts), dh, padded,
+                                              pe_mask=shrink.mask_np)
+            else:
+                # The experts' rows go back into the BF16 receive window in dispatch's order;
+                # when every rank does so, each rank's reduction reads them where they lie.
+                rows = dh.num_recv_rows
+                window = areas.bf16_window
+                start = 0
+                for e, count in enumerate(handle.counts):
+                    window[start:start + count].copy_(ys[e, :count])
+                    start += count
+                combined = areas.bf16.combine(window[:rows], dh, w)
         done = _CombineResult(combined, out)
         hook: Optional[Callable[[], None]] = None
         if return_recv_hook:
@@ -266,7 +352,8 @@ class LowLatency:
 
     def clean(self, num_max_dispatch_tokens_per_rank, hidden, num_experts) -> None:
         """Nothing to zero: shmoe's operators keep no flags in the areas between calls. The
-        arguments are still checked, collectively."""
+        arguments are still checked, collectively; in shrink mode locally, and the call is a
+        barrier of the live ranks that masks those that miss the bound."""
         call = "deep_ep.Buffer.clean_low_latency_buffer"
 
         def check():
@@ -279,6 +366,10 @@ class LowLatency:
                                  f"{self.num_ranks} ranks")
             return m, h, e
 
+        if self.shrink is not None:
+            check()
+            self.shrink.sync_live()
+            return
         agreed(call, check, lambda c: [("num_max_dispatch_tokens_per_rank", c[0]),
                                        ("hidden", c[1]), ("num_experts", c[2])])
 
@@ -325,8 +416,11 @@ class _Received:
                     rows = slice(start, start + count)
                     self.src_info[e, :count] = info[rows]
                     if self.fp8:
+                        # (In shrink mode each message row is the head of a BF16 row.)
+                        message = np.ascontiguousarray(
+                            self.recv.view(np.uint8)[rows, :fp8_row_bytes(s.hidden)])
                         _shmoe.unpack_fp8_token_rows(
-                            self.recv.view(np.uint8)[rows], count, s.hidden,
+                            message, count, s.hidden,
                             self.values[e].view(torch.int16).numpy(),
                             self.scales[e].numpy())  # type: ignore[index]
                     else:

@@ -89,11 +89,11 @@ class _Plan:
             self.weights = self._buffer(self.topk, "float32")
         return self.weights
 
-    def close(self) -> None:
+    def close(self, abandon: bool = False) -> None:
         self.closed = True
         for buf in (self.weights, self.x):
             if buf is not None:
-                buf.close()
+                buf.abandon() if abandon else buf.close()
 
 
 def _host_array(block: Any, dtype: Any) -> np.ndarray:
@@ -122,9 +122,11 @@ class Normal:
         self.n, self.me = num_ranks, rank
         self.plan: Optional[_Plan] = None
 
-    def close(self) -> None:
+    def close(self, abandon: bool = False) -> None:
+        """Frees the plan's operators, collectively; with abandon on this rank alone (shrink
+        mode, where some rank may never call this)."""
         if self.plan is not None:
-            self.plan.close()
+            self.plan.close(abandon)
             self.plan = None
 
     def _replan(self, call: str, convert: Any, shape: Tuple[int, int, int, int]) -> _Plan:

@@ -60,7 +60,8 @@ void bind_moe(py::module_& m) {
                                         vector_workers,
                                         doubleplane_threshold,
                                         token_side_bytes,
-                                        header_ints};
+                                        header_ints,
+                                        0};
              return std::make_unique<Buffer>(c, t.bytes);
            }),
            py::arg("experts_per_pe"), py::arg("max_bs"), py::arg("hidden"), py::arg("topk"),

@@ -71,6 +71,13 @@ typedef struct {
    * receives from every PE in the same step (0..65536). */
   int token_side_bytes;
   int header_ints;
+  /* Shrink mode (elastic expert parallelism) when > 0: a dispatch, combine or
+   * shmoe_moe_sync_live waits at most this long (1..the hang timeout, ms) for a PE its pe_mask
+   * has live; one that has not arrived by then is masked and the call goes on without it. Each
+   * PE's receive window then holds experts_per_pe x n_pes x max_bs rows, a fixed slot per
+   * (local expert, source PE, token), so that PEs whose masks differ never misplace rows
+   * (max_recv_rows must be 0). Every heap must be mapped here (one host). 0: off. */
+  int shrink_timeout_ms;
 } shmoe_moe_config_t;
 
 /* Collective. Allocates the operator's symmetric windows. */
@@ -118,6 +125,10 @@ typedef struct {
   const void* token_side;
   const int32_t* header_ints;
   shmoe_call_verdict_t verdict;
+  /* Shrink mode only (required there, NULL otherwise): [n_pes], nonzero for a masked PE, which
+   * this call neither sends to nor waits for; the call adds the PEs it masked. This PE's own
+   * entry must be 0. The rows of masked sources are left out of the outputs. */
+  int32_t* pe_mask;
 } shmoe_dispatch_args_t;
 
 /* shmoe_dispatch's outputs, and: expand_side [rows, token_side_bytes], all_header_ints [n_pes,
@@ -165,10 +176,20 @@ typedef struct {
   int x_out_float32;
   int caller_mode;
   shmoe_call_verdict_t verdict;
+  /* Shrink mode only, as shmoe_dispatch_args_t's: a token's slots whose expert lives on a PE
+   * masked when the call's rows are read are left out of its sum. The call must repeat the
+   * routing of the last dispatch; expand_x may be the receive window in its fixed-slot layout
+   * (rows of local expert e from source PE s at (e * n_pes + s) * max_bs), or dispatch's
+   * expand_x layout. */
+  int32_t* pe_mask;
 } shmoe_combine_args_t;
 
 SHMOE_API int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane,
                                const shmoe_combine_args_t* args);
+
+/* Shrink mode: a barrier of the PEs pe_mask has live (DeepEP's clean_low_latency_buffer), which
+ * masks those that do not arrive within the bound. Collective over the live PEs. */
+SHMOE_API int shmoe_moe_sync_live(shmoe_moe_t moe, int32_t* pe_mask);
 
 /* What the last dispatch or combine on this moe measured on this PE (local query). */
 typedef struct {

@@ -69,6 +69,7 @@ struct DispatchInput {
   const void* token_side = nullptr;           // with config.token_side_bytes > 0
   const std::int32_t* header_ints = nullptr;  // with config.header_ints > 0
   shmoe_call_verdict_t verdict = SHMOE_CALL_PROCEED;
+  std::int32_t* pe_mask = nullptr;  // shrink mode: [n_pes], updated (shmoe_dispatch_args_t)
 };
 
 struct DispatchOutput {
@@ -93,6 +94,7 @@ struct CombineInput {
   bool x_out_float32 = false;  // the rest: shmoe_combine_args_t
   int caller_mode = 0;
   shmoe_call_verdict_t verdict = SHMOE_CALL_PROCEED;
+  std::int32_t* pe_mask = nullptr;  // shrink mode: [n_pes], updated (shmoe_combine_args_t)
 };
 
 // Dispatch and combine on symmetric windows sized by the config. Collective to create and to
@@ -115,7 +117,7 @@ class MoeBuffer {
   int dispatch(const DispatchInput& in, const DispatchOutput& out,
                shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
     const shmoe_dispatch_args_t args{in.x,          in.expert_ids,  in.expert_scales, in.bs,
-                                     in.token_side, in.header_ints, in.verdict};
+                                     in.token_side, in.header_ints, in.verdict,       in.pe_mask};
     const shmoe_dispatch_outputs_t outs{out.expand_x,          out.assist_info,   out.ep_recv_count,
                                         out.expert_token_nums, out.expand_scales, out.expand_side,
                                         out.all_header_ints,   out.all_counts};
@@ -125,9 +127,15 @@ class MoeBuffer {
 
   void combine(const CombineInput& in, shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
     const shmoe_combine_args_t args{
-        in.expand_x, in.assist_info, in.ep_recv_count,         in.expert_ids,  in.expert_scales,
-        in.bs,       in.x_out,       in.x_out_float32 ? 1 : 0, in.caller_mode, in.verdict};
+        in.expand_x,      in.assist_info, in.ep_recv_count, in.expert_ids,
+        in.expert_scales, in.bs,          in.x_out,         in.x_out_float32 ? 1 : 0,
+        in.caller_mode,   in.verdict,     in.pe_mask};
     detail::checked(shmoe_combine_ex(owned_.get(), plane, &args));
+  }
+
+  // Shrink mode: a barrier of the live PEs that masks those that do not arrive in time.
+  void sync_live(std::int32_t* pe_mask) {
+    detail::checked(shmoe_moe_sync_live(owned_.get(), pe_mask));
   }
 
   // The receive window: recv_capacity() rows in expand_x's layout (shmoe_moe_receive_window).

@@ -53,6 +53,7 @@ int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe) {
     if (in.doubleplane_threshold != 0) c.doubleplane_threshold = in.doubleplane_threshold;
     c.token_side_bytes = in.token_side_bytes;
     c.header_ints = in.header_ints;
+    c.shrink_timeout_ms = in.shrink_timeout_ms;
     handle = new shmoe_moe{shmoe::moe::MoeContext(c)};
     return int{SHMOE_MOE_OK};
   });
@@ -139,7 +140,8 @@ int shmoe_dispatch_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_dispatch
         a.bs,
         a.token_side,
         a.header_ints,
-        known ? static_cast<shmoe::moe::CallVerdict>(verdict) : shmoe::moe::CallVerdict::kRefuse};
+        known ? static_cast<shmoe::moe::CallVerdict>(verdict) : shmoe::moe::CallVerdict::kRefuse,
+        a.pe_mask};
     shmoe::moe::DispatchOutputs out{o.expand_x,          o.assist_info,   o.ep_recv_count,
                                     o.expert_token_nums, o.expand_scales, o.expand_side,
                                     o.all_header_ints,   o.all_counts};
@@ -183,7 +185,8 @@ int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_combine_a
                                a.x_out,
                                verdict != SHMOE_CALL_PROCEED || !own.empty(),
                                a.x_out_float32 != 0,
-                               own.empty() ? a.caller_mode : 0};
+                               own.empty() ? a.caller_mode : 0,
+                               a.pe_mask};
     try {
       if (plane == SHMOE_PLANE_DOUBLE) {
         shmoe::moe::combine_doubleplane(m.context, in);
@@ -194,6 +197,14 @@ int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_combine_a
       if (own.empty()) throw;
       throw shmoe::moe::MoeError(own);  // refused everywhere; here, say why
     }
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_moe_sync_live(shmoe_moe_t moe, int32_t* pe_mask) {
+  return guarded([&] {
+    auto& m = require(moe, "shmoe_moe_sync_live", "moe");
+    shmoe::moe::sync_live(m.context, pe_mask);
     return int{SHMOE_MOE_OK};
   });
 }

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <vector>
 
 #include "moe/combine_reduce.hpp"
@@ -32,6 +33,8 @@ namespace shmoe::moe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::string shrink_refusal(const MoeContext::State& s, const CombineArgs& in);
 
 // What is wrong with this PE's inputs, or "" (then every row can be sent as it stands).
 std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
@@ -78,7 +81,51 @@ std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
           s.me, r, a[0], a[1], a[2], P - 1, c.max_bs - 1, c.topk - 1);
     }
   }
+  if (s.shrink()) return shrink_refusal(s, in);
   return "";
+}
+
+// Shrink mode reads every row where it lies (in the experts' windows, at the fixed slots the last
+// dispatch used), so the routing must be that dispatch's, and rows given in expand_x's layout
+// must fit their slots. Only asked of inputs that passed the common checks.
+std::string shrink_refusal(const MoeContext::State& s, const CombineArgs& in) {
+  const auto& c = s.cfg;
+  const std::size_t pairs = static_cast<std::size_t>(in.bs) * c.topk;
+  if (!s.dispatched || s.dispatched_ids.size() != pairs ||
+      (pairs > 0 && !std::equal(s.dispatched_ids.begin(), s.dispatched_ids.end(), in.expert_ids))) {
+    return fmt::format(
+        "combine: PE {}: in shrink mode combine must repeat the routing (bs, expert_ids) of the "
+        "last dispatch on this context",
+        s.me);
+  }
+  if (in.expand_x == s.recv_rows) return "";
+  std::int32_t prev = 0;
+  for (int b = 0; b < c.experts_per_pe * s.n_pes; ++b) {
+    if (in.ep_recv_count[b] - prev > c.max_bs) {
+      return fmt::format(
+          "combine: PE {}: ep_recv_count[{}] - ep_recv_count[{}] = {} rows from one source for "
+          "one expert, more than max_bs={} (shrink mode's slots)",
+          s.me, b, b - 1, in.ep_recv_count[b] - prev, c.max_bs);
+    }
+    prev = in.ep_recv_count[b];
+  }
+  return "";
+}
+
+// Shrink mode, with expand_x in dispatch's layout: rows [r0, r1) copied to their fixed slots in
+// this PE's receive window, where the tokens' home PEs read them.
+void rows_to_fixed_slots(const MoeContext::State& s, const CombineArgs& in, std::size_t r0,
+                         std::size_t r1) {
+  const int P = s.n_pes;
+  std::size_t block = 0;
+  for (std::size_t r = r0; r < r1; ++r) {
+    while (static_cast<std::size_t>(in.ep_recv_count[block]) <= r) ++block;
+    const std::size_t first = block ? static_cast<std::size_t>(in.ep_recv_count[block - 1]) : 0;
+    const std::size_t e = block / P, src = block % P;
+    const std::size_t slot = (e * P + src) * static_cast<std::size_t>(s.cfg.max_bs) + (r - first);
+    std::memcpy(s.recv_rows + slot * s.row_bytes,
+                static_cast<const std::byte*>(in.expand_x) + r * s.row_bytes, s.row_bytes);
+  }
 }
 
 // A call whose PEs passed different caller_mode values is refused on every PE alike, before any
@@ -116,9 +163,15 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   auto& s = ctx.state();
   const auto& c = s.cfg;
   const int P = s.n_pes, L = c.experts_per_pe;
+  // A pe_mask where none belongs (shrink mode off) is refused on every PE like any input; in
+  // shrink mode a PE without a usable mask cannot take part: it throws at once, and the others
+  // mask it at their bound.
+  const std::string mask_error = s.mask_error("combine", in.pe_mask);
+  if (!mask_error.empty() && s.shrink()) throw MoeError(mask_error);
+  const LiveSet live = s.live_set(in.pe_mask);
   // A refusal is not thrown here: the peers, which did join the call, learn it at the entry
   // step, so that every PE refuses the call at once.
-  const std::string mine = refusal(s, in);
+  const std::string mine = mask_error.empty() ? refusal(s, in) : mask_error;
   const std::uint64_t g = ++s.combine_generation;
   const std::size_t rows = mine.empty() ? static_cast<std::size_t>(in.ep_recv_count[L * P - 1]) : 0;
   s.timing = OpTiming{};
@@ -130,25 +183,42 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   const bool pull_here = mine.empty() && can_pull(s, in);
   bool pull = false;
   std::vector<const std::byte*> row_at;  // with pull: row (t, k) in its expert's window
+  // Shrink mode: the routing the sum uses, with -1 for the slots of masked experts' PEs.
+  std::vector<std::int32_t> kept_ids;
   SourceWaits waits(P);
 
   auto kernel = [&](kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
     auto t0 = Clock::now();
+    if (s.shrink() && mine.empty() && in.expand_x != s.recv_rows) {
+      rows_to_fixed_slots(s, in, rows * id / nw, rows * (id + 1) / nw);
+      shmem_quiet();
+      w.barrier();
+    }
     if (id == 0) {
-      for (int pe = 0; pe < P; ++pe) s.combine_pulls.raise(pe, s.me, pull_here ? g : 0);
+      if (!s.shrink()) {
+        for (int pe = 0; pe < P; ++pe) s.combine_pulls.raise(pe, s.me, pull_here ? g : 0);
+      }
       shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
       refusing = s.combine_entry.agree(g, s.me, !mine.empty(), "combine entry", in.caller_mode,
-                                       &modes, &waits);
+                                       &modes, &waits, live);
       if (refusing.empty()) mode_error = modes_differ(modes, s.me);
       // A PE can enter call g+1 (and move its pull flag) only after this PE has raised
-      // combine-done g below, so the flags read here are call g's.
+      // combine-done g below, so the flags read here are call g's. Shrink mode always pulls.
       pull = refusing.empty() && mode_error.empty();
-      for (int src = 0; pull && src < P; ++src) {
+      for (int src = 0; pull && !s.shrink() && src < P; ++src) {
         pull = std::atomic_ref<std::uint64_t>(*s.combine_pulls.slot(src))
                    .load(std::memory_order_acquire) == g;
       }
       if (pull) row_at.resize(static_cast<std::size_t>(in.bs) * c.topk);
+      if (pull && s.shrink()) {
+        // The slots whose expert's PE is masked by now (or was at the dispatch) are left out.
+        kept_ids.assign(in.expert_ids, in.expert_ids + row_at.size());
+        for (std::size_t i = 0; i < kept_ids.size(); ++i) {
+          if (kept_ids[i] >= 0 && (s.plan.positions[i] < 0 || !live.live(kept_ids[i] / L)))
+            kept_ids[i] = -1;
+        }
+      }
       if (double_plane && refusing.empty() && mode_error.empty() && !pull) {
         std::vector<std::size_t> seg(static_cast<std::size_t>(L) * P);
         std::int32_t prev = 0;
@@ -164,18 +234,19 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
     const std::size_t first = static_cast<std::size_t>(in.bs) * id / nw;
     const std::size_t last = static_cast<std::size_t>(in.bs) * (id + 1) / nw;
     if (pull) {
+      const std::int32_t* ids = kept_ids.empty() ? in.expert_ids : kept_ids.data();
       for (std::size_t i = first * c.topk; i < last * c.topk; ++i) {
         const std::int64_t pos = s.plan.positions[i];
-        row_at[i] = pos < 0 ? nullptr
-                            : s.peer_recv_rows[in.expert_ids[i] / L] +
-                                  static_cast<std::size_t>(pos) * s.row_bytes;
+        row_at[i] = pos < 0 || ids[i] < 0 ? nullptr
+                                          : s.peer_recv_rows[ids[i] / L] +
+                                                static_cast<std::size_t>(pos) * s.row_bytes;
       }
-      reduce_weighted_rows({c.dtype, c.hidden, c.topk, nullptr, s.row_bytes, in.expert_ids,
-                            in.expert_scales, in.x_out, row_at.data(), in.x_out_float32},
+      reduce_weighted_rows({c.dtype, c.hidden, c.topk, nullptr, s.row_bytes, ids, in.expert_scales,
+                            in.x_out, row_at.data(), in.x_out_float32},
                            first, last);
       w.barrier();
       if (id == 0) {
-        s.combine_done.all_reach(s.me, g, "combine reads", &waits);
+        s.combine_done.all_reach(s.me, g, "combine reads", &waits, live);
         comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       }
       return;

@@ -19,6 +19,8 @@ struct MoeConfigNames {
   const char* workers = "workers";
   const char* token_side_bytes = "token_side_bytes";
   const char* header_ints = "header_ints";
+  const char* shrink_timeout_ms = "shrink_timeout_ms";
+  const char* max_recv_rows = "max_recv_rows";
 };
 
 struct MegaConfigNames {

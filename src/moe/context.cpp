@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <shmem.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "moe/config_check.hpp"
@@ -12,14 +13,16 @@ namespace {
 // Where each part of the symmetric window lies: flags, the header exchange, received rows and
 // their side-band, combine rows.
 struct Window {
-  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, headers, recv_rows,
-      recv_band, combine_rows, total;
+  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, live_sync, headers,
+      recv_rows, recv_band, combine_rows, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
   return static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype);
 }
 std::size_t recv_capacity_of(const MoeConfig& c, int n_pes) {
+  if (c.shrink_timeout_ms > 0)  // a fixed slot per (local expert, source PE, token)
+    return static_cast<std::size_t>(c.experts_per_pe) * n_pes * c.max_bs;
   return c.max_recv_rows ? c.max_recv_rows : static_cast<std::size_t>(n_pes) * c.max_bs * c.topk;
 }
 
@@ -36,6 +39,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_entry = l.take(Agreement::bytes(n_pes));
   w.combine_done = l.take(flags);
   w.combine_pulls = l.take(flags);
+  w.live_sync = l.take(flags);
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
   w.recv_rows = l.take(cap * row);
   w.recv_band = l.take(cap * band_bytes_of(c));
@@ -45,6 +49,20 @@ Window window_layout(const MoeConfig& c, int n_pes) {
 }
 
 }  // namespace
+
+std::string MoeContext::State::mask_error(const char* op, const std::int32_t* pe_mask) const {
+  if (!shrink()) {
+    if (pe_mask == nullptr) return "";
+    return fmt::format("{}: PE {}: pe_mask is given, but shrink mode is off (shrink_timeout_ms=0)",
+                       op, me);
+  }
+  if (pe_mask == nullptr) return fmt::format("{}: PE {}: shrink mode needs a pe_mask", op, me);
+  if (pe_mask[me] != 0) {
+    return fmt::format("{}: PE {}: pe_mask[{}]={} masks this PE itself (0 required)", op, me, me,
+                       pe_mask[me]);
+  }
+  return "";
+}
 
 std::vector<bool> segments_for_copy_engine(const std::vector<std::size_t>& segment_bytes,
                                            std::size_t threshold) {
@@ -85,10 +103,19 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
+  s.live_sync = FlagArray(s.window + wl.live_sync, s.n_pes);
   s.recv_band = s.window + wl.recv_band;
   s.band_bytes = band_bytes_of(c);
   for (int pe = 0; pe < s.n_pes; ++pe)
     s.peer_recv_rows.push_back(static_cast<const std::byte*>(shmem_ptr(s.recv_rows, pe)));
+  // Shrink mode's combine reads every row where it lies, so that a masked PE never writes into
+  // this PE's window again. Every PE maps every heap, or none does (all on one host, or not).
+  if (s.shrink() && std::count(s.peer_recv_rows.begin(), s.peer_recv_rows.end(), nullptr) > 0) {
+    s.close();
+    throw MoeError(
+        "MoeContext: shrink mode (shrink_timeout_ms > 0) needs every PE's symmetric heap mapped "
+        "here (all PEs on one host, shared-memory transport); this job's are not");
+  }
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
   s.engine = std::make_unique<kernel::CopyEngine>();
 }
@@ -119,6 +146,20 @@ const OpTiming& MoeContext::last_timing() const {
 }
 void* MoeContext::receive_window() {
   return state_->recv_rows;
+}
+
+}  // namespace shmoe::moe
+
+namespace shmoe::moe {
+
+void sync_live(MoeContext& ctx, std::int32_t* pe_mask) {
+  auto& s = ctx.state();
+  if (!s.shrink()) {
+    throw MoeError(fmt::format(
+        "sync_live: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
+  }
+  if (const std::string e = s.mask_error("sync_live", pe_mask); !e.empty()) throw MoeError(e);
+  s.live_sync.all_reach(s.me, ++s.sync_generation, "sync_live", nullptr, s.live_set(pe_mask));
 }
 
 }  // namespace shmoe::moe

@@ -32,6 +32,8 @@ struct MoeContext::State : OperatorState {
 
   std::uint64_t dispatch_generation = 0;
   std::uint64_t combine_generation = 0;
+  FlagArray live_sync;  // shrink mode's sync_live barrier
+  std::uint64_t sync_generation = 0;
 
   std::unique_ptr<kernel::CopyEngine> engine;
   OpTiming timing;
@@ -43,6 +45,14 @@ struct MoeContext::State : OperatorState {
   bool retry = false;  // the current dispatch: some PE's verdict was kRetry
 
   int experts() const { return n_pes * cfg.experts_per_pe; }
+  bool shrink() const { return cfg.shrink_timeout_ms > 0; }
+  // Shrink mode's view of the job for a call that passed `pe_mask` (shrink mode off: all live).
+  LiveSet live_set(std::int32_t* pe_mask) const {
+    return shrink() ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms))
+                    : LiveSet();
+  }
+  // Shrink mode's check of a call's pe_mask, or "" (the call's own PE, by its own mask).
+  std::string mask_error(const char* op, const std::int32_t* pe_mask) const;
 };
 
 // Which segments of a call go through the copy engine: those of at least the threshold and

@@ -67,33 +67,42 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
     refuse_null(h, Tensor::kTokenSide);
   } else if (c.header_ints > 0 && in.header_ints == nullptr) {
     refuse_null(h, Tensor::kHeaderInts);
+  } else if (s.shrink() && out.expand_x == s.recv_rows) {
+    h.error = InputError::kExpandXIsWindow;
   }
   return h;
 }
 
 // Steps 1 and 2, on worker 0; a refusal goes to s.error.
 void exchange_and_plan(MoeContext::State& s, const DispatchArgs& in, const DispatchOutputs& out,
-                       std::uint64_t g, SourceWaits& waits) {
+                       std::uint64_t g, SourceWaits& waits, const LiveSet& live) {
   const auto& c = s.cfg;
   CallHeader& mine = *s.headers.mine(g, s.me);
   mine = make_header(s, in, out, s.headers.counts(g, s.me));
   if (mine.error == InputError::kNone && c.header_ints > 0) {
     std::copy_n(in.header_ints, c.header_ints, s.headers.caller_ints(g, s.me));
   }
-  const auto headers = s.headers.exchange(g, s.me, "dispatch header", &waits);
+  const auto headers = s.headers.exchange(g, s.me, "dispatch header", &waits, live);
   s.error = first_call_error("dispatch", headers, s.me, s.experts(), c.max_bs);
   if (!s.error.empty()) return;
   s.retry = any_retry(headers);
   if (s.retry) return;
-  s.error = plan_routes(s.headers, g, s.me, s.n_pes, c.experts_per_pe, in.expert_ids, in.bs, c.topk,
-                        s.recv_cap, "dispatch", "max_recv_rows", s.plan);
+  s.error = s.shrink()
+                ? plan_fixed_slots(s.headers, g, s.me, s.n_pes, c.experts_per_pe, in.expert_ids,
+                                   in.bs, c.topk, c.max_bs, live, "dispatch", s.plan)
+                : plan_routes(s.headers, g, s.me, s.n_pes, c.experts_per_pe, in.expert_ids, in.bs,
+                              c.topk, s.recv_cap, "dispatch", "max_recv_rows", s.plan);
   if (!s.error.empty()) return;
   // Every PE's header ints and counts, read before this PE raises dispatch-done g: no PE can
   // write call g + 2's headers (this parity) before then.
   if (out.all_header_ints != nullptr) {
     for (int src = 0; src < s.n_pes; ++src) {
-      std::copy_n(s.headers.caller_ints(g, src), c.header_ints,
-                  out.all_header_ints + static_cast<std::size_t>(src) * c.header_ints);
+      auto* to = out.all_header_ints + static_cast<std::size_t>(src) * c.header_ints;
+      if (live.live(src)) {
+        std::copy_n(s.headers.caller_ints(g, src), c.header_ints, to);
+      } else {
+        std::fill_n(to, c.header_ints, 0);  // a masked PE sent none
+      }
     }
   }
   if (out.all_counts != nullptr)
@@ -116,12 +125,22 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   double comm_us = 0;
   int total_rows = 0;
   SourceWaits waits(P);
+  // A pe_mask where none belongs (shrink mode off) is refused on every PE through the header; in
+  // shrink mode a PE without a usable mask cannot take part: it throws at once, and the others
+  // mask it at their bound.
+  const std::string mask_error = s.mask_error("dispatch", in.pe_mask);
+  if (!mask_error.empty() && s.shrink()) throw MoeError(mask_error);
+  DispatchArgs args = in;
+  if (!mask_error.empty()) args.verdict = CallVerdict::kRefuse;
+  const LiveSet live = s.live_set(in.pe_mask);
+  // Shrink mode: each received row's place in the window (fixed slots), in expand_x's order.
+  std::vector<std::int64_t> window_row;
 
   auto kernel = [&](kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
     auto t0 = Clock::now();
     if (id == 0) {
-      exchange_and_plan(s, in, out, g, waits);
+      exchange_and_plan(s, args, out, g, waits, live);
       if (s.error.empty() && double_plane) {
         std::vector<std::size_t> seg(static_cast<std::size_t>(P) * L);
         for (int dst = 0; dst < P; ++dst) {
@@ -169,15 +188,20 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     if (id == 0) {
       s.engine->quiet();
       shmem_fence();
-      s.dispatch_done.all_reach(s.me, g, "dispatch payload", &waits);
+      s.dispatch_done.all_reach(s.me, g, "dispatch payload", &waits, live);
       comm_us = us_since(t0);
-      // Outputs that come from the counts alone.
+      // Outputs that come from the counts alone (a source masked by now counts none).
       std::int32_t running = 0;
       for (int e = 0; e < L; ++e) {
         std::int32_t expert_total = 0;
         for (int src = 0; src < P; ++src) {
-          running += s.plan.count(src, s.me, e);
-          expert_total += s.plan.count(src, s.me, e);
+          const std::int32_t n = live.live(src) ? s.plan.count(src, s.me, e) : 0;
+          if (s.shrink()) {
+            const std::int64_t slot0 = (static_cast<std::int64_t>(e) * P + src) * c.max_bs;
+            for (std::int32_t j = 0; j < n; ++j) window_row.push_back(slot0 + j);
+          }
+          running += n;
+          expert_total += n;
           out.ep_recv_count[e * P + src] = running;
         }
         out.expert_token_nums[e] = expert_total;
@@ -188,12 +212,21 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     // Copy-out, split by rows.
     const std::size_t rows = static_cast<std::size_t>(total_rows);
     const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
-    if (out.expand_x != s.recv_rows) {
+    // Where expand_x's row r lies in the window: at r, or (shrink mode) in its fixed slot.
+    auto in_window = [&](std::size_t r) {
+      return window_row.empty() ? r : static_cast<std::size_t>(window_row[r]);
+    };
+    if (!window_row.empty()) {
+      for (std::size_t r = r0; r < r1; ++r) {
+        std::memcpy(static_cast<std::byte*>(out.expand_x) + r * s.row_bytes,
+                    s.recv_rows + in_window(r) * s.row_bytes, s.row_bytes);
+      }
+    } else if (out.expand_x != s.recv_rows) {
       std::memcpy(static_cast<std::byte*>(out.expand_x) + r0 * s.row_bytes,
                   s.recv_rows + r0 * s.row_bytes, (r1 - r0) * s.row_bytes);
     }
     for (std::size_t r = r0; r < r1; ++r) {
-      const std::byte* at = s.recv_band + r * s.band_bytes;
+      const std::byte* at = s.recv_band + in_window(r) * s.band_bytes;
       RowMeta m;
       std::memcpy(&m, at, sizeof m);
       if (out.expand_side != nullptr && side > 0)
@@ -205,7 +238,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     }
   };
   s.pool->launch({0, c.workers.vector}, kernel);
-  if (!s.error.empty()) throw MoeError(s.error);
+  if (!s.error.empty()) throw MoeError(mask_error.empty() ? s.error : mask_error);
   if (s.retry) return kDispatchRetry;
   s.dispatched_ids.assign(in.expert_ids, in.expert_ids + static_cast<std::size_t>(in.bs) * c.topk);
   s.dispatched = true;

@@ -42,6 +42,10 @@ struct MoeConfig {
   // int32 values each PE adds to dispatch's call header (DispatchArgs::header_ints); every PE
   // receives every PE's (DispatchOutputs::all_header_ints), with the counts, in the same step.
   int header_ints = 0;
+  // Shrink mode when > 0 (shmoe_moe_config_t::shrink_timeout_ms): waits end after this long,
+  // masking the PEs that did not arrive; the receive window has a fixed slot per (local expert,
+  // source PE, token).
+  int shrink_timeout_ms = 0;
 };
 
 // What this PE says of a call before any data moves, told to every PE in the call's first step.
@@ -63,6 +67,7 @@ struct DispatchArgs {
   const void* token_side = nullptr;             // [bs, config.token_side_bytes]; null when 0
   const std::int32_t* header_ints = nullptr;    // [config.header_ints]; null when 0
   CallVerdict verdict = CallVerdict::kProceed;  // anything but kProceed reads no other input
+  std::int32_t* pe_mask = nullptr;              // shrink mode: [n_pes], in and out
 };
 
 // Caller-provided outputs on the receiving PE; `expand_x` and `assist_info` must hold
@@ -98,6 +103,7 @@ struct CombineArgs {
   // A value (0..127) every PE must pass alike, or the call is refused on every PE: what a caller
   // decides after the call (such as whether a second operator runs) is then the same everywhere.
   int caller_mode = 0;
+  std::int32_t* pe_mask = nullptr;  // shrink mode: [n_pes], in and out
 };
 
 // What the last operator call measured on this PE.
@@ -150,5 +156,7 @@ void combine_classic(MoeContext& ctx, const CombineArgs& in);
 // larger than the average segment moved by the copy engine while the workers carry on.
 int dispatch_doubleplane(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out);
 void combine_doubleplane(MoeContext& ctx, const CombineArgs& in);
+// Shrink mode: a barrier of the PEs `pe_mask` has live; masks those that do not arrive in time.
+void sync_live(MoeContext& ctx, std::int32_t* pe_mask);
 
 }  // namespace shmoe::moe

@@ -9,18 +9,28 @@
 #include <chrono>
 
 #include "common/backoff.hpp"
+#include "common/log.hpp"
 
 namespace shmoe::moe {
 namespace {
 
-// Waits until ready(src) holds for every source PE, polling all of them in each round so that
-// each arrival is timed on its own (into `waits`, when given). A hang names the first source
-// still missing, by describe(src).
+// Waits until ready(src) holds for every live source PE, polling all of them in each round so
+// that each arrival is timed on its own (into `waits`, when given). A hang names the first source
+// still missing, by describe(src). In shrink mode the wait ends at the bound, and the sources
+// still missing are masked (as having missed `step` of call `g`).
 template <typename Ready, typename Describe>
-void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* waits) {
-  std::vector<bool> pending(static_cast<std::size_t>(n), true);
-  int left = n;
-  const auto t0 = std::chrono::steady_clock::now();
+void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* waits,
+                      const LiveSet& live, const std::string& step, std::uint64_t g) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<bool> pending(static_cast<std::size_t>(n));
+  int left = 0;
+  for (int src = 0; src < n; ++src) {
+    pending[static_cast<std::size_t>(src)] = live.live(src);
+    left += live.live(src);
+  }
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + live.bound();
+  bool out_of_time = false;
   shmoe::wait_until(
       [&] {
         for (int src = 0; src < n; ++src) {
@@ -28,32 +38,43 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
           pending[static_cast<std::size_t>(src)] = false;
           --left;
           if (waits != nullptr) {
-            waits->add(src, std::chrono::duration<double, std::micro>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count());
+            waits->add(src, std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
           }
         }
-        return left == 0;
+        if (left > 0 && live.bounded() && Clock::now() >= deadline) out_of_time = true;
+        return left == 0 || out_of_time;
       },
       [&] {
         int src = 0;
         while (src + 1 < n && !pending[static_cast<std::size_t>(src)]) ++src;
         return describe(src);
       });
+  if (!out_of_time) return;
+  for (int src = 0; src < n; ++src) {
+    if (pending[static_cast<std::size_t>(src)]) live.mask(src, step, g);
+  }
 }
 
 }  // namespace
+
+void LiveSet::mask(int pe, const std::string& step, std::uint64_t g) const {
+  mask_[pe] = 1;
+  log::warn("shrink mode: PE {} masked: it did not reach {} #{} within {} ms", pe, step, g,
+            bound_.count());
+}
 
 void FlagArray::raise(int pe, int src, std::uint64_t generation) const {
   shmem_uint64_atomic_set(slot(src), generation, pe);
 }
 
-void FlagArray::raise_at_every_pe(int me, std::uint64_t generation) const {
-  for (int pe = 0; pe < n_; ++pe) raise(pe, me, generation);
+void FlagArray::raise_at_every_pe(int me, std::uint64_t generation, const LiveSet& live) const {
+  for (int pe = 0; pe < n_; ++pe) {
+    if (live.live(pe)) raise(pe, me, generation);
+  }
 }
 
 void FlagArray::wait_for_every_pe(std::uint64_t generation, const std::string& what,
-                                  SourceWaits* waits) const {
+                                  SourceWaits* waits, const LiveSet& live) const {
   wait_for_sources(
       n_,
       [&](int src) {
@@ -71,7 +92,7 @@ void FlagArray::wait_for_every_pe(std::uint64_t generation, const std::string& w
             seen,
             generation};
       },
-      waits);
+      waits, live, what, generation);
 }
 
 Agreement::Agreement(std::byte* base, int n_pes) : n_(n_pes) {
@@ -79,11 +100,14 @@ Agreement::Agreement(std::byte* base, int n_pes) : n_(n_pes) {
 }
 
 std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse, const std::string& what,
-                                  int mode, std::vector<int>* modes, SourceWaits* waits) const {
+                                  int mode, std::vector<int>* modes, SourceWaits* waits,
+                                  const LiveSet& live) const {
   const FlagArray& flags = flags_[g % 2];
   const std::uint64_t raised = 256 * g;
   const auto code = static_cast<std::uint64_t>(mode & 127) * 2 + (refuse ? 1 : 0);
-  for (int pe = 0; pe < n_; ++pe) flags.raise(pe, me, raised + code);
+  for (int pe = 0; pe < n_; ++pe) {
+    if (live.live(pe)) flags.raise(pe, me, raised + code);
+  }
   std::vector<std::uint64_t> seen(static_cast<std::size_t>(n_), 0);
   auto flag = [&](int src) { return std::atomic_ref<std::uint64_t>(*flags.slot(src)); };
   wait_for_sources(
@@ -102,10 +126,11 @@ std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse, const st
                                 now / 256,
                                 g};
       },
-      waits);
-  if (modes != nullptr) modes->assign(static_cast<std::size_t>(n_), 0);
+      waits, live, what, g);
+  if (modes != nullptr) modes->assign(static_cast<std::size_t>(n_), mode);
   std::vector<int> refusing;
   for (int src = 0; src < n_; ++src) {
+    if (!live.live(src)) continue;
     const std::uint64_t code_seen = seen[static_cast<std::size_t>(src)] - raised;
     if (code_seen & 1) refusing.push_back(src);
     if (modes != nullptr) (*modes)[static_cast<std::size_t>(src)] = static_cast<int>(code_seen / 2);
@@ -175,17 +200,17 @@ std::size_t HeaderExchange::bytes(int n_pes, int experts_per_pe, int caller_ints
 }
 
 std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
-                                                        const std::string& what,
-                                                        SourceWaits* waits) const {
+                                                        const std::string& what, SourceWaits* waits,
+                                                        const LiveSet& live) const {
   const int p = parity(g);
   CallHeader* my_row = header(p, me);
   for (int pe = 0; pe < n_; ++pe) {
-    if (pe != me) shmem_putmem(my_row, my_row, stride_, pe);
+    if (pe != me && live.live(pe)) shmem_putmem(my_row, my_row, stride_, pe);
   }
   shmem_fence();
-  flags_[p].all_reach(me, g, what, waits);
+  flags_[p].all_reach(me, g, what, waits, live);
   std::vector<const CallHeader*> headers(n_);
-  for (int src = 0; src < n_; ++src) headers[src] = header(p, src);
+  for (int src = 0; src < n_; ++src) headers[src] = live.live(src) ? header(p, src) : nullptr;
   return headers;
 }
 
@@ -194,6 +219,7 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
                              const char* limit_name) {
   const CallHeader& mine = *headers[my_pe];
   for (std::size_t pe = 0; pe < headers.size(); ++pe) {
+    if (headers[pe] == nullptr) continue;
     const CallHeader& h = *headers[pe];
     if (h.hidden != mine.hidden || h.topk != mine.topk || h.experts_per_pe != mine.experts_per_pe ||
         h.dtype != mine.dtype || h.ffn != mine.ffn) {
@@ -213,6 +239,7 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
     }
   }
   for (std::size_t pe = 0; pe < headers.size(); ++pe) {
+    if (headers[pe] == nullptr) continue;
     const CallHeader& h = *headers[pe];
     const auto* i = h.error_index;
     switch (h.error) {
@@ -235,6 +262,12 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
             "{}: refused on every PE because PE {} refused its inputs (its own "
             "error says why)",
             op, pe);
+      case InputError::kExpandXIsWindow:
+        return fmt::format(
+            "{}: PE {}: expand_x is the receive window, which in shrink mode holds a fixed slot "
+            "per (local expert, source PE, token) with gaps; pass a buffer of recv_capacity() "
+            "rows",
+            op, pe);
     }
     return fmt::format("{}: PE {} reported error code {}", op, pe,
                        static_cast<std::int32_t>(h.error));
@@ -243,8 +276,9 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
 }
 
 bool any_retry(const std::vector<const CallHeader*>& headers) {
-  return std::any_of(headers.begin(), headers.end(),
-                     [](const CallHeader* h) { return h->error == InputError::kCallerRetry; });
+  return std::any_of(headers.begin(), headers.end(), [](const CallHeader* h) {
+    return h != nullptr && h->error == InputError::kCallerRetry;
+  });
 }
 
 }  // namespace shmoe::moe

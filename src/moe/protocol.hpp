@@ -8,6 +8,7 @@
 // what lets the next call reuse every buffer without a host-side reset.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -42,6 +43,26 @@ class SourceWaits {
   std::vector<double> us_;
 };
 
+// Shrink mode's view of the job for one call: the caller's PE mask (nonzero = masked), which the
+// call neither sends to nor waits for, and the bound on every wait for a live PE, past which the
+// PEs still missing are masked (in the caller's array) and the call goes on without them. A
+// default LiveSet is shrink mode off: every PE is live and waits are unbounded (the hang report
+// ends them). Only a call's control thread masks; the other workers read after a barrier.
+class LiveSet {
+ public:
+  LiveSet() = default;
+  LiveSet(std::int32_t* mask, std::chrono::milliseconds bound) : mask_(mask), bound_(bound) {}
+  bool bounded() const { return mask_ != nullptr; }
+  bool live(int pe) const { return mask_ == nullptr || mask_[pe] == 0; }
+  std::chrono::milliseconds bound() const { return bound_; }
+  // Masks `pe`, saying on stderr which step of which call it missed.
+  void mask(int pe, const std::string& step, std::uint64_t g) const;
+
+ private:
+  std::int32_t* mask_ = nullptr;
+  std::chrono::milliseconds bound_{0};
+};
+
 // One 64-bit flag per source PE, each on its own cache line, inside the symmetric window.
 class FlagArray {
  public:
@@ -57,17 +78,18 @@ class FlagArray {
   void raise(int pe, int src, std::uint64_t generation) const;
 
   // The step that starts and ends the operators' phases, in two halves for callers that raise on
-  // one thread and wait on several: my flag (`me`) to `generation` at every PE ...
-  void raise_at_every_pe(int me, std::uint64_t generation) const;
-  // ... and every PE's flag here at `generation` (all polled at once, so that `waits`, when
-  // given, gets how long each source took).
+  // one thread and wait on several: my flag (`me`) to `generation` at every (live) PE ...
+  void raise_at_every_pe(int me, std::uint64_t generation, const LiveSet& live = {}) const;
+  // ... and every (live) PE's flag here at `generation` (all polled at once, so that `waits`,
+  // when given, gets how long each source took; in shrink mode those still missing at the bound
+  // are masked).
   void wait_for_every_pe(std::uint64_t generation, const std::string& what,
-                         SourceWaits* waits = nullptr) const;
-  // Both halves: returns once every PE has reached this step of call `generation`.
+                         SourceWaits* waits = nullptr, const LiveSet& live = {}) const;
+  // Both halves: returns once every (live) PE has reached this step of call `generation`.
   void all_reach(int me, std::uint64_t generation, const std::string& what,
-                 SourceWaits* waits = nullptr) const {
-    raise_at_every_pe(me, generation);
-    wait_for_every_pe(generation, what, waits);
+                 SourceWaits* waits = nullptr, const LiveSet& live = {}) const {
+    raise_at_every_pe(me, generation, live);
+    wait_for_every_pe(generation, what, waits, live);
   }
 
  private:
@@ -94,9 +116,10 @@ class Agreement {
   // call g - 1 (as after FlagArray::all_reach).
   // `mode` (0..127) goes along; where `modes` is not null it gets every PE's, by PE.
   // `waits`, when given, gets how long each PE's verdict took.
+  // In shrink mode (`live` bounded) only live PEs take part; a masked PE's mode reads as mine.
   std::vector<int> agree(std::uint64_t g, int me, bool refuse, const std::string& what,
                          int mode = 0, std::vector<int>* modes = nullptr,
-                         SourceWaits* waits = nullptr) const;
+                         SourceWaits* waits = nullptr, const LiveSet& live = {}) const;
 
  private:
   FlagArray flags_[2];
@@ -119,6 +142,7 @@ enum class InputError : std::int32_t {
   kNullTensor = 3,        // error_index[0] = a Tensor
   kCallerRefused = 4,     // the caller found its own inputs wrong (its own error says why)
   kCallerRetry = 5,       // not an error: the caller needs another operator; every PE retries
+  kExpandXIsWindow = 6,   // shrink mode: expand_x is the receive window, which has gaps there
 };
 
 // The tensors an operator's call header can name as null.
@@ -175,10 +199,11 @@ class HeaderExchange {
   std::int32_t* caller_ints(std::uint64_t g, int src) const {
     return counts(g, src) + static_cast<std::size_t>(n_) * experts_per_pe_;
   }
-  // Puts my filled-in header to every PE, then waits for everyone's (timed into `waits` when
-  // given); returns them by source PE.
+  // Puts my filled-in header to every (live) PE, then waits for everyone's (timed into `waits`
+  // when given); returns them by source PE, null for a PE masked in shrink mode.
   std::vector<const CallHeader*> exchange(std::uint64_t g, int me, const std::string& what,
-                                          SourceWaits* waits = nullptr) const;
+                                          SourceWaits* waits = nullptr,
+                                          const LiveSet& live = {}) const;
 
  private:
   static int parity(std::uint64_t g) { return static_cast<int>(g % 2); }
@@ -192,7 +217,7 @@ class HeaderExchange {
 };
 
 // Turns the headers of all PEs into the first error, if any (the same text on every PE). A
-// kCallerRetry header is not an error: see any_retry.
+// kCallerRetry header is not an error: see any_retry. Null headers (masked PEs) are skipped.
 // `bs_name` and `limit_name` say what the token count and its limit are called in this operator.
 std::string first_call_error(const char* op, const std::vector<const CallHeader*>& headers,
                              int my_pe, int n_experts, int max_bs, const char* bs_name = "bs",

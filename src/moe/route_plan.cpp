@@ -43,18 +43,66 @@ std::int64_t RoutePlan::rows_to(int dst) const {
   return n;
 }
 
-std::string plan_routes(const HeaderExchange& hx, std::uint64_t g, int me, int n_pes,
-                        int experts_per_pe, const std::int32_t* expert_ids, int bs, int topk,
-                        std::size_t recv_cap, const char* op, const char* cap_name,
-                        RoutePlan& plan) {
+namespace {
+
+// Every source's counts, as its header gave them (zero for a masked source).
+void gather_counts(const HeaderExchange& hx, std::uint64_t g, int n_pes, int experts_per_pe,
+                   const LiveSet& live, RoutePlan& plan) {
   const int P = n_pes, L = experts_per_pe;
   plan.n_pes = P;
   plan.experts_per_pe = L;
   plan.counts.assign(static_cast<std::size_t>(P) * P * L, 0);
   for (int src = 0; src < P; ++src) {
+    if (!live.live(src)) continue;
     std::copy_n(hx.counts(g, src), P * L,
                 plan.counts.begin() + static_cast<std::size_t>(src) * P * L);
   }
+}
+
+// Each of my (token, slot) pairs' row at its destination: next[dst * L + expert] counts on.
+void place_rows(std::vector<std::int64_t>& next, const std::int32_t* expert_ids, int bs, int topk,
+                int L, const LiveSet& live, RoutePlan& plan) {
+  plan.positions.assign(static_cast<std::size_t>(bs) * topk, -1);
+  for (std::size_t i = 0; i < plan.positions.size(); ++i) {
+    const std::int32_t e = expert_ids[i];
+    if (e >= 0 && live.live(e / L)) plan.positions[i] = next[e]++;
+  }
+}
+
+}  // namespace
+
+std::string plan_fixed_slots(const HeaderExchange& hx, std::uint64_t g, int me, int n_pes,
+                             int experts_per_pe, const std::int32_t* expert_ids, int bs, int topk,
+                             int slots, const LiveSet& live, const char* op, RoutePlan& plan) {
+  const int P = n_pes, L = experts_per_pe;
+  gather_counts(hx, g, P, L, live, plan);
+  for (int src = 0; src < P; ++src) {
+    for (int dst = 0; dst < P; ++dst) {
+      for (int e = 0; e < L; ++e) {
+        if (plan.count(src, dst, e) > slots) {
+          return fmt::format(
+              "{}: PE {} sends {} rows to expert {}, but shrink mode holds max_bs={} per (expert, "
+              "source PE): a token names that expert more than once",
+              op, src, plan.count(src, dst, e), dst * L + e, slots);
+        }
+      }
+    }
+  }
+  std::vector<std::int64_t> next(static_cast<std::size_t>(P) * L);
+  for (int dst = 0; dst < P; ++dst) {
+    for (int e = 0; e < L; ++e)
+      next[static_cast<std::size_t>(dst) * L + e] = (static_cast<std::int64_t>(e) * P + me) * slots;
+  }
+  place_rows(next, expert_ids, bs, topk, L, live, plan);
+  return {};
+}
+
+std::string plan_routes(const HeaderExchange& hx, std::uint64_t g, int me, int n_pes,
+                        int experts_per_pe, const std::int32_t* expert_ids, int bs, int topk,
+                        std::size_t recv_cap, const char* op, const char* cap_name,
+                        RoutePlan& plan) {
+  const int P = n_pes, L = experts_per_pe;
+  gather_counts(hx, g, P, L, LiveSet{}, plan);
   // Every destination's total, checked on every PE so that every PE refuses alike.
   for (int dst = 0; dst < P; ++dst) {
     const std::int64_t total = plan.rows_to(dst);
@@ -77,11 +125,7 @@ std::string plan_routes(const HeaderExchange& hx, std::uint64_t g, int me, int n
       base += plan.expert_rows(dst, e);
     }
   }
-  plan.positions.assign(static_cast<std::size_t>(bs) * topk, -1);
-  for (std::size_t i = 0; i < plan.positions.size(); ++i) {
-    const std::int32_t e = expert_ids[i];
-    if (e >= 0) plan.positions[i] = next[e]++;
-  }
+  place_rows(next, expert_ids, bs, topk, L, LiveSet{}, plan);
   return {};
 }
 

@@ -40,4 +40,12 @@ std::string plan_routes(const HeaderExchange& hx, std::uint64_t g, int me, int n
                         std::size_t recv_cap, const char* op, const char* cap_name,
                         RoutePlan& plan);
 
+// Shrink mode's plan: masked PEs send and receive nothing, and rows land in fixed slots, rows of
+// local expert e from source s at (e * n_pes + s) * slots, so that a row's place depends on its
+// sender alone and PEs whose masks differ never misplace rows. Refuses a (source, expert) pair
+// of more than `slots` rows (a token that names an expert twice).
+std::string plan_fixed_slots(const HeaderExchange& hx, std::uint64_t g, int me, int n_pes,
+                             int experts_per_pe, const std::int32_t* expert_ids, int bs, int topk,
+                             int slots, const LiveSet& live, const char* op, RoutePlan& plan);
+
 }  // namespace shmoe::moe

@@ -198,7 +198,8 @@ TEST(MoeCaller, ARefusalFromOnePeIsEveryPesError) {
                                    in.bs,
                                    in.side.data(),
                                    in.ints.data(),
-                                   static_cast<shmoe_call_verdict_t>(me == refusing ? 7 : 0)};
+                                   static_cast<shmoe_call_verdict_t>(me == refusing ? 7 : 0),
+                                   nullptr};
   const shmoe_dispatch_outputs_t outs{r.x.data(),        r.assist.data(), r.recv.data(),
                                       r.nums.data(),     nullptr,         r.side.data(),
                                       r.all_ints.data(), r.counts.data()};

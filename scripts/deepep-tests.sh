@@ -9,13 +9,16 @@
 #   scripts/deepep-tests.sh DEEPEP_CHECKOUT [BUILD_DIR]    (DEEPEP_CHECKOUT: a checkout or a bare
 #                                                           git directory of DeepEP)
 # Environment: DEEPEP_COMMIT (567632d), DEEPEP_PROCS ("2 3 4"), DEEPEP_SUITES
-# ("intranode low_latency low_latency_logfmt"), PYTHON (/usr/bin/python3).
+# ("intranode low_latency low_latency_logfmt low_latency_shrink"), PYTHON (/usr/bin/python3),
+# SHMOE_SHRINK_TIMEOUT_MS (3000, for low_latency_shrink).
+# low_latency_shrink is DeepEP's --shrink-test, which fails ranks 1, 3 and 5: it runs once, at 8
+# processes, whatever DEEPEP_PROCS says.
 set -eu
 deepep=${1:?usage: $0 DEEPEP_CHECKOUT [BUILD_DIR]}
 build=$(cd "${2:-$(dirname "$0")/../build}" && pwd)
 commit=${DEEPEP_COMMIT:-567632d}
 procs=${DEEPEP_PROCS:-2 3 4}
-suites=${DEEPEP_SUITES:-intranode low_latency low_latency_logfmt}
+suites=${DEEPEP_SUITES:-intranode low_latency low_latency_logfmt low_latency_shrink}
 python=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -37,12 +40,19 @@ sed -i -e "s/'cuda'/'cpu'/g; s/\"cuda\"/\"cpu\"/g; s/cuda:/cpu:/g; s/torch\.cuda
 
 export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} SHMOE_HANG_TIMEOUT=${SHMOE_HANG_TIMEOUT:-120}
+export SHMOE_SHRINK_TIMEOUT_MS=${SHMOE_SHRINK_TIMEOUT_MS:-3000}
 status=0
 port=$((20000 + $$ % 20000))
+shrink_done=
 for n in $procs; do
   for suite in $suites; do
     port=$((port + 1))
     case $suite in
+      low_latency_shrink)
+        [ -z "$shrink_done" ] || continue
+        shrink_done=1
+        set -- test_low_latency.py --shrink-test --num-processes 8 --num-tokens 64 \
+               --hidden 2048 --num-topk 4 --num-experts 64 ;;
       intranode)
         set -- test_intranode.py --num-processes "$n" --num-tokens 128 --hidden 1024 \
                --num-topk 4 --num-experts $((8 * n)) ;;
@@ -54,11 +64,13 @@ for n in $procs; do
                --num-topk 8 --num-experts $((8 * n)) --use-logfmt ;;
       *) echo "unknown suite $suite" >&2; exit 2 ;;
     esac
-    echo "== DeepEP $suite, $n processes: $*"
+    np=$n
+    [ "$suite" != low_latency_shrink ] || np=8
+    echo "== DeepEP $suite, $np processes: $*"
     if (cd "$tests" && MASTER_PORT=$port timeout 900 "$python" "$@"); then
-      echo "== PASS $suite np$n"
+      echo "== PASS $suite np$np"
     else
-      echo "== FAIL $suite np$n"; status=1
+      echo "== FAIL $suite np$np"; status=1
     fi
   done
 done

@@ -166,7 +166,7 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
   // A pe_mask where none belongs (shrink mode off) is refused on every PE like any input; in
   // shrink mode a PE without a usable mask cannot take part: it throws at once, and the others
   // mask it at their bound.
-  const std::string mask_error = s.mask_error("combine", in.pe_mask);
+  const std::string mask_error = s.check_mask("combine", in.pe_mask);
   if (!mask_error.empty() && s.shrink()) throw MoeError(mask_error);
   const LiveSet live = s.live_set(in.pe_mask);
   // A refusal is not thrown here: the peers, which did join the call, learn it at the entry
@@ -246,7 +246,8 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
                            first, last);
       w.barrier();
       if (id == 0) {
-        s.combine_done.all_reach(s.me, g, "combine reads", &waits, live);
+        s.combine_done.all_reach(s.me, g, "combine reads", &waits, s.late_set(live));
+        s.keep_only_late(live);
         comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       }
       return;

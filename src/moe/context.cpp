@@ -50,7 +50,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
 
 }  // namespace
 
-std::string MoeContext::State::mask_error(const char* op, const std::int32_t* pe_mask) const {
+std::string MoeContext::State::check_mask(const char* op, std::int32_t* pe_mask) {
   if (!shrink()) {
     if (pe_mask == nullptr) return "";
     return fmt::format("{}: PE {}: pe_mask is given, but shrink mode is off (shrink_timeout_ms=0)",
@@ -61,7 +61,24 @@ std::string MoeContext::State::mask_error(const char* op, const std::int32_t* pe
     return fmt::format("{}: PE {}: pe_mask[{}]={} masks this PE itself (0 required)", op, me, me,
                        pe_mask[me]);
   }
+  for (int pe = 0; pe < n_pes && !late_mask.empty(); ++pe) {
+    if (late_mask[static_cast<std::size_t>(pe)] != 0) pe_mask[pe] = 1;
+  }
+  late_mask.clear();
   return "";
+}
+
+LiveSet MoeContext::State::late_set(const LiveSet& live) {
+  if (!live.bounded()) return live;
+  late_mask.assign(static_cast<std::size_t>(n_pes), 0);
+  for (int pe = 0; pe < n_pes; ++pe) late_mask[static_cast<std::size_t>(pe)] = !live.live(pe);
+  return LiveSet(late_mask.data(), live.bound());
+}
+
+void MoeContext::State::keep_only_late(const LiveSet& live) {
+  for (int pe = 0; pe < n_pes && !late_mask.empty(); ++pe) {
+    if (!live.live(pe)) late_mask[static_cast<std::size_t>(pe)] = 0;
+  }
 }
 
 std::vector<bool> segments_for_copy_engine(const std::vector<std::size_t>& segment_bytes,
@@ -158,7 +175,7 @@ void sync_live(MoeContext& ctx, std::int32_t* pe_mask) {
     throw MoeError(fmt::format(
         "sync_live: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
   }
-  if (const std::string e = s.mask_error("sync_live", pe_mask); !e.empty()) throw MoeError(e);
+  if (const std::string e = s.check_mask("sync_live", pe_mask); !e.empty()) throw MoeError(e);
   s.live_sync.all_reach(s.me, ++s.sync_generation, "sync_live", nullptr, s.live_set(pe_mask));
 }
 

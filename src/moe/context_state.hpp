@@ -34,6 +34,10 @@ struct MoeContext::State : OperatorState {
   std::uint64_t combine_generation = 0;
   FlagArray live_sync;  // shrink mode's sync_live barrier
   std::uint64_t sync_generation = 0;
+  // Shrink mode: PEs that missed only the last step of a combine (their reads of this PE's
+  // window), whose experts that combine's sums already hold: masked from the next call on, so
+  // that a call's mask always says whose experts its results left out.
+  std::vector<std::int32_t> late_mask;
 
   std::unique_ptr<kernel::CopyEngine> engine;
   OpTiming timing;
@@ -51,8 +55,13 @@ struct MoeContext::State : OperatorState {
     return shrink() ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms))
                     : LiveSet();
   }
-  // Shrink mode's check of a call's pe_mask, or "" (the call's own PE, by its own mask).
-  std::string mask_error(const char* op, const std::int32_t* pe_mask) const;
+  // Shrink mode's check of a call's pe_mask, or "" (the call's own PE, by its own mask). A good
+  // mask takes in the PEs the last combine found late.
+  std::string check_mask(const char* op, std::int32_t* pe_mask);
+  // For a combine's last step: the call's live PEs, masking the late ones into late_mask ...
+  LiveSet late_set(const LiveSet& live);
+  // ... and after it, late_mask keeps only those (not the PEs the call had masked already).
+  void keep_only_late(const LiveSet& live);
 };
 
 // Which segments of a call go through the copy engine: those of at least the threshold and

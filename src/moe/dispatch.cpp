@@ -128,7 +128,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   // A pe_mask where none belongs (shrink mode off) is refused on every PE through the header; in
   // shrink mode a PE without a usable mask cannot take part: it throws at once, and the others
   // mask it at their bound.
-  const std::string mask_error = s.mask_error("dispatch", in.pe_mask);
+  const std::string mask_error = s.check_mask("dispatch", in.pe_mask);
   if (!mask_error.empty() && s.shrink()) throw MoeError(mask_error);
   DispatchArgs args = in;
   if (!mask_error.empty()) args.verdict = CallVerdict::kRefuse;

@@ -31,6 +31,8 @@ std::string case_error(const MoeRunOptions& o, const MoeCase& c) {
   names.hidden = "--hidden";
   names.topk = "--topk";
   names.workers = "--matrix-workers/--vector-workers:";
+  names.shrink_timeout_ms = "--shrink-ms";
+  names.max_recv_rows = "--max-recv-rows";
   return moe::config_error(moe_config(o, c), o.pes, names);
 }
 
@@ -46,6 +48,7 @@ moe::MoeConfig moe_config(const MoeRunOptions& o, const MoeCase& c) {
   cfg.max_recv_rows = o.max_recv_rows;
   cfg.workers = {o.matrix_workers, o.vector_workers};
   cfg.doubleplane_threshold = o.threshold;
+  cfg.shrink_timeout_ms = o.shrink_ms;
   return cfg;
 }
 
@@ -136,6 +139,15 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
   app.add_option("--delay-pe", text.delay_pe,
                  "P:US: PE P sleeps US microseconds before each timed call (with --perf), so "
                  "that the slow-PE report has a PE to find");
+  app.add_option("--shrink-ms", o.shrink_ms,
+                 "shrink mode (elastic EP): a PE that does not arrive within MS milliseconds is "
+                 "masked and the others go on without its experts; implies --copy-out")
+      ->check(CLI::Range(0, 3'600'000));
+  app.add_option("--fail-pe", text.fail_pe,
+                 "P:HOW:IT: PE P fails at iteration IT (0-based), HOW = quit (stops calling) or "
+                 "stop (SIGSTOP in the middle of the iteration, SIGCONT once the others are "
+                 "done); the others verify their outputs against a reference without P's "
+                 "experts (needs --shrink-ms and --iterations > IT)");
 }
 
 namespace {
@@ -159,6 +171,33 @@ std::string parse_delay_pe(const std::string& text, MoeRunOptions& o) {
   return "";
 }
 
+// --fail-pe P:HOW:IT into o.fail_pe, o.fail_action and o.fail_iteration; an error text, or empty.
+std::string parse_fail_pe(const std::string& text, MoeRunOptions& o) {
+  const std::string bad = "--fail-pe=" + text + " is not P:HOW:IT with P a PE (0.." +
+                          std::to_string(o.pes - 1) +
+                          "), HOW quit or stop, and IT an iteration (0.." +
+                          std::to_string(o.iterations - 1) + ", --iterations)";
+  const auto first = text.find(':');
+  const auto second = first == std::string::npos ? first : text.find(':', first + 1);
+  if (second == std::string::npos) return bad;
+  const std::string pe = text.substr(0, first), how = text.substr(first + 1, second - first - 1),
+                    it = text.substr(second + 1);
+  const auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() <= 7 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!digits(pe) || !digits(it) || (how != "quit" && how != "stop")) return bad;
+  o.fail_pe = std::stoi(pe);
+  o.fail_iteration = std::stoi(it);
+  o.fail_action = how == "stop" ? FailAction::kStop : FailAction::kQuit;
+  if (o.fail_pe >= o.pes || o.fail_iteration >= o.iterations) return bad;
+  if (o.pes < 2) return "--fail-pe=" + text + " needs a PE that goes on: give --pes 2 or more";
+  if (o.shrink_ms == 0) return "--fail-pe=" + text + " needs shrink mode: give --shrink-ms too";
+  if (o.perf) return "--fail-pe=" + text + " and --perf: a failing PE's job is not timed";
+  if (o.op != MoeOp::kPipeline) return "--fail-pe=" + text + " runs the pipeline op only";
+  return "";
+}
+
 }  // namespace
 
 int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
@@ -176,6 +215,13 @@ int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
                                  : Routing::kUniform;
   if (!text.delay_pe.empty()) {
     if (const std::string e = parse_delay_pe(text.delay_pe, o); !e.empty()) {
+      std::fprintf(stderr, "shmoe-moe: %s\n", e.c_str());
+      return 2;
+    }
+  }
+  if (o.shrink_ms > 0) o.copy_out = true;  // the receive window has gaps in shrink mode
+  if (!text.fail_pe.empty()) {
+    if (const std::string e = parse_fail_pe(text.fail_pe, o); !e.empty()) {
       std::fprintf(stderr, "shmoe-moe: %s\n", e.c_str());
       return 2;
     }

@@ -15,6 +15,9 @@ namespace shmoe::tools {
 
 enum class MoeOp { kDispatch, kCombine, kDispatchDoublePlane, kCombineDoublePlane, kPipeline };
 enum class Routing { kUniform, kZipf, kHot };
+// How --fail-pe's PE fails: it stops calling (as DeepEP's shrink test fails its ranks), or is
+// stopped by SIGSTOP in the middle of an iteration's traffic (and resumed after the others end).
+enum class FailAction { kQuit, kStop };
 
 struct MoeCase {
   int bs = 8, hidden = 16, topk = 2, experts_per_pe = 2;
@@ -50,6 +53,12 @@ struct MoeRunOptions {
   // for the slow-rank report); -1: none.
   int delay_pe = -1;
   double delay_us = 0;
+  // --shrink-ms: shrink mode's bound (0: off); the tool then uses buffers of its own (copy_out).
+  int shrink_ms = 0;
+  // --fail-pe P:HOW:IT: PE fail_pe fails at iteration fail_iteration; -1: none.
+  int fail_pe = -1;
+  FailAction fail_action = FailAction::kQuit;
+  int fail_iteration = 0;
 };
 
 std::string op_name(MoeOp op);
@@ -60,6 +69,7 @@ bool op_uses_double_plane(const MoeRunOptions& o);
 struct MoeOptionText {
   std::string op = "pipeline", routing = "uniform";
   std::string delay_pe;  // --delay-pe, as P:US
+  std::string fail_pe;   // --fail-pe, as P:HOW:IT
   std::vector<int> bs{8}, hidden{16}, topk{2}, experts_per_pe{2};
   std::vector<std::string> dtypes{"int32"};
 };

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 #include <shmem.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -11,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -207,6 +211,68 @@ void report_perf(const MoeRunOptions& o, const MoeCase& c, const std::string& na
   shmem_free(all);
 }
 
+// Shrink mode's reference: what PE `me` must get when the PEs in `masked` are left out (their
+// tokens are not sent, their experts not summed).
+std::vector<PeInputs> without(std::vector<PeInputs> all, const std::set<int>& masked) {
+  for (int pe : masked) {
+    all[static_cast<std::size_t>(pe)].bs = 0;
+    all[static_cast<std::size_t>(pe)].expert_ids.clear();
+  }
+  return all;
+}
+PeInputs without_experts_of(PeInputs mine, const std::set<int>& masked, int experts_per_pe) {
+  for (auto& e : mine.expert_ids) {
+    if (e >= 0 && masked.count(e / experts_per_pe)) e = -1;
+  }
+  return mine;
+}
+
+std::set<int> masked_pes(const std::vector<std::int32_t>& mask) {
+  std::set<int> s;
+  for (std::size_t pe = 0; pe < mask.size(); ++pe) {
+    if (mask[pe] != 0) s.insert(static_cast<int>(pe));
+  }
+  return s;
+}
+
+// Every PE's process id, for the PE that resumes a stopped one (collective).
+std::vector<pid_t> exchange_pids() {
+  const int P = shmem_n_pes(), me = shmem_my_pe();
+  auto* pids =
+      static_cast<long long*>(shmem_calloc(static_cast<std::size_t>(P), sizeof(long long)));
+  for (int pe = 0; pe < P; ++pe) shmem_longlong_p(pids + me, ::getpid(), pe);
+  shmem_barrier_all();
+  std::vector<pid_t> out(pids, pids + P);
+  shmem_free(pids);
+  return out;
+}
+
+// --fail-pe ...:stop: the process stops itself `delay` after the main thread sets `calling`
+// (just before its first call), so that the stop lands in the middle of the iteration's calls.
+std::thread stop_after(const std::atomic<bool>& calling, std::chrono::microseconds delay) {
+  return std::thread([&calling, delay] {
+    while (!calling.load(std::memory_order_acquire)) std::this_thread::yield();
+    std::this_thread::sleep_for(delay);
+    ::kill(::getpid(), SIGSTOP);
+  });
+}
+
+// Sends SIGCONT to `pid` once it shows as stopped (its stop comes from its own thread, which may
+// fire after this PE is done; shrink mode runs on one host, so /proc tells).
+void resume_when_stopped(pid_t pid) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');  // the state follows the command name
+    if (close == std::string::npos || close + 2 >= line.size()) break;
+    if (line[close + 2] == 'T') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(pid, SIGCONT);
+}
+
 int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   const int P = shmem_n_pes(), me = shmem_my_pe();
   moe::MoeContext ctx(moe_config(o, c));
@@ -233,8 +299,14 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   const bool check_dispatch_out = !op_is_combine(o.op);
   const bool do_combine = op_is_combine(o.op) || o.op == MoeOp::kPipeline;
 
+  // Shrink mode: the PEs this PE has masked, passed to every call.
+  std::vector<std::int32_t> mask(static_cast<std::size_t>(P), 0);
+  std::int32_t* const pe_mask = o.shrink_ms > 0 ? mask.data() : nullptr;
+  const std::vector<pid_t> pids =
+      o.fail_action == FailAction::kStop && o.fail_pe >= 0 ? exchange_pids() : std::vector<pid_t>{};
   auto dispatch = [&](const PeInputs& in) {
     moe::DispatchArgs a{in.x.data(), in.expert_ids.data(), in.scales.data(), in.bs};
+    a.pe_mask = pe_mask;
     moe::DispatchOutputs out{expand_x, b.assist_info.data(), b.ep_recv_count.data(),
                              b.expert_token_nums.data(), b.expand_scales.data()};
     return double_plane ? moe::dispatch_doubleplane(ctx, a, out)
@@ -244,6 +316,7 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
     moe::CombineArgs a{expert_out,           b.assist_info.data(), b.ep_recv_count.data(),
                        in.expert_ids.data(), in.scales.data(),     in.bs,
                        b.x_out.data()};
+    a.pe_mask = pe_mask;
     double_plane ? moe::combine_doubleplane(ctx, a) : moe::combine_classic(ctx, a);
   };
 
@@ -252,21 +325,59 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   int rows = 0;
   std::size_t engine_bytes = 0;
   PeInputs mine;
+  std::string failed;   // this PE failed on purpose (--fail-pe): how
+  std::string masking;  // when and how fast this PE masked others
   for (int it = 0; it < o.iterations && verdict.ok; ++it) {
     const std::uint64_t s = seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(it);
     std::vector<PeInputs> all;
     for (int pe = 0; pe < P; ++pe) all.push_back(make_inputs(o, c, s, pe, P));
     mine = all[me];
+    if (me == o.fail_pe && it == o.fail_iteration) {
+      if (o.fail_action == FailAction::kQuit) {
+        failed = fmt::format("quit (stopped calling) at iteration {}", it);
+        break;
+      }
+      // Stopped somewhere in the first 500 us of the iteration's calls; once resumed, it
+      // finishes the calls it is in (the others no longer answer it) and leaves.
+      std::atomic<bool> calling{false};
+      std::thread stopper = stop_after(calling, std::chrono::microseconds((s >> 7) % 500));
+      calling.store(true, std::memory_order_release);
+      dispatch(mine);
+      run_experts(b, expand_x, expert_out, c, me, P, ctx.last_timing().rows_received, row_bytes);
+      combine(mine);
+      stopper.join();
+      failed = fmt::format("stopped by SIGSTOP during iteration {} and resumed; masked PEs {}", it,
+                           fmt::join(masked_pes(mask), ","));
+      break;
+    }
+    const std::size_t masked_before = masked_pes(mask).size();
+    const auto t0 = std::chrono::steady_clock::now();
     rows = dispatch(mine);
     engine_bytes += ctx.last_timing().bytes_via_copy_engine;
-    if (check_dispatch_out)
-      check_dispatch(b, expand_x, rows, golden_dispatch(all, c, me), row_bytes, verdict);
+    if (check_dispatch_out) {
+      check_dispatch(b, expand_x, rows, golden_dispatch(without(all, masked_pes(mask)), c, me),
+                     row_bytes, verdict);
+    }
     if (do_combine) {
       run_experts(b, expand_x, expert_out, c, me, P, rows, row_bytes);
       combine(mine);
       engine_bytes += ctx.last_timing().bytes_via_copy_engine;
-      worst_combine = std::max(worst_combine, check_combine(b, mine, c, verdict));
+      const PeInputs kept = without_experts_of(mine, masked_pes(mask), c.experts_per_pe);
+      worst_combine = std::max(worst_combine, check_combine(b, kept, c, verdict));
     }
+    if (masked_pes(mask).size() > masked_before) {
+      masking += fmt::format(
+          " masked=[{}] at iteration {} within {:.0f} ms", fmt::join(masked_pes(mask), ","), it,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  // The lowest other PE resumes a stopped one once done, so that it takes part in the teardown.
+  if (!pids.empty() && me == (o.fail_pe == 0 ? 1 : 0))
+    resume_when_stopped(pids[static_cast<std::size_t>(o.fail_pe)]);
+  if (!failed.empty()) {
+    fmt::print("PE {}: failed on purpose: {}\n", me, failed);
+    std::fflush(stdout);
+    return 0;
   }
   std::string checks = check_dispatch_out ? "dispatch_exact" : "";
   if (do_combine) checks += std::string(checks.empty() ? "" : ",") + "combine_fp64";
@@ -282,7 +393,7 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
                                : c.dtype == DType::kBFloat16 ? "2^-8*sum|terms| + accumulation"
                                                              : "2^-11*sum|terms| + accumulation")
                  : "",
-      double_plane ? fmt::format(" copy_engine_bytes={}", engine_bytes) : "",
+      (double_plane ? fmt::format(" copy_engine_bytes={}", engine_bytes) : "") + masking,
       verdict.ok ? "" : " first mismatch: " + verdict.detail);
   std::fflush(stdout);
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# shmoe-moe's shrink mode with a PE that really fails in the middle of MoE traffic: PE FAIL quits
+# (stops calling) or is stopped by SIGSTOP at iteration 1 of 4; every other PE must mask it
+# within the bound plus one second and pass its checks against a reference without FAIL's
+# experts; the stopped PE is resumed and the job ends cleanly.
+#   shrink_cli.sh SHMOE_MOE PES FAIL quit|stop
+set -euo pipefail
+moe=$1 pes=$2 fail=$3 how=$4
+bound=2000
+log=$("$moe" pipeline --pes "$pes" --bs 32 --hidden 1024 --topk 4 --experts-per-pe 2 \
+  --dtype bfloat16 --iterations 4 --shrink-ms $bound --fail-pe "$fail:$how:1" --timeout 120 \
+  2>&1) || { echo "$log"; echo "FAIL: the run failed"; exit 1; }
+echo "$log" | grep -E "^PE [0-9]+:"
+passed=$(grep -c "^PE [0-9]*: pipeline verify=pass" <<<"$log" || true)
+if [[ $passed -ne $((pes - 1)) ]]; then
+  echo "FAIL: $passed PEs passed their checks, expected $((pes - 1))"
+  exit 1
+fi
+grep -q "^PE $fail: failed on purpose: " <<<"$log" || { echo "FAIL: PE $fail did not fail"; exit 1; }
+# Each survivor's line: masked=[FAIL] at iteration 1 (2 when a stop lands after the
+# iteration's last wait) within MS ms.
+while read -r line; do
+  ms=$(sed -n "s/.* masked=\[$fail\] at iteration [12] within \([0-9]*\) ms.*/\1/p" <<<"$line")
+  if [[ -z $ms ]]; then
+    echo "FAIL: a survivor did not mask PE $fail: $line"
+    exit 1
+  fi
+  if ((ms > bound + 1000)); then
+    echo "FAIL: masking took $ms ms, more than the bound $bound ms plus one second"
+    exit 1
+  fi
+done < <(grep "^PE [0-9]*: pipeline verify=pass" <<<"$log")
+echo "ok: PE $fail ($how) masked by the $((pes - 1)) others, all exact"

@@ -1,0 +1,309 @@
+// Shrink mode (elastic expert parallelism) through the public API: PEs that stop calling in the
+// middle of MoE traffic are masked by the others within the bound, the survivors' dispatch and
+// combine stay exact for the live experts, and a call's mask and refusals behave as documented.
+// One PE stops before a dispatch, another after a dispatch (before its combine), which is
+// where DeepEP's shrink test fails its ranks. Inputs are fresh random on every run; every
+// expectation is computed here from the seed and the expected mask, independently of the
+// operators.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../pe/pe_test.hpp"
+#include "shmoe/moe.hpp"
+
+namespace shmoe {
+namespace {
+
+constexpr int kL = 2, kTopk = 2, kHidden = 48, kMaxBs = 10, kRounds = 4;
+
+// The bound: long enough that no live PE, however the scheduler treats it on loaded cores, is
+// masked by mistake (SHMOE_TEST_SHRINK_MS, default 2000).
+int bound_ms() {
+  const char* v = std::getenv("SHMOE_TEST_SHRINK_MS");
+  return v != nullptr ? std::atoi(v) : 2000;
+}
+
+shmoe_moe_config_t config(int shrink_ms) {
+  shmoe_moe_config_t c{};
+  c.experts_per_pe = kL;
+  c.max_bs = kMaxBs;
+  c.hidden = kHidden;
+  c.topk = kTopk;
+  c.dtype = SHMOE_DTYPE_BFLOAT16;
+  c.vector_workers = 2;
+  c.shrink_timeout_ms = shrink_ms;
+  return c;
+}
+
+std::uint16_t bf16_bits(float v) {  // exact for the values used here
+  std::uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return static_cast<std::uint16_t>(b >> 16);
+}
+std::uint16_t round_to_bf16(float v) {
+  std::uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return static_cast<std::uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
+}
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t b = std::uint32_t{h} << 16;
+  float v;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+
+// PE src's tokens in round `round`, a function of (seed, round, src) alone: distinct experts per
+// token (some slots dropped), power-of-two weights, rows of k / 8 with |k| < 128, so that every
+// sum below is exact in fp32 and in bf16.
+struct Inputs {
+  int bs = 0;
+  std::vector<std::uint16_t> x;
+  std::vector<std::int32_t> ids;
+  std::vector<float> weights;
+};
+
+Inputs inputs_of(std::uint64_t seed, int round, int src, int n_pes) {
+  const int E = n_pes * kL;
+  const std::uint64_t base = seed ^ (std::uint64_t(round) << 40) ^ (std::uint64_t(src) << 20);
+  Inputs in;
+  in.bs = 1 + static_cast<int>(test::mix(base) % kMaxBs);
+  for (int t = 0; t < in.bs; ++t) {
+    const std::uint64_t h = test::mix(base ^ (t + 1));
+    const int first = static_cast<int>(h % E);
+    const int second = (first + 1 + static_cast<int>((h >> 20) % (E - 1))) % E;
+    in.ids.push_back((h >> 40) % 8 == 0 ? -1 : first);
+    in.ids.push_back((h >> 44) % 8 == 0 ? -1 : second);
+    for (int k = 0; k < kTopk; ++k)
+      in.weights.push_back(std::ldexp(1.0f, -static_cast<int>((h >> (50 + 2 * k)) % 3)));
+    for (int c = 0; c < kHidden; ++c) {
+      const auto v = static_cast<int>(test::mix(h + c) % 255) - 127;
+      in.x.push_back(bf16_bits(static_cast<float>(v) / 8));
+    }
+  }
+  return in;
+}
+
+// The "expert": expert e doubles its rows when e is odd (exact in bf16).
+float expert_factor(int e) {
+  return e % 2 ? 2.0f : 1.0f;
+}
+
+std::set<int> masked_set(const std::vector<std::int32_t>& mask) {
+  std::set<int> s;
+  for (std::size_t pe = 0; pe < mask.size(); ++pe) {
+    if (mask[pe] != 0) s.insert(static_cast<int>(pe));
+  }
+  return s;
+}
+
+struct Received {
+  std::vector<std::uint16_t> x;
+  std::vector<std::int32_t> assist, recv, nums;
+  explicit Received(std::size_t cap, int n)
+      : x(cap * kHidden, 0xFFFF),
+        assist(cap * 3, -7),
+        recv(static_cast<std::size_t>(n) * kL, -7),
+        nums(kL, -7) {}
+};
+
+// The rows PE `me` must hold after a dispatch whose live sources are those outside `masked`:
+// grouped by local expert, then source PE, then token order.
+void check_dispatch(int rows, const Received& r, const std::vector<Inputs>& all,
+                    const std::set<int>& masked, int me, int n) {
+  int row = 0;
+  for (int e = 0; e < kL; ++e) {
+    for (int src = 0; src < n; ++src) {
+      if (masked.count(src) == 0) {
+        const Inputs& in = all[static_cast<std::size_t>(src)];
+        for (int i = 0; i < in.bs * kTopk; ++i) {
+          if (in.ids[i] != me * kL + e) continue;
+          ASSERT_LT(row, rows) << "too few rows";
+          const int t = i / kTopk;
+          EXPECT_EQ(r.assist[3 * row], src) << "row " << row;
+          EXPECT_EQ(r.assist[3 * row + 1], t) << "row " << row;
+          EXPECT_EQ(r.assist[3 * row + 2], i % kTopk) << "row " << row;
+          EXPECT_EQ(std::memcmp(&r.x[static_cast<std::size_t>(row) * kHidden],
+                                &in.x[static_cast<std::size_t>(t) * kHidden], kHidden * 2),
+                    0)
+              << "row " << row << " (PE " << src << ", token " << t << ")";
+          ++row;
+        }
+      }
+      EXPECT_EQ(r.recv[e * n + src], row) << "ep_recv_count of expert " << e << ", PE " << src;
+    }
+  }
+  EXPECT_EQ(rows, row);
+}
+
+// The rows this PE's experts return: each received row times its expert's factor. Compact
+// (dispatch's layout) or, with `window`, into the receive window's fixed slots.
+void run_experts(const Received& r, int rows, int me, int n, std::uint16_t* out, bool window) {
+  int row = 0;
+  for (int e = 0; e < kL; ++e) {
+    for (int src = 0; src < n; ++src) {
+      const int end = r.recv[e * n + src];
+      for (int j = 0; row < end; ++row, ++j) {
+        const std::size_t to = window ? (static_cast<std::size_t>(e) * n + src) * kMaxBs + j
+                                      : static_cast<std::size_t>(row);
+        for (int c = 0; c < kHidden; ++c) {
+          out[to * kHidden + c] =
+              bf16_bits(from_bf16(r.x[row * kHidden + c]) * expert_factor(me * kL + e));
+        }
+      }
+    }
+  }
+  ASSERT_EQ(row, rows);
+}
+
+void check_combine(const std::vector<std::uint16_t>& out, const Inputs& in,
+                   const std::set<int>& masked) {
+  for (int t = 0; t < in.bs; ++t) {
+    for (int c = 0; c < kHidden; ++c) {
+      double want = 0;
+      for (int k = 0; k < kTopk; ++k) {
+        const int e = in.ids[t * kTopk + k];
+        if (e < 0 || masked.count(e / kL)) continue;
+        want += double{in.weights[t * kTopk + k]} * expert_factor(e) *
+                from_bf16(in.x[static_cast<std::size_t>(t) * kHidden + c]);
+      }
+      // The sum is exact in fp32; the operator rounds it once to bf16 (to nearest, ties even).
+      ASSERT_EQ(out[static_cast<std::size_t>(t) * kHidden + c],
+                round_to_bf16(static_cast<float>(want)))
+          << "token " << t << " column " << c;
+    }
+  }
+}
+
+// PE `stops_at_dispatch` never calls again from round 1's dispatch on; PE `stops_at_combine`
+// dispatches in round 2, then never calls again. The others go on, with every call checked.
+TEST(MoeShrink, PesThatStopCallingAreMaskedAndTheOthersStayExact) {
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  ASSERT_GE(n, 3) << "needs a PE to stop at dispatch, one at combine and a survivor";
+  const std::uint64_t seed = test::shared_seed();
+  // Two different PEs of 1..n-1 (PE 0 draws the seed).
+  const int stops_at_dispatch = 1 + static_cast<int>(seed % (n - 1));
+  const int at_combine = stops_at_dispatch % (n - 1) + 1;
+  MoeBuffer op(config(bound_ms()));
+  std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
+  std::set<int> expect;
+  for (int round = 0; round < kRounds; ++round) {
+    if (me == stops_at_dispatch && round == 1) break;
+    std::vector<Inputs> all;
+    for (int pe = 0; pe < n; ++pe) all.push_back(inputs_of(seed, round, pe, n));
+    const Inputs& in = all[static_cast<std::size_t>(me)];
+    if (round == 1) expect.insert(stops_at_dispatch);
+    Received r(op.recv_capacity(), n);
+    DispatchInput din{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
+    din.pe_mask = mask.data();
+    const int rows = op.dispatch(din, {r.x.data(), r.assist.data(), r.recv.data(), r.nums.data()});
+    EXPECT_EQ(masked_set(mask), expect) << "round " << round << " dispatch";
+    check_dispatch(rows, r, all, expect, me, n);
+    if (me == at_combine && round == 2) break;
+    if (round == 2) expect.insert(at_combine);
+
+    // Even rounds hand the experts' rows over in dispatch's layout, odd ones in the window.
+    const bool window = round % 2 == 1;
+    std::vector<std::uint16_t> y(op.recv_capacity() * kHidden, 0);
+    auto* rows_out = window ? static_cast<std::uint16_t*>(op.receive_window()) : y.data();
+    run_experts(r, rows, me, n, rows_out, window);
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden, 0xFFFF);
+    CombineInput cin{rows_out,          r.assist.data(), r.recv.data(), in.ids.data(),
+                     in.weights.data(), in.bs,           out.data()};
+    cin.pe_mask = mask.data();
+    op.combine(cin);
+    EXPECT_EQ(masked_set(mask), expect) << "round " << round << " combine";
+    check_combine(out, in, expect);
+    op.sync_live(mask.data());
+    EXPECT_EQ(masked_set(mask), expect) << "round " << round << " sync_live";
+  }
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const MoeError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Refusals that every PE makes alone (nothing moves, so no PE waits for another), and one that
+// the header carries to every PE.
+TEST(MoeShrink, MasksAndSettingsAreChecked) {
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  MoeBuffer op(config(1000));
+  Inputs in = inputs_of(test::shared_seed(), 0, me, n);
+  Received r(op.recv_capacity(), n);
+  EXPECT_EQ(op.recv_capacity(), static_cast<std::size_t>(kL) * n * kMaxBs);
+  const DispatchOutput outs{r.x.data(), r.assist.data(), r.recv.data(), r.nums.data()};
+  DispatchInput din{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
+  EXPECT_EQ(error_of([&] { op.dispatch(din, outs); }),
+            fmt::format("dispatch: PE {}: shrink mode needs a pe_mask", me));
+  std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
+  mask[static_cast<std::size_t>(me)] = 3;
+  din.pe_mask = mask.data();
+  EXPECT_EQ(
+      error_of([&] { op.dispatch(din, outs); }),
+      fmt::format("dispatch: PE {}: pe_mask[{}]=3 masks this PE itself (0 required)", me, me));
+  EXPECT_EQ(
+      error_of([&] { op.sync_live(mask.data()); }),
+      fmt::format("sync_live: PE {}: pe_mask[{}]=3 masks this PE itself (0 required)", me, me));
+  mask[static_cast<std::size_t>(me)] = 0;
+  // The receive window has gaps in shrink mode, so it cannot be dispatch's expand_x.
+  DispatchOutput into_window = outs;
+  into_window.expand_x = op.receive_window();
+  EXPECT_EQ(error_of([&] { op.dispatch(din, me == 0 ? into_window : outs); }),
+            "dispatch: PE 0: expand_x is the receive window, which in shrink mode holds a fixed "
+            "slot per (local expert, source PE, token) with gaps; pass a buffer of "
+            "recv_capacity() rows");
+  EXPECT_EQ(masked_set(mask), std::set<int>{});
+  // combine repeats the last dispatch's routing (none succeeded yet); every PE refuses, and each
+  // throws its own reason.
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden);
+  CombineInput cin{r.x.data(),        r.assist.data(), r.recv.data(), in.ids.data(),
+                   in.weights.data(), in.bs,           out.data()};
+  cin.pe_mask = mask.data();
+  std::fill(r.recv.begin(), r.recv.end(), 0);
+  EXPECT_EQ(error_of([&] { op.combine(cin); }),
+            fmt::format("combine: PE {}: in shrink mode combine must repeat the routing (bs, "
+                        "expert_ids) of the last dispatch on this context",
+                        me));
+  // Shrink mode off: a pe_mask is refused on every PE, naming the PE that passed one.
+  MoeBuffer plain(config(0));
+  Received p(plain.recv_capacity(), n);
+  DispatchInput pin{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
+  if (me == n - 1) pin.pe_mask = mask.data();
+  const std::string e = error_of([&] {
+    plain.dispatch(pin, {p.x.data(), p.assist.data(), p.recv.data(), p.nums.data()});
+  });
+  if (me == n - 1) {
+    EXPECT_EQ(e, fmt::format("dispatch: PE {}: pe_mask is given, but shrink mode is off "
+                             "(shrink_timeout_ms=0)",
+                             me));
+  } else {
+    EXPECT_EQ(e, fmt::format("dispatch: refused on every PE because PE {} refused its inputs "
+                             "(its own error says why)",
+                             n - 1));
+  }
+  // A bound the hang report would pre-empt, and a receive capacity that shrink mode sets itself.
+  shmoe_moe_config_t bad = config(600'000);
+  EXPECT_EQ(error_of([&] { MoeBuffer b(bad); }),
+            "MoeContext: shrink_timeout_ms=600000 is out of range (1..29999) (0 for off; below "
+            "SHMOE_HANG_TIMEOUT)");
+  bad = config(1000);
+  bad.max_recv_rows = 5;
+  EXPECT_EQ(error_of([&] { MoeBuffer b(bad); }),
+            "MoeContext: max_recv_rows=5 must be 0 in shrink mode (shrink_timeout_ms > 0), whose "
+            "window holds a fixed slot per (local expert, source PE, token)");
+}
+
+}  // namespace
+}  // namespace shmoe

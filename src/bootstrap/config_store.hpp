@@ -12,8 +12,13 @@
 //  * a second hello for a rank that is already connected, or a hello with a different job size,
 //    from a process that proved the job key, is refused, and the server publishes kAbortKey with
 //    a message naming both parties;
-//  * a PE connection that closes without BYE means the PE died: kAbortKey names it;
-//  * once every rank of the job said BYE, kFinalizedKey is set.
+//  * a PE connection that closes without BYE means the PE died: kAbortKey names it; or, under
+//    SHMOE_PE_LOSS=continue, the PE is lost and the job goes on: kLostKey lists the lost ranks,
+//    and the n-th loss also sets lost_event_key(n) to the list, which PEs watch one after the
+//    other (a watch fires once, and a key that changes would fire at once again);
+//  * once every rank of the job said BYE (or was lost), kFinalizedKey is set.
+// Keys under kLostKey are the server's alone: a client's write to one is refused, so no process
+// can make the others believe a PE was lost.
 // Each PE watches kAbortKey and has it pushed (kWatch) on its one connection, so every PE stops
 // with the same message, even while it sits in a wait that does not involve the store.
 #pragma once
@@ -28,11 +33,18 @@
 #include <vector>
 
 #include "bootstrap/job_key.hpp"
+#include "common/settings.hpp"
 
 namespace shmoe::bootstrap {
 
 inline constexpr std::string_view kAbortKey = "shmoe/abort";
 inline constexpr std::string_view kFinalizedKey = "shmoe/finalized";
+// SHMOE_PE_LOSS=continue: the lost ranks, a comma list in the order they were lost ("2,5").
+inline constexpr std::string_view kLostKey = "shmoe/lost";
+// The key set at the n-th loss (n from 1), to the list as it was then.
+std::string lost_event_key(std::size_t n);
+// Whether `key` is kLostKey or one of its event keys, which only the server writes.
+bool is_server_only_key(std::string_view key);
 
 struct StoreAddress {
   std::string host;
@@ -107,8 +119,12 @@ class ConfigStoreServer {
     std::int32_t job_size = 0;  // 0: learn it from the first PE hello
     JobKey job_key;             // required: only processes that prove it get in
     StoreLimits limits = StoreLimits::from_environment();
-    // Called on the service thread for a PE that disconnected without BYE, after the abort is
-    // published: the owner cleans up what the dead PE could not (its shared-memory name).
+    // What a PE's connection closing without BYE does: end the job (abort) or mark the PE lost
+    // and go on (continue). Throws shmoe::Error naming SHMOE_PE_LOSS on a bad value.
+    settings::PeLoss pe_loss = settings::pe_loss();
+    // Called on the service thread for a PE that disconnected without BYE, after the abort (or
+    // the loss) is published: the owner cleans up what the dead PE could not (its shared-memory
+    // name).
     std::function<void(const Hello&)> on_pe_lost;
   };
 

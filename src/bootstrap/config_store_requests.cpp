@@ -43,7 +43,7 @@ void ConfigStoreServer::Impl::on_set(Conn& c, wire::Reader& r) {
   std::string key(r.str());
   std::string_view value = r.str();
   r.expect_end();
-  if (!within_limits(c, "SET", key, value.size())) return;
+  if (!may_write(c, "SET", key) || !within_limits(c, "SET", key, value.size())) return;
   // The first abort explains the failure; later ones are mostly its consequences.
   if (key != kAbortKey || !kv.contains(key)) publish(key, std::string(value));
   reply_status(c, Status::kOk);
@@ -79,6 +79,7 @@ void ConfigStoreServer::Impl::on_add(Conn& c, wire::Reader& r) {
   std::string key(r.str());
   std::int64_t delta = r.i64();
   r.expect_end();
+  if (!may_write(c, "ADD", key)) return;
   std::int64_t current = 0;
   if (auto it = kv.find(key); it != kv.end()) {
     const std::string& v = it->second;
@@ -107,6 +108,7 @@ void ConfigStoreServer::Impl::on_append(Conn& c, wire::Reader& r) {
   std::string key(r.str());
   std::string_view value = r.str();
   r.expect_end();
+  if (!may_write(c, "APPEND", key)) return;
   auto it = kv.find(key);
   const std::size_t before = it == kv.end() ? 0 : it->second.size();
   if (!within_limits(c, "APPEND", key, before + value.size())) return;
@@ -122,6 +124,7 @@ void ConfigStoreServer::Impl::on_cas(Conn& c, wire::Reader& r) {
   std::string_view expected = r.str();
   std::string_view desired = r.str();
   r.expect_end();
+  if (!may_write(c, "CAS", key)) return;
   auto it = kv.find(key);
   bool present = it != kv.end();
   bool match = has_expected ? (present && it->second == expected) : !present;
@@ -137,6 +140,7 @@ void ConfigStoreServer::Impl::on_cas(Conn& c, wire::Reader& r) {
 void ConfigStoreServer::Impl::on_remove(Conn& c, wire::Reader& r) {
   std::string key(r.str());
   r.expect_end();
+  if (!may_write(c, "REMOVE", key)) return;
   reply_status(c, erase(key) ? Status::kOk : Status::kNotFound);
   return;
 }
@@ -187,6 +191,15 @@ void ConfigStoreServer::Impl::on_watch(Conn& c, wire::Reader& r) {
     ++c.pending_watches;
   }
   return;
+}
+
+// Whether a client may change `key`: the lost PEs' keys are the server's alone (a PE that wrote
+// them could stop the others' waits for a PE that is alive). Refused with a message otherwise.
+bool ConfigStoreServer::Impl::may_write(Conn& c, std::string_view op, const std::string& key) {
+  if (!is_server_only_key(key)) return true;
+  refuse(c, fmt::format("{} of key '{}': the keys under '{}' are written only by the config store",
+                        op, printable(key), kLostKey));
+  return false;
 }
 
 // Whether `key` may hold a value of `new_value_size` bytes; if not, the request is refused and

@@ -346,12 +346,23 @@ void ConfigStoreServer::Impl::close_conn(std::uint64_t id) {
     }
   }
   ::close(c.fd);
-  if (c.greeted && c.hello.role == PeerRole::kPe) {
-    if (auto abort = job.closed(c.hello, id, c.said_bye, c.kill_reason)) {
-      publish_abort(*abort);
-      if (opt.on_pe_lost) opt.on_pe_lost(c.hello);
-    }
+  if (c.greeted && c.hello.role == PeerRole::kPe) on_pe_closed(c);
+}
+
+// A PE's connection closed: what that means for the job (JobLiveness) is published here.
+void ConfigStoreServer::Impl::on_pe_closed(const Conn& c) {
+  const JobLiveness::Closing what = job.closed(c.hello, c.id, c.said_bye, c.kill_reason);
+  if (what.abort) publish_abort(*what.abort);
+  if (what.lost) {
+    log::warn("config store: {}; SHMOE_PE_LOSS=continue: the job goes on without it", *what.lost);
+    const std::string list = job.lost_list();
+    publish(std::string(kLostKey), list);
+    publish(lost_event_key(job.lost_count()), list);
   }
+  if (what.finalized && !kv.contains(std::string(kFinalizedKey))) {
+    publish(std::string(kFinalizedKey), "1");
+  }
+  if ((what.abort || what.lost) && opt.on_pe_lost) opt.on_pe_lost(c.hello);
 }
 
 StoreLimits StoreLimits::from_environment() {

@@ -134,7 +134,7 @@ struct ConfigStoreServer::Impl {
       : opt(std::move(o)),
         job_id(opt.job_key.job_id()),
         max_frame(opt.limits.max_value + kFrameOverhead),
-        job(opt.job_size) {}
+        job(opt.job_size, opt.pe_loss == settings::PeLoss::kContinue) {}
 
   Options opt;
   const std::string job_id;
@@ -221,6 +221,8 @@ struct ConfigStoreServer::Impl {
   int poll_timeout_ms() const;
   void settle();
   void close_conn(std::uint64_t id);
+  void on_pe_closed(const Conn& c);
+  bool may_write(Conn& c, std::string_view op, const std::string& key);
 };
 
 }  // namespace shmoe::bootstrap

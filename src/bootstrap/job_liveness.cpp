@@ -1,14 +1,26 @@
 #include "bootstrap/job_liveness.hpp"
 
+#include <fmt/ranges.h>
+
 #include "common/error.hpp"
 
 namespace shmoe::bootstrap {
+
+std::string lost_event_key(std::size_t n) {
+  return fmt::format("{}/{}", kLostKey, n);
+}
+
+bool is_server_only_key(std::string_view key) {
+  return key.starts_with(kLostKey) &&
+         (key.size() == kLostKey.size() || key[kLostKey.size()] == '/');
+}
 
 std::string describe_pe(const Hello& h) {
   return fmt::format("PE {} (pid {} on {})", h.rank, h.pid, h.host);
 }
 
-JobLiveness::JobLiveness(std::int32_t job_size) : size_(job_size) {
+JobLiveness::JobLiveness(std::int32_t job_size, bool continue_on_loss)
+    : size_(job_size), continue_on_loss_(continue_on_loss) {
   if (size_ > 0) size_source_ = "the launcher";
 }
 
@@ -40,18 +52,38 @@ std::string JobLiveness::admit(const Hello& h, std::uint64_t conn) {
 
 bool JobLiveness::depart(std::int32_t rank) {
   departed_.insert(rank);
-  return size_ > 0 && departed_.size() == static_cast<std::size_t>(size_);
+  return all_gone();
 }
 
-std::optional<std::string> JobLiveness::closed(const Hello& h, std::uint64_t conn, bool said_bye,
-                                               const std::string& why) {
+bool JobLiveness::all_gone() const {
+  if (size_ <= 0) return false;
+  std::size_t gone = departed_.size();
+  for (std::int32_t rank : lost_) gone += departed_.contains(rank) ? 0 : 1;
+  return gone == static_cast<std::size_t>(size_);
+}
+
+JobLiveness::Closing JobLiveness::closed(const Hello& h, std::uint64_t conn, bool said_bye,
+                                         const std::string& why) {
   if (auto it = live_.find(h.rank); it != live_.end() && it->second.conn == conn) live_.erase(it);
-  if (said_bye) return std::nullopt;
-  if (why.empty()) {
-    return fmt::format("{} disconnected without finalizing: it exited or was killed",
-                       describe_pe(h));
+  Closing out;
+  if (said_bye) return out;
+  std::string line = why.empty() ? fmt::format(
+                                       "{} disconnected without finalizing: it exited or "
+                                       "was killed",
+                                       describe_pe(h))
+                                 : fmt::format("{} {}", describe_pe(h), why);
+  if (!continue_on_loss_) {
+    out.abort = std::move(line);
+    return out;
   }
-  return fmt::format("{} {}", describe_pe(h), why);
+  if (lost_.insert(h.rank).second) lost_order_.push_back(h.rank);
+  out.lost = std::move(line);
+  out.finalized = all_gone();
+  return out;
+}
+
+std::string JobLiveness::lost_list() const {
+  return fmt::format("{}", fmt::join(lost_order_, ","));
 }
 
 bool JobLiveness::still_starting() const {

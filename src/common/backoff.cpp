@@ -11,6 +11,7 @@
 
 #include "common/hang_report.hpp"
 #include "common/log.hpp"
+#include "common/pe_loss.hpp"
 
 namespace shmoe {
 namespace {
@@ -94,8 +95,19 @@ bool Backoff::pause() {
     if (sleep_us_ < static_cast<std::uint32_t>(p.max_sleep.count())) sleep_us_ *= 2;
   }
   // Reading the clock costs more than a yield; every 64th step is often enough.
-  if ((steps_ & 63) != 0 || p.hang_timeout.count() == 0) return false;
+  if ((steps_ & 63) != 0) return false;
+  if (any_pe_lost()) check_for_lost_pe();
+  if (p.hang_timeout.count() == 0) return false;
   return waited() > p.hang_timeout;
+}
+
+// Describing the wait formats strings: it is done once per kLostPeCheckEvery of waiting, which
+// is still quick enough that a wait for a lost PE ends long before any hang timeout would.
+void Backoff::check_for_lost_pe() {
+  const auto now = std::chrono::steady_clock::now();
+  if (ticket_ == nullptr || now < next_loss_check_) return;
+  next_loss_check_ = now + kLostPeCheckEvery;
+  fail_if_waiting_for_lost_pe(ticket_->describe());
 }
 
 std::chrono::steady_clock::duration Backoff::waited() const {
@@ -157,16 +169,18 @@ std::optional<std::chrono::steady_clock::duration> WakeWord::wait_slowly(std::ui
   ticket.enter();
   const auto start = std::chrono::steady_clock::now();
   if (yield_for(v, start + p.yield_time)) return std::nullopt;
+  // Where PEs may be lost, no sleep outlasts kLostPeCheckEvery, so that a wait for a lost PE
+  // learns of it (see Backoff::check_for_lost_pe).
+  const bool watch = watch_lost_pes();
   for (;;) {
     const auto waited = std::chrono::steady_clock::now() - start;
-    if (p.hang_timeout.count() == 0) {
-      if (sleep_once(v, nullptr)) return std::nullopt;
-    } else if (waited < p.hang_timeout) {
-      const timespec left = to_timespec(p.hang_timeout - waited);
-      if (sleep_once(v, &left)) return std::nullopt;
-    } else {
-      return waited;
-    }
+    if (p.hang_timeout.count() != 0 && waited >= p.hang_timeout) return waited;
+    std::optional<std::chrono::nanoseconds> sleep;
+    if (p.hang_timeout.count() != 0) sleep = p.hang_timeout - waited;
+    if (watch && (!sleep || *sleep > kLostPeCheckEvery)) sleep = kLostPeCheckEvery;
+    const timespec ts = to_timespec(sleep.value_or(std::chrono::nanoseconds(0)));
+    if (sleep_once(v, sleep ? &ts : nullptr)) return std::nullopt;
+    if (any_pe_lost()) fail_if_waiting_for_lost_pe(ticket.describe());
   }
 }
 

@@ -62,6 +62,10 @@ using WaitSleep = void (*)(void* arg, std::chrono::microseconds at_most);
 void set_wait_progress(WaitProgress progress, WaitSleep sleep, void* arg);
 void run_wait_progress();
 
+// How often a wait that has left its spin phase asks whether the PE it waits for was lost
+// (SHMOE_PE_LOSS=continue; see pe_loss.hpp).
+inline constexpr std::chrono::milliseconds kLostPeCheckEvery{100};
+
 class Backoff {
  public:
   // `ticket`, if given, is listed for hang reports when the wait leaves its spin phase.
@@ -72,12 +76,14 @@ class Backoff {
 
  private:
   void start_spinning();
+  void check_for_lost_pe();
 
   WaitTicket* ticket_;
   std::uint32_t spin_ = 0;  // this wait's spin budget; set by the first pause()
   std::uint32_t steps_ = 0;
   std::uint32_t sleep_us_ = 1;
   std::chrono::steady_clock::time_point start_{};
+  std::chrono::steady_clock::time_point next_loss_check_{};
 };
 
 // Stops the process: "hang: <what> has waited N s ...", after the hang handler (see
@@ -86,7 +92,9 @@ class Backoff {
 [[noreturn]] void report_hang(const WaitState& what, std::chrono::steady_clock::duration waited);
 
 // Polls `ready()` until it returns true, backing off. `describe()` returns a WaitState (or just
-// a sentence) and is only called for a hang report: at the timeout, or when one is asked for.
+// a sentence) and is only called for a hang report: at the timeout, or when one is asked for;
+// and, once a PE of the job was lost (SHMOE_PE_LOSS=continue), every kLostPeCheckEvery of a slow
+// wait, which stops the PE if its `peer` is lost (see pe_loss.hpp for the waits exempted).
 template <typename Ready, typename Describe>
 void wait_until(Ready&& ready, Describe&& describe) {
   WaitTicket ticket(describe);

@@ -32,6 +32,7 @@ E Choice<E>::parse(std::string_view text, const char* variable) {
 }
 template struct Choice<Transport>;
 template struct Choice<Barrier>;
+template struct Choice<PeLoss>;
 
 template <std::int64_t Min, std::int64_t Max>
 std::int64_t Integer<Min, Max>::parse(std::string_view text, const char* variable) {

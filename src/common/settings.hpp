@@ -18,6 +18,7 @@ namespace shmoe::settings {
 // The choice settings' values, parsed once here; their users switch on the enum.
 enum class Transport { kAuto, kShm, kUcx };       // SHMOE_TRANSPORT
 enum class Barrier { kDissemination, kCentral };  // SHMOE_BARRIER
+enum class PeLoss { kAbort, kContinue };          // SHMOE_PE_LOSS
 
 // Each choice's accepted spellings, in the order listings show them.
 template <class E>
@@ -31,6 +32,11 @@ template <>
 struct ChoiceNames<Barrier> {
   static constexpr std::pair<std::string_view, Barrier> kAll[] = {
       {"dissemination", Barrier::kDissemination}, {"central", Barrier::kCentral}};
+};
+template <>
+struct ChoiceNames<PeLoss> {
+  static constexpr std::pair<std::string_view, PeLoss> kAll[] = {{"abort", PeLoss::kAbort},
+                                                                 {"continue", PeLoss::kContinue}};
 };
 
 // The spelling of a choice, and the accepted spellings joined ("auto, shm, ucx").

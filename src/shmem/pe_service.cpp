@@ -8,6 +8,7 @@ PeService::PeService(bootstrap::ConfigStoreClient& client, HangWatch& hang_watch
     : client_(client), hang_watch_(hang_watch), handlers_(std::move(handlers)) {
   client_.watch(bootstrap::kAbortKey);
   client_.watch(kHangKey);
+  client_.watch(bootstrap::lost_event_key(losses_watched_));
   thread_ = std::thread([this] { serve(); });
   // Named here, not in the thread, so that it has its name once shmem_init returns.
   ::pthread_setname_np(thread_.native_handle(), kServiceThreadName);
@@ -31,6 +32,10 @@ void PeService::serve() {
           if (!stopping_) handlers_.on_abort(std::move(e.value));
         } else if (e.key == kHangKey) {
           if (!stopping_) hang_watch_.on_peer_hang(e.value);
+        } else if (e.key == bootstrap::lost_event_key(losses_watched_)) {
+          // Each loss has a key of its own (a watch fires once); the next one is watched now.
+          handlers_.on_lost(e.value);
+          client_.watch(bootstrap::lost_event_key(++losses_watched_));
         }
       }
       if (got.other_ready && !hang_watch_.on_wake()) return;

@@ -1,6 +1,6 @@
 // The PE's one service thread ("shmoe-service"). It sleeps until the config store pushes an event
-// on the PE's one connection (the job's abort, another PE's hang) or SIGUSR1 comes, and acts on
-// it; the program's threads use the same connection meanwhile.
+// on the PE's one connection (the job's abort, another PE's hang, a lost PE) or SIGUSR1 comes,
+// and acts on it; the program's threads use the same connection meanwhile.
 #pragma once
 
 #include <atomic>
@@ -21,11 +21,13 @@ class PeService {
   struct Handlers {
     // kAbortKey's value: the job is over (it does not return unless the PE is leaving anyway).
     std::function<void(std::string)> on_abort;
+    // SHMOE_PE_LOSS=continue: the store lost PEs; the comma list of every PE lost so far.
+    std::function<void(const std::string&)> on_lost;
     // The connection to the store failed.
     std::function<void(const std::exception&)> on_store_lost;
   };
 
-  // Asks the store to push kAbortKey and kHangKey, then starts the thread.
+  // Asks the store to push kAbortKey, kHangKey and the first loss, then starts the thread.
   PeService(bootstrap::ConfigStoreClient& client, HangWatch& hang_watch, Handlers handlers);
   ~PeService();  // stops and joins the thread
   PeService(const PeService&) = delete;
@@ -38,6 +40,7 @@ class PeService {
   HangWatch& hang_watch_;
   Handlers handlers_;
   std::atomic<bool> stopping_{false};
+  std::size_t losses_watched_ = 1;  // lost_event_key(n) of the loss the store is to push next
   std::thread thread_;
 };
 

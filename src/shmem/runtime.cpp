@@ -10,6 +10,7 @@
 #include "bootstrap/pmix_launch.hpp"
 #include "common/backoff.hpp"
 #include "common/error.hpp"
+#include "common/pe_loss.hpp"
 #include "common/settings.hpp"
 #include "shmem/segment_size.hpp"
 #include "shmem/team.hpp"
@@ -95,6 +96,7 @@ RuntimeConfig read_runtime_config() {
   c.ucx = transport::read_ucx_options();
   WaitPolicy& w = wait_policy();
   w.hang_timeout = settings::hang_timeout();
+  set_watch_lost_pes(settings::pe_loss() == settings::PeLoss::kContinue);
   return c;
 }
 
@@ -107,6 +109,8 @@ Runtime::Runtime(const bootstrap::LaunchInfo& launch, const RuntimeConfig& confi
       allocator_(config.heap_size) {
   // First, while the library has started no thread: see program_data.hpp.
   move_program_data();
+  // The PEs a previous initialization lost belong to that job, not to this one.
+  clear_lost_pes();
   tune_waits_for_cores(size_);  // until connect_transport knows which PEs share this host
   if (launch.hosts_store) {
     bootstrap::ConfigStoreServer::Options o;
@@ -253,6 +257,7 @@ void Runtime::start_service() {
     linger_if_hosting_store();
     log::fatal(fmt::format("job aborted: {}", message), status);
   };
+  handlers.on_lost = [](const std::string& list) { mark_pes_lost(list); };
   handlers.on_store_lost = [this](const std::exception& e) {
     if (leaving_) return;
     log::fatal(

@@ -29,6 +29,18 @@ int main(int argc, char** argv) {
   } else if (mode == "kill9_last") {  // the last PE dies, the others wait for it in a barrier
     if (me == n - 1) raise(SIGKILL);
     shmem_barrier_all();
+  } else if (mode == "kill9_others_go_on") {
+    // PE 1 is killed; the others wait until it is gone for good (reaped), then work together
+    // without it, say so, and end in shmem_finalize, whose barrier cannot complete without PE 1.
+    long* pids = static_cast<long*>(shmem_calloc(static_cast<std::size_t>(n), sizeof(long)));
+    for (int pe = 0; pe < n; ++pe) shmem_long_p(pids + me, getpid(), pe);
+    shmem_barrier_all();
+    if (me == 1) raise(SIGKILL);
+    while (kill(static_cast<pid_t>(pids[1]), 0) == 0) usleep(1000);
+    shmem_long_atomic_inc(word, 0);
+    if (me == 0) shmem_long_wait_until(word, SHMEM_CMP_EQ, n - 1);
+    std::printf("PE %d went on without PE 1\n", me);
+    std::fflush(stdout);
   } else if (mode == "global_exit" && me == 1) {
     shmem_global_exit(7);
   } else if (mode == "global_exit0" && me == 0) {

@@ -184,6 +184,63 @@ TEST(Launcher, KilledPeIsNamedWithItsSignal) {
   expect_no_leaked_segments(r);
 }
 
+// SHMOE_PE_LOSS=continue: a killed PE does not stop the others, who go on without it until a call
+// needs it (here shmem_finalize's barrier), which ends at once naming it, not at the hang timeout
+// (an hour here; the job's --timeout of 60 s would end it first, with status 124). The job's
+// status is the killed PE's, and its last line names every PE it lost.
+TEST(Launcher, KilledPeInContinueModeLetsTheOthersGoOn) {
+  Result r = run(fmt::format("SHMOE_PE_LOSS=continue SHMOE_HANG_TIMEOUT=3600 {} -n 3 --timeout 60 "
+                             "{} kill9_others_go_on",
+                             SHMOERUN, PE_FAULTS),
+                 90);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
+  expect_match(r,
+               "shmoerun: PE 1 \\(pid \\d+\\) was killed by signal 9 \\(Killed\\); "
+               "SHMOE_PE_LOSS=continue: the others go on\n");
+  expect_match(r, "PE 0 went on without PE 1");
+  expect_match(r, "PE 2 went on without PE 1");
+  // The others' teardown: the first to find PE 1 missing names it; who waited on that one in
+  // turn names it (they are lost too by then).
+  expect_match(r,
+               "barrier #\\d+ round \\d+ \\(waiting for PE 1[^\\n]*: PE 1 was lost "
+               "\\(SHMOE_PE_LOSS=continue\\); this call cannot complete without it");
+  // The others go on: nothing stops them (the launcher's abort-mode line says it does).
+  EXPECT_EQ(r.output.find("stopping the other"), std::string::npos) << r.output;
+  const auto last = r.output.rfind("shmoerun: ");
+  ASSERT_NE(last, std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(
+      r.output.substr(last), std::regex("^shmoerun: lost 3 of 3 PEs \\(SHMOE_PE_LOSS=continue\\): "
+                                        "PE 1 \\(pid \\d+\\) was killed by signal 9 "
+                                        "\\(Killed\\); PE [02] \\(pid \\d+\\) exited "
+                                        "with status 1; PE [02] \\(pid \\d+\\) exited with "
+                                        "status 1\n$")))
+      << r.output;
+  EXPECT_LT(r.seconds, 30) << r.output;
+  expect_no_leaked_segments(r);
+}
+
+// The default, and SHMOE_PE_LOSS=abort said outright: the first death ends the job, as it always
+// did; a value that is neither is refused before any PE starts, naming the variable and the
+// values it takes.
+TEST(Launcher, AbortModeIsUnchangedAndBadModesAreRefused) {
+  for (const char* env : {"", "SHMOE_PE_LOSS=abort"}) {
+    Result r = run(
+        fmt::format("{} {} -n 3 --timeout 60 {} kill9_others_go_on", env, SHMOERUN, PE_FAULTS), 90);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.status, 128 + SIGKILL) << env << "\n" << r.output;
+    expect_match(r,
+                 "shmoerun: PE 1 \\(pid \\d+\\) was killed by signal 9 \\(Killed\\); "
+                 "(stopping the other|no other PE)");
+    EXPECT_EQ(r.output.find("SHMOE_PE_LOSS=continue"), std::string::npos) << r.output;
+    EXPECT_LT(r.seconds, 30) << r.output;
+  }
+  Result bad = run(fmt::format("SHMOE_PE_LOSS=ignore {} -n 2 {} ok", SHMOERUN, PE_FAULTS), 30);
+  EXPECT_NE(bad.status, 0);
+  expect_match(bad, "SHMOE_PE_LOSS=ignore is not one of the accepted values: abort, continue");
+  EXPECT_EQ(bad.output.find("pid="), std::string::npos) << "a PE started:\n" << bad.output;
+}
+
 // shmoe explains bus errors in its own segments only (dev_shm_small.sh); any other SIGBUS, faulting
 // or sent, goes to the handler that was there before: the default action (death by SIGBUS), or
 // whichever was installed first (UCX's error handler prints a backtrace and aborts,

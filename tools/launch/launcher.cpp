@@ -285,6 +285,24 @@ std::string failure_line(const std::vector<Pe>& pes, const Pe& failed,
       fmt::join(names, " and "), failed.rank, failed.pid, describe_status(failed.status), rest);
 }
 
+// SHMOE_PE_LOSS=continue: the line that says a PE failed and whether the job goes on.
+std::string loss_line(const Pe& pe, int running) {
+  return fmt::format("PE {} (pid {}) {}; SHMOE_PE_LOSS=continue: {}", pe.rank, pe.pid,
+                     describe_status(pe.status),
+                     running > 0 ? "the others go on" : "no other PE was still running");
+}
+
+// The last line of a job that lost PEs: each of them, in the order they ended.
+std::string lost_summary(const std::vector<const Pe*>& lost, int n_pes) {
+  std::vector<std::string> each;
+  for (const Pe* pe : lost) {
+    each.push_back(
+        fmt::format("PE {} (pid {}) {}", pe->rank, pe->pid, describe_status(pe->status)));
+  }
+  return fmt::format("lost {} of {} PEs (SHMOE_PE_LOSS=continue): {}", lost.size(), n_pes,
+                     fmt::join(each, "; "));
+}
+
 // SIGUSR1 to shmoerun: every running PE writes its report, and shmoerun judges them.
 void request_reports(HangReports& hang, const std::vector<Pe>& pes) {
   try {
@@ -323,6 +341,10 @@ int run_job(LaunchOptions o) {
         fmt::format("--first-rank {} with -n {} does not fit a job of --size {} (ranks 0..{})",
                     o.first_rank, o.n_pes, o.job_size, o.job_size - 1));
   }
+  // SHMOE_PE_LOSS (a bad value is refused here, before any PE starts): with continue, a PE that
+  // fails is lost and the others go on; the launcher names the lost PEs once the rest are done.
+  const bool continue_on_loss = settings::pe_loss() == settings::PeLoss::kContinue;
+  std::vector<const Pe*> lost;  // in the order they ended
   // The first PE the store saw leave without finalizing: when several PEs fail at once (the
   // others stop because that one died), it is the one to name.
   std::atomic<int> first_lost{-1};
@@ -418,6 +440,14 @@ int run_job(LaunchOptions o) {
         --running;
         pe.status = status;
         bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (failed && continue_on_loss) {
+          // Under SHMOE_PE_LOSS=continue a failed PE is lost, not the end of the job; once the
+          // launcher stops the PEs itself (timeout, interrupt) their ends say nothing new.
+          lost.push_back(&pe);
+          if (!kill_deadline)
+            write_all(STDERR_FILENO, "shmoerun: " + loss_line(pe, running) + "\n");
+          continue;
+        }
         if (failed && !kill_deadline && !blame_at) {
           // The others may be failing too, only because of this one or of another: give the
           // exits a moment to arrive before naming a culprit.
@@ -447,6 +477,13 @@ int run_job(LaunchOptions o) {
         if (pe.running) ::kill(pe.pid, SIGKILL);
       }
     }
+  }
+  if (!lost.empty()) {
+    // The first PE to fail may have failed on a hang timeout: the verdict names whom it waited on.
+    if (!verdict) explain_hang(hang);
+    write_all(STDERR_FILENO, "shmoerun: " + lost_summary(lost, o.n_pes) + "\n");
+    // The job's status is that of the first PE lost, so that losing one is never a success.
+    if (!verdict) verdict = exit_code_of(lost.front()->status);
   }
   sweep_segments(pes);
   // PEs of other hosts may still use the store: for their finalize, or, when this group failed,

@@ -29,8 +29,10 @@ struct LaunchOptions {
 
 // Runs the job to its end and returns the launcher's exit status: 0 when every PE exited 0,
 // else the first failing PE's status (128+signal for a signal), 124 on job timeout, 130 on
-// Ctrl-C. When it runs the store of a job with PEs elsewhere, the store stays up after this
-// group ends until every PE of the job has finalized or the job was aborted.
+// Ctrl-C. A PE that fails stops the others, unless SHMOE_PE_LOSS=continue: then the others go
+// on, and the last line names every PE that failed (the status is still the first one's). When it
+// runs the store of a job with PEs elsewhere, the store stays up after this group ends until every
+// PE of the job has finalized or the job was aborted.
 int run_job(LaunchOptions options);
 
 // Runs only the config store of a job of `job_size` PEs started by other launchers, until every

@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
 # shmoe-moe's shrink mode with a PE that really fails in the middle of MoE traffic: PE FAIL quits
-# (stops calling) or is stopped by SIGSTOP at iteration 1 of 4; every other PE must mask it
-# within the bound plus one second and pass its checks against a reference without FAIL's
-# experts; the stopped PE is resumed and the job ends cleanly.
-#   shrink_cli.sh SHMOE_MOE PES FAIL quit|stop
+# (stops calling), is stopped by SIGSTOP, or is killed by SIGKILL at iteration 1 of 4; every other
+# PE must mask it within the bound plus one second and pass its checks against a reference
+# without FAIL's experts. A stopped PE is resumed and the job ends cleanly (status 0). A killed PE
+# is lost (shmoe-moe runs the job with SHMOE_PE_LOSS=continue): the others go on, and their
+# teardown (a collective call) fails naming it; the launcher's last line names PE FAIL first among
+# the lost PEs, and the job's status is the killed PE's, 128 + 9.
+#   shrink_cli.sh SHMOE_MOE PES FAIL quit|stop|kill
 set -euo pipefail
 moe=$1 pes=$2 fail=$3 how=$4
 bound=2000
+expected_status=0
+[[ $how == kill ]] && expected_status=137
+status=0
 log=$("$moe" pipeline --pes "$pes" --bs 32 --hidden 1024 --topk 4 --experts-per-pe 2 \
   --dtype bfloat16 --iterations 4 --shrink-ms $bound --fail-pe "$fail:$how:1" --timeout 120 \
-  2>&1) || { echo "$log"; echo "FAIL: the run failed"; exit 1; }
-echo "$log" | grep -E "^PE [0-9]+:"
+  2>&1) || status=$?
+if [[ $status -ne $expected_status ]]; then
+  echo "$log"
+  echo "FAIL: the run ended with status $status, expected $expected_status"
+  exit 1
+fi
+echo "$log" | grep -E "^(PE [0-9]+:|shmoerun: )" || true
 passed=$(grep -c "^PE [0-9]*: pipeline verify=pass" <<<"$log" || true)
 if [[ $passed -ne $((pes - 1)) ]]; then
   echo "FAIL: $passed PEs passed their checks, expected $((pes - 1))"
   exit 1
 fi
-grep -q "^PE $fail: failed on purpose: " <<<"$log" || { echo "FAIL: PE $fail did not fail"; exit 1; }
-# Each survivor's line: masked=[FAIL] at iteration 1 (2 when a stop lands after the
+if [[ $how == kill ]]; then
+  grep -qE "^shmoerun: PE $fail \(pid [0-9]+\) was killed by signal 9 \(Killed\); SHMOE_PE_LOSS=continue: the others go on$" <<<"$log" ||
+    { echo "FAIL: the launcher did not say that PE $fail was killed and the others go on"; exit 1; }
+  grep -qE ": PE $fail was lost \(SHMOE_PE_LOSS=continue\); this call cannot complete without it$" <<<"$log" ||
+    { echo "FAIL: no survivor's teardown named PE $fail as lost"; exit 1; }
+  last=$(tail -n 1 <<<"$log")
+  grep -qE "^shmoerun: lost [0-9]+ of $pes PEs \(SHMOE_PE_LOSS=continue\): PE $fail \(pid [0-9]+\) was killed by signal 9" <<<"$last" ||
+    { echo "FAIL: the last line does not name PE $fail as the first PE lost: $last"; exit 1; }
+else
+  grep -q "^PE $fail: failed on purpose: " <<<"$log" || { echo "FAIL: PE $fail did not fail"; exit 1; }
+fi
+# Each survivor's line: masked=[FAIL] at iteration 1 (2 when the stop or kill lands after the
 # iteration's last wait) within MS ms.
 while read -r line; do
   ms=$(sed -n "s/.* masked=\[$fail\] at iteration [12] within \([0-9]*\) ms.*/\1/p" <<<"$line")
@@ -30,4 +51,4 @@ while read -r line; do
     exit 1
   fi
 done < <(grep "^PE [0-9]*: pipeline verify=pass" <<<"$log")
-echo "ok: PE $fail ($how) masked by the $((pes - 1)) others, all exact"
+echo "ok: PE $fail ($how) masked by the $((pes - 1)) others, all exact (status $status)"

@@ -44,6 +44,22 @@ int run_as_pe(Run&& run) {
   return status;
 }
 
+// --fail-pe P:kill:IT: a PE killed in the middle of the traffic must not end the job, so the PEs
+// run with SHMOE_PE_LOSS=continue (the launcher and the store read it too); one the user set to
+// abort is refused rather than overridden. An error text, or empty.
+std::string allow_pe_loss(bool mega, const shmoe::tools::MoeRunOptions& o) {
+  if (mega || o.fail_pe < 0 || o.fail_action != shmoe::tools::FailAction::kKill) return "";
+  const auto set = shmoe::settings::text_of("SHMOE_PE_LOSS");
+  if (set && *set != "continue") {
+    return fmt::format(
+        "--fail-pe {}:kill:{} needs SHMOE_PE_LOSS=continue (a killed PE would end the job), but "
+        "SHMOE_PE_LOSS={} is set: unset it or set it to continue",
+        o.fail_pe, o.fail_iteration, *set);
+  }
+  shmoe::settings::set("SHMOE_PE_LOSS", "continue");
+  return "";
+}
+
 int run(int argc, char** argv) {
   shmoe::tools::MoeCommandLine command_line;
   if (int stop = shmoe::tools::parse_command_line(argc, argv, command_line); stop >= 0) {
@@ -72,6 +88,10 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  if (const std::string e = allow_pe_loss(mega, options); !e.empty()) {
+    fmt::print(stderr, "shmoe-moe: {}\n", e);
+    return 2;
+  }
   shmoe::tools::LaunchOptions launch;
   launch.n_pes = mega ? mega_options.pes : options.pes;
   const double timeout_s = mega ? mega_options.routing.timeout_s : options.timeout_s;

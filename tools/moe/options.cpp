@@ -144,10 +144,12 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
                  "masked and the others go on without its experts; implies --copy-out")
       ->check(CLI::Range(0, 3'600'000));
   app.add_option("--fail-pe", text.fail_pe,
-                 "P:HOW:IT: PE P fails at iteration IT (0-based), HOW = quit (stops calling) or "
+                 "P:HOW:IT: PE P fails at iteration IT (0-based), HOW = quit (stops calling), "
                  "stop (SIGSTOP in the middle of the iteration, SIGCONT once the others are "
-                 "done); the others verify their outputs against a reference without P's "
-                 "experts (needs --shrink-ms and --iterations > IT)");
+                 "done) or kill (SIGKILL in the middle of the iteration; the job runs with "
+                 "SHMOE_PE_LOSS=continue, and its teardown fails naming P); the others verify "
+                 "their outputs against a reference without P's experts (needs --shrink-ms and "
+                 "--iterations > IT)");
 }
 
 namespace {
@@ -175,7 +177,7 @@ std::string parse_delay_pe(const std::string& text, MoeRunOptions& o) {
 std::string parse_fail_pe(const std::string& text, MoeRunOptions& o) {
   const std::string bad = "--fail-pe=" + text + " is not P:HOW:IT with P a PE (0.." +
                           std::to_string(o.pes - 1) +
-                          "), HOW quit or stop, and IT an iteration (0.." +
+                          "), HOW quit, stop or kill, and IT an iteration (0.." +
                           std::to_string(o.iterations - 1) + ", --iterations)";
   const auto first = text.find(':');
   const auto second = first == std::string::npos ? first : text.find(':', first + 1);
@@ -186,10 +188,13 @@ std::string parse_fail_pe(const std::string& text, MoeRunOptions& o) {
     return !s.empty() && s.size() <= 7 &&
            std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
-  if (!digits(pe) || !digits(it) || (how != "quit" && how != "stop")) return bad;
+  static const std::map<std::string, FailAction> actions = {
+      {"quit", FailAction::kQuit}, {"stop", FailAction::kStop}, {"kill", FailAction::kKill}};
+  const auto action = actions.find(how);
+  if (!digits(pe) || !digits(it) || action == actions.end()) return bad;
   o.fail_pe = std::stoi(pe);
   o.fail_iteration = std::stoi(it);
-  o.fail_action = how == "stop" ? FailAction::kStop : FailAction::kQuit;
+  o.fail_action = action->second;
   if (o.fail_pe >= o.pes || o.fail_iteration >= o.iterations) return bad;
   if (o.pes < 2) return "--fail-pe=" + text + " needs a PE that goes on: give --pes 2 or more";
   if (o.shrink_ms == 0) return "--fail-pe=" + text + " needs shrink mode: give --shrink-ms too";

@@ -15,9 +15,10 @@ namespace shmoe::tools {
 
 enum class MoeOp { kDispatch, kCombine, kDispatchDoublePlane, kCombineDoublePlane, kPipeline };
 enum class Routing { kUniform, kZipf, kHot };
-// How --fail-pe's PE fails: it stops calling (as DeepEP's shrink test fails its ranks), or is
-// stopped by SIGSTOP in the middle of an iteration's traffic (and resumed after the others end).
-enum class FailAction { kQuit, kStop };
+// How --fail-pe's PE fails: it stops calling (as DeepEP's shrink test fails its ranks), is
+// stopped by SIGSTOP in the middle of an iteration's traffic (and resumed after the others end),
+// or is killed by SIGKILL there (the job then runs with SHMOE_PE_LOSS=continue).
+enum class FailAction { kQuit, kStop, kKill };
 
 struct MoeCase {
   int bs = 8, hidden = 16, topk = 2, experts_per_pe = 2;

@@ -247,13 +247,14 @@ std::vector<pid_t> exchange_pids() {
   return out;
 }
 
-// --fail-pe ...:stop: the process stops itself `delay` after the main thread sets `calling`
-// (just before its first call), so that the stop lands in the middle of the iteration's calls.
-std::thread stop_after(const std::atomic<bool>& calling, std::chrono::microseconds delay) {
-  return std::thread([&calling, delay] {
+// --fail-pe ...:stop or kill: the process sends itself `sig` `delay` after the main thread sets
+// `calling` (just before its first call), so that it lands in the middle of the iteration's calls.
+std::thread signal_after(const std::atomic<bool>& calling, std::chrono::microseconds delay,
+                         int sig) {
+  return std::thread([&calling, delay, sig] {
     while (!calling.load(std::memory_order_acquire)) std::this_thread::yield();
     std::this_thread::sleep_for(delay);
-    ::kill(::getpid(), SIGSTOP);
+    ::kill(::getpid(), sig);
   });
 }
 
@@ -337,10 +338,12 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
         failed = fmt::format("quit (stopped calling) at iteration {}", it);
         break;
       }
-      // Stopped somewhere in the first 500 us of the iteration's calls; once resumed, it
-      // finishes the calls it is in (the others no longer answer it) and leaves.
+      // Stopped (or killed) somewhere in the first 500 us of the iteration's calls; once
+      // resumed, it finishes the calls it is in (the others no longer answer it) and leaves. A
+      // kill that comes after the calls comes at the latest in join(): the PE never goes on.
       std::atomic<bool> calling{false};
-      std::thread stopper = stop_after(calling, std::chrono::microseconds((s >> 7) % 500));
+      const int sig = o.fail_action == FailAction::kKill ? SIGKILL : SIGSTOP;
+      std::thread stopper = signal_after(calling, std::chrono::microseconds((s >> 7) % 500), sig);
       calling.store(true, std::memory_order_release);
       dispatch(mine);
       run_experts(b, expand_x, expert_out, c, me, P, ctx.last_timing().rows_received, row_bytes);

@@ -191,6 +191,12 @@ SHMOE_API int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane,
  * masks those that do not arrive within the bound. Collective over the live PEs. */
 SHMOE_API int shmoe_moe_sync_live(shmoe_moe_t moe, int32_t* pe_mask);
 
+/* Shrink mode: a barrier of every PE, masked or not, for a PE that was masked and is back (a
+ * stopped PE that resumed): the PEs that arrive within the bound are unmasked in pe_mask and go
+ * on from the same call counters; the others are masked. Collective over all PEs, which must
+ * make the same rejoins; a PE that misses one must not call it later. */
+SHMOE_API int shmoe_moe_rejoin(shmoe_moe_t moe, int32_t* pe_mask);
+
 /* What the last dispatch or combine on this moe measured on this PE (local query). */
 typedef struct {
   double worker_us_max; /* the slowest worker, whole kernel */

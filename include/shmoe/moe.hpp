@@ -138,6 +138,9 @@ class MoeBuffer {
     detail::checked(shmoe_moe_sync_live(owned_.get(), pe_mask));
   }
 
+  // Shrink mode: every PE, masked or not, meets again; those that arrive in time are unmasked.
+  void rejoin(std::int32_t* pe_mask) { detail::checked(shmoe_moe_rejoin(owned_.get(), pe_mask)); }
+
   // The receive window: recv_capacity() rows in expand_x's layout (shmoe_moe_receive_window).
   void* receive_window() const {
     void* window = nullptr;

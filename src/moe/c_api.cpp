@@ -209,6 +209,14 @@ int shmoe_moe_sync_live(shmoe_moe_t moe, int32_t* pe_mask) {
   });
 }
 
+int shmoe_moe_rejoin(shmoe_moe_t moe, int32_t* pe_mask) {
+  return guarded([&] {
+    auto& m = require(moe, "shmoe_moe_rejoin", "moe");
+    shmoe::moe::rejoin(m.context, pe_mask);
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 int shmoe_combine(shmoe_moe_t moe, shmoe_plane_t plane, const void* expand_x,
                   const int32_t* assist_info, const int32_t* ep_recv_count,
                   const int32_t* expert_ids, const float* expert_scales, int bs, void* x_out) {

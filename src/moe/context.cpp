@@ -13,8 +13,8 @@ namespace {
 // Where each part of the symmetric window lies: flags, the header exchange, received rows and
 // their side-band, combine rows.
 struct Window {
-  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, live_sync, headers,
-      recv_rows, recv_band, combine_rows, total;
+  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, live_sync, rejoin_flags,
+      rejoin_counters, headers, recv_rows, recv_band, combine_rows, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -40,6 +40,8 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_done = l.take(flags);
   w.combine_pulls = l.take(flags);
   w.live_sync = l.take(flags);
+  w.rejoin_flags = l.take(2 * flags);
+  w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * 64);
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
   w.recv_rows = l.take(cap * row);
   w.recv_band = l.take(cap * band_bytes_of(c));
@@ -121,6 +123,11 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
   s.live_sync = FlagArray(s.window + wl.live_sync, s.n_pes);
+  for (int p = 0; p < 2; ++p) {
+    s.rejoin_flags[p] =
+        FlagArray(s.window + wl.rejoin_flags + p * FlagArray::bytes(s.n_pes), s.n_pes);
+  }
+  s.rejoin_counters = reinterpret_cast<std::uint64_t*>(s.window + wl.rejoin_counters);
   s.recv_band = s.window + wl.recv_band;
   s.band_bytes = band_bytes_of(c);
   for (int pe = 0; pe < s.n_pes; ++pe)
@@ -177,6 +184,49 @@ void sync_live(MoeContext& ctx, std::int32_t* pe_mask) {
   }
   if (const std::string e = s.check_mask("sync_live", pe_mask); !e.empty()) throw MoeError(e);
   s.live_sync.all_reach(s.me, ++s.sync_generation, "sync_live", nullptr, s.live_set(pe_mask));
+}
+
+void rejoin(MoeContext& ctx, std::int32_t* pe_mask) {
+  auto& s = ctx.state();
+  if (!s.shrink()) {
+    throw MoeError(fmt::format(
+        "rejoin: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
+  }
+  if (const std::string e = s.check_mask("rejoin", pe_mask); !e.empty()) throw MoeError(e);
+  // Every PE takes part, masked or not, each with its own call counters: a PE that was masked
+  // (stopped, then resumed) has made fewer calls, or calls alone. Only rejoins advance the
+  // rejoin counter, and every PE makes the same rejoins, so it is the same everywhere.
+  const std::uint64_t g = ++s.rejoin_generation;
+  const int parity = static_cast<int>(g % 2);
+  constexpr std::size_t kWords = MoeContext::State::kRejoinWords;
+  std::uint64_t* rows = s.rejoin_counters + static_cast<std::size_t>(parity) * s.n_pes * kWords;
+  std::uint64_t* mine = rows + static_cast<std::size_t>(s.me) * kWords;
+  mine[0] = s.dispatch_generation;
+  mine[1] = s.combine_generation;
+  mine[2] = s.sync_generation;
+  for (int pe = 0; pe < s.n_pes; ++pe) {
+    if (pe != s.me) shmem_putmem(mine, mine, kWords * sizeof(std::uint64_t), pe);
+  }
+  shmem_fence();
+  // Those that do not come within the bound are masked; the others continue from the highest
+  // counters any of them reached, the same on all of them. (The other parity's rows are free:
+  // no PE can start rejoin g + 1 before every PE here has raised g, i.e. read g - 1's rows.)
+  std::vector<std::int32_t> arrived(static_cast<std::size_t>(s.n_pes), 0);
+  s.rejoin_flags[parity].all_reach(
+      s.me, g, "rejoin", nullptr,
+      LiveSet(arrived.data(), std::chrono::milliseconds(s.cfg.shrink_timeout_ms)));
+  std::uint64_t top[3] = {0, 0, 0};
+  for (int pe = 0; pe < s.n_pes; ++pe) {
+    pe_mask[pe] = arrived[static_cast<std::size_t>(pe)];
+    if (arrived[static_cast<std::size_t>(pe)] != 0) continue;
+    const std::uint64_t* theirs = rows + static_cast<std::size_t>(pe) * kWords;
+    for (int i = 0; i < 3; ++i) top[i] = std::max(top[i], theirs[i]);
+  }
+  s.dispatch_generation = top[0];
+  s.combine_generation = top[1];
+  s.sync_generation = top[2];
+  s.late_mask.clear();
+  s.dispatched = false;
 }
 
 }  // namespace shmoe::moe

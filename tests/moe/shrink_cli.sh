@@ -2,7 +2,8 @@
 # shmoe-moe's shrink mode with a PE that really fails in the middle of MoE traffic: PE FAIL quits
 # (stops calling) or is stopped by SIGSTOP at iteration 1 of 4; every other PE must mask it
 # within the bound plus one second and pass its checks against a reference without FAIL's
-# experts; the stopped PE is resumed and the job ends cleanly.
+# experts; a stopped PE is resumed, every PE rejoins, and one more iteration is exact with every
+# PE live on every PE.
 #   shrink_cli.sh SHMOE_MOE PES FAIL quit|stop
 set -euo pipefail
 moe=$1 pes=$2 fail=$3 how=$4
@@ -30,4 +31,11 @@ while read -r line; do
     exit 1
   fi
 done < <(grep "^PE [0-9]*: pipeline verify=pass" <<<"$log")
+if [[ $how == stop ]]; then
+  rejoined=$(grep -c "rejoined: every PE live" <<<"$log" || true)
+  if [[ $rejoined -ne $((pes - 1)) ]] || ! grep -q "^PE $fail: .*rejoined: verify=pass" <<<"$log"; then
+    echo "FAIL: not every PE rejoined and passed its last iteration"
+    exit 1
+  fi
+fi
 echo "ok: PE $fail ($how) masked by the $((pes - 1)) others, all exact"

@@ -41,7 +41,8 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_pulls = l.take(flags);
   w.live_sync = l.take(flags);
   w.rejoin_flags = l.take(2 * flags);
-  w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * 64);
+  w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeContext::State::kRejoinWords *
+                             sizeof(std::uint64_t));
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
   w.recv_rows = l.take(cap * row);
   w.recv_band = l.take(cap * band_bytes_of(c));
@@ -186,13 +187,27 @@ void sync_live(MoeContext& ctx, std::int32_t* pe_mask) {
   s.live_sync.all_reach(s.me, ++s.sync_generation, "sync_live", nullptr, s.live_set(pe_mask));
 }
 
-void rejoin(MoeContext& ctx, std::int32_t* pe_mask) {
+void rejoin(MoeContext& ctx, std::int32_t* pe_mask, const std::vector<MoeContext*>& others) {
   auto& s = ctx.state();
   if (!s.shrink()) {
     throw MoeError(fmt::format(
         "rejoin: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
   }
   if (const std::string e = s.check_mask("rejoin", pe_mask); !e.empty()) throw MoeError(e);
+  // The contexts whose counters this rejoin brings together: this one, then the others.
+  std::vector<MoeContext::State*> all{&s};
+  for (MoeContext* o : others) {
+    if (o == nullptr || !o->state().shrink() || o->n_pes() != s.n_pes) {
+      throw MoeError(fmt::format(
+          "rejoin: PE {}: others[{}] is {}, not a shrink-mode context of the same {} PEs", s.me,
+          all.size() - 1, o == nullptr ? "null" : "another kind of context", s.n_pes));
+    }
+    all.push_back(&o->state());
+  }
+  if (all.size() > MoeContext::State::kMaxRejoinContexts) {
+    throw MoeError(fmt::format("rejoin: PE {}: {} other contexts, at most {}", s.me, others.size(),
+                               MoeContext::State::kMaxRejoinContexts - 1));
+  }
   // Every PE takes part, masked or not, each with its own call counters: a PE that was masked
   // (stopped, then resumed) has made fewer calls, or calls alone. Only rejoins advance the
   // rejoin counter, and every PE makes the same rejoins, so it is the same everywhere.
@@ -201,11 +216,15 @@ void rejoin(MoeContext& ctx, std::int32_t* pe_mask) {
   constexpr std::size_t kWords = MoeContext::State::kRejoinWords;
   std::uint64_t* rows = s.rejoin_counters + static_cast<std::size_t>(parity) * s.n_pes * kWords;
   std::uint64_t* mine = rows + static_cast<std::size_t>(s.me) * kWords;
-  mine[0] = s.dispatch_generation;
-  mine[1] = s.combine_generation;
-  mine[2] = s.sync_generation;
+  constexpr std::size_t kCounters = MoeContext::State::kCounters;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    mine[kCounters * i] = all[i]->dispatch_generation;
+    mine[kCounters * i + 1] = all[i]->combine_generation;
+    mine[kCounters * i + 2] = all[i]->sync_generation;
+  }
+  const std::size_t bytes = kCounters * all.size() * sizeof(std::uint64_t);
   for (int pe = 0; pe < s.n_pes; ++pe) {
-    if (pe != s.me) shmem_putmem(mine, mine, kWords * sizeof(std::uint64_t), pe);
+    if (pe != s.me) shmem_putmem(mine, mine, bytes, pe);
   }
   shmem_fence();
   // Those that do not come within the bound are masked; the others continue from the highest
@@ -215,18 +234,20 @@ void rejoin(MoeContext& ctx, std::int32_t* pe_mask) {
   s.rejoin_flags[parity].all_reach(
       s.me, g, "rejoin", nullptr,
       LiveSet(arrived.data(), std::chrono::milliseconds(s.cfg.shrink_timeout_ms)));
-  std::uint64_t top[3] = {0, 0, 0};
+  std::vector<std::uint64_t> top(kCounters * all.size(), 0);
   for (int pe = 0; pe < s.n_pes; ++pe) {
     pe_mask[pe] = arrived[static_cast<std::size_t>(pe)];
     if (arrived[static_cast<std::size_t>(pe)] != 0) continue;
     const std::uint64_t* theirs = rows + static_cast<std::size_t>(pe) * kWords;
-    for (int i = 0; i < 3; ++i) top[i] = std::max(top[i], theirs[i]);
+    for (std::size_t i = 0; i < top.size(); ++i) top[i] = std::max(top[i], theirs[i]);
   }
-  s.dispatch_generation = top[0];
-  s.combine_generation = top[1];
-  s.sync_generation = top[2];
-  s.late_mask.clear();
-  s.dispatched = false;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    all[i]->dispatch_generation = top[kCounters * i];
+    all[i]->combine_generation = top[kCounters * i + 1];
+    all[i]->sync_generation = top[kCounters * i + 2];
+    all[i]->late_mask.clear();
+    all[i]->dispatched = false;
+  }
 }
 
 }  // namespace shmoe::moe

@@ -39,7 +39,10 @@ struct MoeContext::State : OperatorState {
   FlagArray rejoin_flags[2];
   std::uint64_t* rejoin_counters = nullptr;
   std::uint64_t rejoin_generation = 0;
-  static constexpr int kRejoinWords = 8;  // dispatch, combine, sync generations; one cache line
+  // Per context: the dispatch, combine and sync generations; a rejoin carries those of up to
+  // kMaxRejoinContexts contexts.
+  static constexpr int kCounters = 3, kMaxRejoinContexts = 32;
+  static constexpr int kRejoinWords = kCounters * kMaxRejoinContexts;
   // Shrink mode: PEs that missed only the last step of a combine (their reads of this PE's
   // window), whose experts that combine's sums already hold: masked from the next call on, so
   // that a call's mask always says whose experts its results left out.

@@ -251,7 +251,8 @@ void round_checked(MoeBuffer& op, std::uint64_t seed, int round, std::vector<std
 }
 
 // A PE that misses rounds 1 and 2 (masked by the others in round 1) and comes back: after a
-// rejoin of every PE, nobody is masked and round 3 is exact for every expert on every PE.
+// rejoin of every PE, nobody is masked and round 3 is exact for every expert on every PE, on
+// both operators of the layer (the second brought to the same counters by the same rejoin).
 TEST(MoeShrink, AMaskedPeRejoinsAndEveryPeIsExactAgain) {
   const int n = shmem_n_pes(), me = shmem_my_pe();
   const std::uint64_t seed = test::shared_seed();
@@ -260,19 +261,22 @@ TEST(MoeShrink, AMaskedPeRejoinsAndEveryPeIsExactAgain) {
   // would (its own rejoin waits only a bound).
   auto* back = static_cast<long*>(shmem_calloc(1, sizeof(long)));
   {
-    MoeBuffer op(config(bound_ms()));
+    MoeBuffer op(config(bound_ms())), second(config(bound_ms()));
     std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
     round_checked(op, seed, 0, mask, {});
+    round_checked(second, seed, 10, mask, {});
     if (me == away) {
       shmem_long_wait_until(back, SHMEM_CMP_EQ, 1);
     } else {
       round_checked(op, seed, 1, mask, {away});
+      round_checked(second, seed, 11, mask, {away});
       round_checked(op, seed, 2, mask, {away});
       if (me == 0) shmem_long_atomic_set(back, 1, away);
     }
-    op.rejoin(mask.data());
+    op.rejoin(mask.data(), {second.handle()});
     EXPECT_EQ(masked_set(mask), std::set<int>{}) << "after the rejoin";
     round_checked(op, seed, 3, mask, {});
+    round_checked(second, seed, 13, mask, {});
     op.sync_live(mask.data());
     EXPECT_EQ(masked_set(mask), std::set<int>{});
   }

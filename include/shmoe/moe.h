@@ -191,6 +191,17 @@ SHMOE_API int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane,
  * masks those that do not arrive within the bound. Collective over the live PEs. */
 SHMOE_API int shmoe_moe_sync_live(shmoe_moe_t moe, int32_t* pe_mask);
 
+/* Shrink mode: a barrier of every PE, masked or not, for a PE that was masked and is back (a
+ * stopped PE that resumed): the PEs that arrive within the bound are unmasked in pe_mask and go
+ * on from the same call counters; the others are masked. Collective over all PEs, which must
+ * make the same rejoins; a PE that misses one must not call it later. */
+SHMOE_API int shmoe_moe_rejoin(shmoe_moe_t moe, int32_t* pe_mask);
+/* The same for a layer of several operators: those in others[n_others] (at most 31 shrink-mode
+ * operators of the same PEs, the same on every PE) go on from the same call counters too, after
+ * one bounded wait. */
+SHMOE_API int shmoe_moe_rejoin_with(shmoe_moe_t moe, int32_t* pe_mask, const shmoe_moe_t* others,
+                                    int n_others);
+
 /* What the last dispatch or combine on this moe measured on this PE (local query). */
 typedef struct {
   double worker_us_max; /* the slowest worker, whole kernel */

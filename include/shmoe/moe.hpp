@@ -138,6 +138,14 @@ class MoeBuffer {
     detail::checked(shmoe_moe_sync_live(owned_.get(), pe_mask));
   }
 
+  // Shrink mode: every PE, masked or not, meets again; those that arrive in time are unmasked.
+  void rejoin(std::int32_t* pe_mask) { detail::checked(shmoe_moe_rejoin(owned_.get(), pe_mask)); }
+  // ... bringing the operators of `others` to the same call counters in the same step.
+  void rejoin(std::int32_t* pe_mask, const std::vector<shmoe_moe_t>& others) {
+    detail::checked(shmoe_moe_rejoin_with(owned_.get(), pe_mask, others.data(),
+                                          static_cast<int>(others.size())));
+  }
+
   // The receive window: recv_capacity() rows in expand_x's layout (shmoe_moe_receive_window).
   void* receive_window() const {
     void* window = nullptr;

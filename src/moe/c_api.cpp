@@ -209,6 +209,28 @@ int shmoe_moe_sync_live(shmoe_moe_t moe, int32_t* pe_mask) {
   });
 }
 
+int shmoe_moe_rejoin(shmoe_moe_t moe, int32_t* pe_mask) {
+  return shmoe_moe_rejoin_with(moe, pe_mask, nullptr, 0);
+}
+
+int shmoe_moe_rejoin_with(shmoe_moe_t moe, int32_t* pe_mask, const shmoe_moe_t* others,
+                          int n_others) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_moe_rejoin_with";
+    auto& m = require(moe, fn, "moe");
+    if (n_others < 0 || n_others > 31) {
+      throw shmoe::moe::MoeError(
+          fmt::format("{}: n_others={} is out of range (0..31)", fn, n_others));
+    }
+    if (n_others > 0) require_nonnull(others, fn, "others");
+    std::vector<shmoe::moe::MoeContext*> contexts;
+    for (int i = 0; i < n_others; ++i)
+      contexts.push_back(others[i] == nullptr ? nullptr : &others[i]->context);
+    shmoe::moe::rejoin(m.context, pe_mask, contexts);
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 int shmoe_combine(shmoe_moe_t moe, shmoe_plane_t plane, const void* expand_x,
                   const int32_t* assist_info, const int32_t* ep_recv_count,
                   const int32_t* expert_ids, const float* expert_scales, int bs, void* x_out) {

@@ -13,8 +13,8 @@ namespace {
 // Where each part of the symmetric window lies: flags, the header exchange, received rows and
 // their side-band, combine rows.
 struct Window {
-  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, live_sync, headers,
-      recv_rows, recv_band, combine_rows, total;
+  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, live_sync, rejoin_flags,
+      rejoin_counters, headers, recv_rows, recv_band, combine_rows, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -40,6 +40,9 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_done = l.take(flags);
   w.combine_pulls = l.take(flags);
   w.live_sync = l.take(flags);
+  w.rejoin_flags = l.take(2 * flags);
+  w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeContext::State::kRejoinWords *
+                             sizeof(std::uint64_t));
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
   w.recv_rows = l.take(cap * row);
   w.recv_band = l.take(cap * band_bytes_of(c));
@@ -121,6 +124,11 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
   s.live_sync = FlagArray(s.window + wl.live_sync, s.n_pes);
+  for (int p = 0; p < 2; ++p) {
+    s.rejoin_flags[p] =
+        FlagArray(s.window + wl.rejoin_flags + p * FlagArray::bytes(s.n_pes), s.n_pes);
+  }
+  s.rejoin_counters = reinterpret_cast<std::uint64_t*>(s.window + wl.rejoin_counters);
   s.recv_band = s.window + wl.recv_band;
   s.band_bytes = band_bytes_of(c);
   for (int pe = 0; pe < s.n_pes; ++pe)
@@ -177,6 +185,69 @@ void sync_live(MoeContext& ctx, std::int32_t* pe_mask) {
   }
   if (const std::string e = s.check_mask("sync_live", pe_mask); !e.empty()) throw MoeError(e);
   s.live_sync.all_reach(s.me, ++s.sync_generation, "sync_live", nullptr, s.live_set(pe_mask));
+}
+
+void rejoin(MoeContext& ctx, std::int32_t* pe_mask, const std::vector<MoeContext*>& others) {
+  auto& s = ctx.state();
+  if (!s.shrink()) {
+    throw MoeError(fmt::format(
+        "rejoin: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
+  }
+  if (const std::string e = s.check_mask("rejoin", pe_mask); !e.empty()) throw MoeError(e);
+  // The contexts whose counters this rejoin brings together: this one, then the others.
+  std::vector<MoeContext::State*> all{&s};
+  for (MoeContext* o : others) {
+    if (o == nullptr || !o->state().shrink() || o->n_pes() != s.n_pes) {
+      throw MoeError(fmt::format(
+          "rejoin: PE {}: others[{}] is {}, not a shrink-mode context of the same {} PEs", s.me,
+          all.size() - 1, o == nullptr ? "null" : "another kind of context", s.n_pes));
+    }
+    all.push_back(&o->state());
+  }
+  if (all.size() > MoeContext::State::kMaxRejoinContexts) {
+    throw MoeError(fmt::format("rejoin: PE {}: {} other contexts, at most {}", s.me, others.size(),
+                               MoeContext::State::kMaxRejoinContexts - 1));
+  }
+  // Every PE takes part, masked or not, each with its own call counters: a PE that was masked
+  // (stopped, then resumed) has made fewer calls, or calls alone. Only rejoins advance the
+  // rejoin counter, and every PE makes the same rejoins, so it is the same everywhere.
+  const std::uint64_t g = ++s.rejoin_generation;
+  const int parity = static_cast<int>(g % 2);
+  constexpr std::size_t kWords = MoeContext::State::kRejoinWords;
+  std::uint64_t* rows = s.rejoin_counters + static_cast<std::size_t>(parity) * s.n_pes * kWords;
+  std::uint64_t* mine = rows + static_cast<std::size_t>(s.me) * kWords;
+  constexpr std::size_t kCounters = MoeContext::State::kCounters;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    mine[kCounters * i] = all[i]->dispatch_generation;
+    mine[kCounters * i + 1] = all[i]->combine_generation;
+    mine[kCounters * i + 2] = all[i]->sync_generation;
+  }
+  const std::size_t bytes = kCounters * all.size() * sizeof(std::uint64_t);
+  for (int pe = 0; pe < s.n_pes; ++pe) {
+    if (pe != s.me) shmem_putmem(mine, mine, bytes, pe);
+  }
+  shmem_fence();
+  // Those that do not come within the bound are masked; the others continue from the highest
+  // counters any of them reached, the same on all of them. (The other parity's rows are free:
+  // no PE can start rejoin g + 1 before every PE here has raised g, i.e. read g - 1's rows.)
+  std::vector<std::int32_t> arrived(static_cast<std::size_t>(s.n_pes), 0);
+  s.rejoin_flags[parity].all_reach(
+      s.me, g, "rejoin", nullptr,
+      LiveSet(arrived.data(), std::chrono::milliseconds(s.cfg.shrink_timeout_ms)));
+  std::vector<std::uint64_t> top(kCounters * all.size(), 0);
+  for (int pe = 0; pe < s.n_pes; ++pe) {
+    pe_mask[pe] = arrived[static_cast<std::size_t>(pe)];
+    if (arrived[static_cast<std::size_t>(pe)] != 0) continue;
+    const std::uint64_t* theirs = rows + static_cast<std::size_t>(pe) * kWords;
+    for (std::size_t i = 0; i < top.size(); ++i) top[i] = std::max(top[i], theirs[i]);
+  }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    all[i]->dispatch_generation = top[kCounters * i];
+    all[i]->combine_generation = top[kCounters * i + 1];
+    all[i]->sync_generation = top[kCounters * i + 2];
+    all[i]->late_mask.clear();
+    all[i]->dispatched = false;
+  }
 }
 
 }  // namespace shmoe::moe

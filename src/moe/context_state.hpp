@@ -34,6 +34,15 @@ struct MoeContext::State : OperatorState {
   std::uint64_t combine_generation = 0;
   FlagArray live_sync;  // shrink mode's sync_live barrier
   std::uint64_t sync_generation = 0;
+  // Shrink mode's rejoin: its flags (two parities), and each PE's call counters, [2][n_pes] rows
+  // of kRejoinWords, which a PE puts into every PE's row of it before raising its flag.
+  FlagArray rejoin_flags[2];
+  std::uint64_t* rejoin_counters = nullptr;
+  std::uint64_t rejoin_generation = 0;
+  // Per context: the dispatch, combine and sync generations; a rejoin carries those of up to
+  // kMaxRejoinContexts contexts.
+  static constexpr int kCounters = 3, kMaxRejoinContexts = 32;
+  static constexpr int kRejoinWords = kCounters * kMaxRejoinContexts;
   // Shrink mode: PEs that missed only the last step of a combine (their reads of this PE's
   // window), whose experts that combine's sums already hold: masked from the next call on, so
   // that a call's mask always says whose experts its results left out.

@@ -158,5 +158,11 @@ int dispatch_doubleplane(MoeContext& ctx, const DispatchArgs& in, const Dispatch
 void combine_doubleplane(MoeContext& ctx, const CombineArgs& in);
 // Shrink mode: a barrier of the PEs `pe_mask` has live; masks those that do not arrive in time.
 void sync_live(MoeContext& ctx, std::int32_t* pe_mask);
+// Shrink mode: a barrier of every PE, masked ones included, that unmasks those that arrive within
+// the bound (and masks the others) and brings them to the same call counters, so that a PE that
+// was masked (stopped, then resumed) takes part in the calls again. `others` (at most 31
+// shrink-mode contexts of the same PEs, the same on every PE) are brought to the same counters
+// in the same step: one bounded wait for a layer of several contexts.
+void rejoin(MoeContext& ctx, std::int32_t* pe_mask, const std::vector<MoeContext*>& others = {});
 
 }  // namespace shmoe::moe

@@ -2,10 +2,11 @@
 # shmoe-moe's shrink mode with a PE that really fails in the middle of MoE traffic: PE FAIL quits
 # (stops calling), is stopped by SIGSTOP, or is killed by SIGKILL at iteration 1 of 4; every other
 # PE must mask it within the bound plus one second and pass its checks against a reference
-# without FAIL's experts. A stopped PE is resumed and the job ends cleanly (status 0). A killed PE
-# is lost (shmoe-moe runs the job with SHMOE_PE_LOSS=continue): the others go on, and their
-# teardown (a collective call) fails naming it; the launcher's last line names PE FAIL first among
-# the lost PEs, and the job's status is the killed PE's, 128 + 9.
+# without FAIL's experts. A stopped PE is resumed, every PE rejoins, and one more iteration is
+# exact with every PE live on every PE (status 0). A killed PE is lost (shmoe-moe runs the job
+# with SHMOE_PE_LOSS=continue): the others go on, and their teardown (a collective call) fails
+# naming it; the launcher's last line names PE FAIL first among the lost PEs, and the job's status
+# is the killed PE's, 128 + 9.
 #   shrink_cli.sh SHMOE_MOE PES FAIL quit|stop|kill
 set -euo pipefail
 moe=$1 pes=$2 fail=$3 how=$4
@@ -51,4 +52,11 @@ while read -r line; do
     exit 1
   fi
 done < <(grep "^PE [0-9]*: pipeline verify=pass" <<<"$log")
+if [[ $how == stop ]]; then
+  rejoined=$(grep -c "rejoined: every PE live" <<<"$log" || true)
+  if [[ $rejoined -ne $((pes - 1)) ]] || ! grep -q "^PE $fail: .*rejoined: verify=pass" <<<"$log"; then
+    echo "FAIL: not every PE rejoined and passed its last iteration"
+    exit 1
+  fi
+fi
 echo "ok: PE $fail ($how) masked by the $((pes - 1)) others, all exact (status $status)"

@@ -225,6 +225,64 @@ TEST(MoeShrink, PesThatStopCallingAreMaskedAndTheOthersStayExact) {
   }
 }
 
+// One round of every live PE: a dispatch and a combine, checked against the reference for the
+// mask `expect`; the mask after each call must be `expect`.
+void round_checked(MoeBuffer& op, std::uint64_t seed, int round, std::vector<std::int32_t>& mask,
+                   const std::set<int>& expect) {
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  std::vector<Inputs> all;
+  for (int pe = 0; pe < n; ++pe) all.push_back(inputs_of(seed, round, pe, n));
+  const Inputs& in = all[static_cast<std::size_t>(me)];
+  Received r(op.recv_capacity(), n);
+  DispatchInput din{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
+  din.pe_mask = mask.data();
+  const int rows = op.dispatch(din, {r.x.data(), r.assist.data(), r.recv.data(), r.nums.data()});
+  EXPECT_EQ(masked_set(mask), expect) << "round " << round << " dispatch";
+  check_dispatch(rows, r, all, expect, me, n);
+  std::vector<std::uint16_t> y(op.recv_capacity() * kHidden, 0);
+  run_experts(r, rows, me, n, y.data(), false);
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden, 0xFFFF);
+  CombineInput cin{y.data(),          r.assist.data(), r.recv.data(), in.ids.data(),
+                   in.weights.data(), in.bs,           out.data()};
+  cin.pe_mask = mask.data();
+  op.combine(cin);
+  EXPECT_EQ(masked_set(mask), expect) << "round " << round << " combine";
+  check_combine(out, in, expect);
+}
+
+// A PE that misses rounds 1 and 2 (masked by the others in round 1) and comes back: after a
+// rejoin of every PE, nobody is masked and round 3 is exact for every expert on every PE, on
+// both operators of the layer (the second brought to the same counters by the same rejoin).
+TEST(MoeShrink, AMaskedPeRejoinsAndEveryPeIsExactAgain) {
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  const std::uint64_t seed = test::shared_seed();
+  const int away = 1 + static_cast<int>(seed % (n - 1));
+  // Set by PE 0 once it is done with round 2: the absent PE comes back then, as a resumed one
+  // would (its own rejoin waits only a bound).
+  auto* back = static_cast<long*>(shmem_calloc(1, sizeof(long)));
+  {
+    MoeBuffer op(config(bound_ms())), second(config(bound_ms()));
+    std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
+    round_checked(op, seed, 0, mask, {});
+    round_checked(second, seed, 10, mask, {});
+    if (me == away) {
+      shmem_long_wait_until(back, SHMEM_CMP_EQ, 1);
+    } else {
+      round_checked(op, seed, 1, mask, {away});
+      round_checked(second, seed, 11, mask, {away});
+      round_checked(op, seed, 2, mask, {away});
+      if (me == 0) shmem_long_atomic_set(back, 1, away);
+    }
+    op.rejoin(mask.data(), {second.handle()});
+    EXPECT_EQ(masked_set(mask), std::set<int>{}) << "after the rejoin";
+    round_checked(op, seed, 3, mask, {});
+    round_checked(second, seed, 13, mask, {});
+    op.sync_live(mask.data());
+    EXPECT_EQ(masked_set(mask), std::set<int>{});
+  }
+  shmem_free(back);
+}
+
 template <typename F>
 std::string error_of(F&& f) {
   try {

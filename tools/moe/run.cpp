@@ -305,6 +305,8 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   std::int32_t* const pe_mask = o.shrink_ms > 0 ? mask.data() : nullptr;
   const std::vector<pid_t> pids =
       o.fail_action == FailAction::kStop && o.fail_pe >= 0 ? exchange_pids() : std::vector<pid_t>{};
+  // Set at every other PE by a stopped PE once it is back (symmetric, zeroed).
+  long* const back = pids.empty() ? nullptr : static_cast<long*>(shmem_calloc(1, sizeof(long)));
   auto dispatch = [&](const PeInputs& in) {
     moe::DispatchArgs a{in.x.data(), in.expert_ids.data(), in.scales.data(), in.bs};
     a.pe_mask = pe_mask;
@@ -328,31 +330,16 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   PeInputs mine;
   std::string failed;   // this PE failed on purpose (--fail-pe): how
   std::string masking;  // when and how fast this PE masked others
-  for (int it = 0; it < o.iterations && verdict.ok; ++it) {
+  auto inputs_of_iteration = [&](int it) {
     const std::uint64_t s = seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(it);
     std::vector<PeInputs> all;
     for (int pe = 0; pe < P; ++pe) all.push_back(make_inputs(o, c, s, pe, P));
+    return std::make_pair(s, all);
+  };
+  // Iteration `it`'s calls, checked against a reference without the PEs this PE has masked.
+  auto verified_iteration = [&](int it) {
+    const auto [s, all] = inputs_of_iteration(it);
     mine = all[me];
-    if (me == o.fail_pe && it == o.fail_iteration) {
-      if (o.fail_action == FailAction::kQuit) {
-        failed = fmt::format("quit (stopped calling) at iteration {}", it);
-        break;
-      }
-      // Stopped (or killed) somewhere in the first 500 us of the iteration's calls; once
-      // resumed, it finishes the calls it is in (the others no longer answer it) and leaves. A
-      // kill that comes after the calls comes at the latest in join(): the PE never goes on.
-      std::atomic<bool> calling{false};
-      const int sig = o.fail_action == FailAction::kKill ? SIGKILL : SIGSTOP;
-      std::thread stopper = signal_after(calling, std::chrono::microseconds((s >> 7) % 500), sig);
-      calling.store(true, std::memory_order_release);
-      dispatch(mine);
-      run_experts(b, expand_x, expert_out, c, me, P, ctx.last_timing().rows_received, row_bytes);
-      combine(mine);
-      stopper.join();
-      failed = fmt::format("stopped by SIGSTOP during iteration {} and resumed; masked PEs {}", it,
-                           fmt::join(masked_pes(mask), ","));
-      break;
-    }
     const std::size_t masked_before = masked_pes(mask).size();
     const auto t0 = std::chrono::steady_clock::now();
     rows = dispatch(mine);
@@ -373,14 +360,61 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
           " masked=[{}] at iteration {} within {:.0f} ms", fmt::join(masked_pes(mask), ","), it,
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
+  };
+  for (int it = 0; it < o.iterations && verdict.ok; ++it) {
+    if (me == o.fail_pe && it == o.fail_iteration) {
+      if (o.fail_action == FailAction::kQuit) {
+        failed = fmt::format("quit (stopped calling) at iteration {}", it);
+        break;
+      }
+      // Stopped (or killed) somewhere in the first 500 us of the iteration's calls; once
+      // resumed, it finishes the calls it is in (the others no longer answer it, so it masks
+      // them). A kill that comes after the calls comes at the latest in join(): the PE never
+      // goes on.
+      const auto [s, all] = inputs_of_iteration(it);
+      mine = all[me];
+      std::atomic<bool> calling{false};
+      const int sig = o.fail_action == FailAction::kKill ? SIGKILL : SIGSTOP;
+      std::thread stopper = signal_after(calling, std::chrono::microseconds((s >> 7) % 500), sig);
+      calling.store(true, std::memory_order_release);
+      dispatch(mine);
+      run_experts(b, expand_x, expert_out, c, me, P, ctx.last_timing().rows_received, row_bytes);
+      combine(mine);
+      stopper.join();
+      failed = fmt::format("stopped by SIGSTOP during iteration {} and resumed", it);
+      break;
+    }
+    verified_iteration(it);
   }
-  // The lowest other PE resumes a stopped one once done, so that it takes part in the teardown.
-  if (!pids.empty() && me == (o.fail_pe == 0 ? 1 : 0))
-    resume_when_stopped(pids[static_cast<std::size_t>(o.fail_pe)]);
+  if (!pids.empty()) {
+    // The lowest other PE resumes the stopped one once done; that one says when it is back
+    // (its calls of the iteration it was stopped in end at their bound), and every PE rejoins:
+    // one more iteration, checked with every PE live on every PE.
+    if (me != o.fail_pe) {
+      if (me == (o.fail_pe == 0 ? 1 : 0))
+        resume_when_stopped(pids[static_cast<std::size_t>(o.fail_pe)]);
+      shmem_long_wait_until(back, SHMEM_CMP_EQ, 1);
+    } else {
+      for (int pe = 0; pe < P; ++pe) {
+        if (pe != me) shmem_long_atomic_set(back, 1, pe);
+      }
+    }
+    moe::rejoin(ctx, mask.data());
+    if (!masked_pes(mask).empty()) {
+      verdict.fail(
+          fmt::format("PEs {} still masked after the rejoin", fmt::join(masked_pes(mask), ",")));
+    }
+    verified_iteration(o.iterations);
+    masking += fmt::format(" rejoined: every PE live, iteration {} checked", o.iterations);
+    shmem_free(back);
+  }
   if (!failed.empty()) {
-    fmt::print("PE {}: failed on purpose: {}\n", me, failed);
+    fmt::print("PE {}: failed on purpose: {}{}\n", me, failed,
+               pids.empty() ? std::string()
+                            : fmt::format("; rejoined: verify={}{}", verdict.ok ? "pass" : "FAIL",
+                                          verdict.ok ? "" : " first mismatch: " + verdict.detail));
     std::fflush(stdout);
-    return 0;
+    return verdict.ok ? 0 : 1;
   }
   std::string checks = check_dispatch_out ? "dispatch_exact" : "";
   if (do_combine) checks += std::string(checks.empty() ? "" : ",") + "combine_fp64";

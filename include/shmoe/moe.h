@@ -127,7 +127,11 @@ typedef struct {
   shmoe_call_verdict_t verdict;
   /* Shrink mode only (required there, NULL otherwise): [n_pes], nonzero for a masked PE, which
    * this call neither sends to nor waits for; the call adds the PEs it masked. This PE's own
-   * entry must be 0. The rows of masked sources are left out of the outputs. */
+   * entry must be 0. The rows of masked sources are left out of the outputs. Rows are copied
+   * out compactly into expand_x, unless expand_x is the receive window: then they stay in their
+   * fixed slots (the j-th row of local expert e from source PE s at (e * n_pes + s) * max_bs +
+   * j), and assist_info, expand_scales and expand_side are indexed the same way;
+   * ep_recv_count and expert_token_nums count as always. */
   int32_t* pe_mask;
 } shmoe_dispatch_args_t;
 

@@ -210,7 +210,9 @@ class Buffer:
 
     def low_latency_update_mask_buffer(self, rank_to_mask: int, mask: bool = False) -> None:
         """Masks (mask=True) or unmasks a rank for the following low-latency calls: they neither
-        send to it nor wait for it. A rank cannot mask itself."""
+        send to it nor wait for it. A rank cannot mask itself. Unmasking a rank that was masked
+        makes the next clean_low_latency_buffer a rejoin (deep_ep/shrink.py), which brings a rank
+        that was away back."""
         call = "deep_ep.Buffer.low_latency_update_mask_buffer"
         self._shrink_mode(call).update(call, rank_to_mask, bool(mask))
 
@@ -220,5 +222,6 @@ class Buffer:
         self._shrink_mode(call).query(call, mask_status)
 
     def low_latency_clean_mask_buffer(self) -> None:
-        """Unmasks every rank (a rank still absent is masked again at its next call's bound)."""
+        """Unmasks every rank (a rank still absent is masked again at its next call's bound); on
+        a rank that comes back, it makes the next clean_low_latency_buffer a rejoin."""
         self._shrink_mode("deep_ep.Buffer.low_latency_clean_mask_buffer").clean()

@@ -368,7 +368,8 @@ class LowLatency:
 
         if self.shrink is not None:
             check()
-            self.shrink.sync_live()
+            self.shrink.barrier([buf for a in self.areas.values() for buf in (a.bf16, a.fp8)
+                                 if buf is not None])
             return
         agreed(call, check, lambda c: [("num_max_dispatch_tokens_per_rank", c[0]),
                                        ("hidden", c[1]), ("num_experts", c[2])])

@@ -16,6 +16,12 @@ What a failed rank changes, and what this package decided about it:
   low-latency limit; calls with fewer pad with -1). A shape first used later is made at its
   first call, which every rank must then make while all are live; a rank that already masks
   some rank refuses to (with an error) instead of waiting for it.
+* A rank comes back (a stopped rank that resumed) through a rejoin, which every rank makes, at
+  a clean_low_latency_buffer: every other live rank unmasks it (low_latency_update_mask_buffer
+  (rank, False)), the rank itself unmasks the others (low_latency_clean_mask_buffer()), and the
+  next clean_low_latency_buffer of each is then a rejoin instead of a barrier of the live ranks.
+  A rejoin waits for every rank, masked or not (a dead one costs the bound): those that arrive
+  are live again, and every operator of the Buffer goes on from the same call counters.
 * destroy() frees nothing collectively (a failed rank calls it while the others still run, or
   never): this rank's operators are given up and their symmetric memory stays until the
   process ends; shmoe itself is finalized at the process's exit (a barrier of every rank: where
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import List, Tuple
+from typing import List, Set, Tuple
 
 import numpy as np
 import torch
@@ -79,6 +85,10 @@ class Shrink:
     def __init__(self, call: str, num_ranks: int, rank: int, ms: int) -> None:
         self.num_ranks, self.rank, self.timeout_ms = num_ranks, rank, ms
         self.mask = torch.zeros(num_ranks, dtype=torch.int32)
+        # Since the last clean: the ranks unmasked by hand, and whether the whole mask was
+        # cleared; either makes the next clean a rejoin (see the module's docstring).
+        self.unmasked: Set[int] = set()
+        self.cleared = False
         self.mask_np: np.ndarray = self.mask.numpy()  # the operators write the tensor's memory
         try:
             self.sync = shmoe.moe.Buffer(1, 1, num_ranks, 1, "int32", shrink_timeout_ms=ms)
@@ -104,10 +114,32 @@ class Shrink:
             # The operators refuse a mask that holds the calling rank itself.
             raise ValueError(f"{call}: rank_to_mask={rank_to_mask} is this rank, which cannot "
                              "mask itself")
+        if not mask and int(self.mask[rank_to_mask]):
+            self.unmasked.add(rank_to_mask)
+        if mask:
+            self.unmasked.discard(rank_to_mask)
         self.mask[rank_to_mask] = 1 if mask else 0
 
     def clean(self) -> None:
+        self.unmasked.update(int(r) for r in self.mask.nonzero().view(-1).tolist())
+        self.cleared = True
         self.mask.zero_()
+
+    def rejoin_wanted(self) -> bool:
+        """Whether this clean is a rejoin: a rank unmasked by hand is still unmasked, or the
+        mask was cleared and nothing is masked since (a rank that comes back)."""
+        return any(not int(self.mask[r]) for r in self.unmasked) or (
+            self.cleared and not self.any_masked())
+
+    def barrier(self, others: List[shmoe.moe.Buffer]) -> None:
+        """clean_low_latency_buffer's step: a rejoin of every rank that brings `others` (the
+        Buffer's operators) to the same counters, or a barrier of the live ranks."""
+        if self.rejoin_wanted():
+            self.sync.rejoin(self.mask_np, others)
+        else:
+            self.sync_live()
+        self.unmasked.clear()
+        self.cleared = False
 
     def abandon(self) -> None:
         self.sync.abandon()

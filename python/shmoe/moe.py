@@ -443,6 +443,23 @@ class Buffer:
             raise ValueError(f"{call}: the buffer is not in shrink mode (shrink_timeout_ms=0)")
         self.operator.sync_live(_pe_mask(call, pe_mask, True))
 
+    def rejoin(self, pe_mask, others=()):
+        """Shrink mode: a barrier of every PE, masked or not (collective over all PEs, which make
+        the same rejoins): those that arrive within shrink_timeout_ms are unmasked in pe_mask
+        and go on, with the shrink-mode Buffers in `others` (at most 31, the same on every PE),
+        from the same call counters; the others are masked. For a PE that was masked and is
+        back (a stopped PE that resumed)."""
+        call = "Buffer.rejoin"
+        self._require_open(call)
+        if not self.shrink:
+            raise ValueError(f"{call}: the buffer is not in shrink mode (shrink_timeout_ms=0)")
+        others = list(others)
+        for i, o in enumerate(others):
+            if not isinstance(o, Buffer) or not o.shrink:
+                raise ValueError(f"{call}: others[{i}]={o!r} is not a shrink-mode Buffer")
+            o._require_open(call)
+        self.operator.rejoin(_pe_mask(call, pe_mask, True), [o.operator for o in others])
+
     @property
     def receive_window(self) -> np.ndarray:
         """The bytes of this PE's receive window (recv_capacity rows), where a zero_copy

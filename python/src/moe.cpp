@@ -209,6 +209,18 @@ void bind_moe(py::module_& m) {
             released([&] { op.sync_live(mask); });
           },
           py::arg("pe_mask"))
+      // Shrink mode: every PE, masked or not, meets; those in time are unmasked and go on, with
+      // the operators of `others`, from the same call counters.
+      .def(
+          "rejoin",
+          [](Buffer& b, const py::buffer& pe_mask, const py::list& others) {
+            MoeBuffer& op = b.get();
+            std::int32_t* const mask = pe_mask_of(pe_mask);
+            std::vector<shmoe_moe_t> handles;
+            for (const py::handle o : others) handles.push_back(o.cast<Buffer&>().get().handle());
+            released([&] { op.rejoin(mask, handles); });
+          },
+          py::arg("pe_mask"), py::arg("others"))
       .def("last_timing",
            [](Buffer& b) {
              const shmoe_moe_timing_t t = b.get().last_timing();

@@ -72,7 +72,9 @@ std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
     return fmt::format("combine: PE {}: required tensor 'expand_x' is null ({} rows to send)", s.me,
                        prev);
   }
-  for (std::int32_t r = 0; r < prev; ++r) {
+  // Shrink mode reads no assist_info (the rows' places come from the dispatch), which may be in
+  // the fixed-slot layout.
+  for (std::int32_t r = 0; r < prev && !s.shrink(); ++r) {
     const std::int32_t* a = in.assist_info + 3 * static_cast<std::size_t>(r);
     if (a[0] < 0 || a[0] >= P || a[1] < 0 || a[1] >= c.max_bs || a[2] < 0 || a[2] >= c.topk) {
       return fmt::format(

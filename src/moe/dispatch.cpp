@@ -67,8 +67,6 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
     refuse_null(h, Tensor::kTokenSide);
   } else if (c.header_ints > 0 && in.header_ints == nullptr) {
     refuse_null(h, Tensor::kHeaderInts);
-  } else if (s.shrink() && out.expand_x == s.recv_rows) {
-    h.error = InputError::kExpandXIsWindow;
   }
   return h;
 }
@@ -216,7 +214,12 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
     auto in_window = [&](std::size_t r) {
       return window_row.empty() ? r : static_cast<std::size_t>(window_row[r]);
     };
-    if (!window_row.empty()) {
+    // Shrink mode with the window as expand_x: the rows stay in their slots, and their
+    // side-band goes to the same rows of the outputs.
+    const bool in_slots = !window_row.empty() && out.expand_x == s.recv_rows;
+    if (in_slots) {
+      // nothing to copy
+    } else if (!window_row.empty()) {
       for (std::size_t r = r0; r < r1; ++r) {
         std::memcpy(static_cast<std::byte*>(out.expand_x) + r * s.row_bytes,
                     s.recv_rows + in_window(r) * s.row_bytes, s.row_bytes);
@@ -225,8 +228,9 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
       std::memcpy(static_cast<std::byte*>(out.expand_x) + r0 * s.row_bytes,
                   s.recv_rows + r0 * s.row_bytes, (r1 - r0) * s.row_bytes);
     }
-    for (std::size_t r = r0; r < r1; ++r) {
-      const std::byte* at = s.recv_band + in_window(r) * s.band_bytes;
+    for (std::size_t row = r0; row < r1; ++row) {
+      const std::byte* at = s.recv_band + in_window(row) * s.band_bytes;
+      const std::size_t r = in_slots ? in_window(row) : row;
       RowMeta m;
       std::memcpy(&m, at, sizeof m);
       if (out.expand_side != nullptr && side > 0)

@@ -262,12 +262,6 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
             "{}: refused on every PE because PE {} refused its inputs (its own "
             "error says why)",
             op, pe);
-      case InputError::kExpandXIsWindow:
-        return fmt::format(
-            "{}: PE {}: expand_x is the receive window, which in shrink mode holds a fixed slot "
-            "per (local expert, source PE, token) with gaps; pass a buffer of recv_capacity() "
-            "rows",
-            op, pe);
     }
     return fmt::format("{}: PE {} reported error code {}", op, pe,
                        static_cast<std::int32_t>(h.error));

@@ -142,7 +142,6 @@ enum class InputError : std::int32_t {
   kNullTensor = 3,        // error_index[0] = a Tensor
   kCallerRefused = 4,     // the caller found its own inputs wrong (its own error says why)
   kCallerRetry = 5,       // not an error: the caller needs another operator; every PE retries
-  kExpandXIsWindow = 6,   // shrink mode: expand_x is the receive window, which has gaps there
 };
 
 // The tensors an operator's call header can name as null.

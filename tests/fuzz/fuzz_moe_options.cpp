@@ -21,7 +21,7 @@ void check_accepted(const shmoe::tools::MoeRunOptions& o) {
   if (o.max_recv_rows > shmoe::tools::kMaxReceivedRows) std::abort();
   if (o.delay_pe < -1 || o.delay_pe >= o.pes) std::abort();
   if (o.delay_pe >= 0 && (!o.perf || !(o.delay_us >= 1 && o.delay_us <= 1e6))) std::abort();
-  if (o.shrink_ms < 0 || (o.shrink_ms > 0 && !o.copy_out)) std::abort();
+  if (o.shrink_ms < 0) std::abort();
   if (o.fail_pe < -1 || o.fail_pe >= o.pes) std::abort();
   if (o.fail_pe >= 0 && (o.shrink_ms == 0 || o.perf || o.pes < 2 || o.fail_iteration < 0 ||
                          o.fail_iteration >= o.iterations))

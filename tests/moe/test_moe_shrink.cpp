@@ -283,6 +283,64 @@ TEST(MoeShrink, AMaskedPeRejoinsAndEveryPeIsExactAgain) {
   shmem_free(back);
 }
 
+// Dispatched into the receive window, the rows stay in their fixed slots, with assist_info
+// indexed alike; the experts write their outputs there in place, and combine reads them there.
+TEST(MoeShrink, RowsStayInTheirSlotsWhenTheWindowIsExpandX) {
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  const std::uint64_t seed = test::shared_seed();
+  MoeBuffer op(config(bound_ms()));
+  std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
+  std::vector<Inputs> all;
+  for (int pe = 0; pe < n; ++pe) all.push_back(inputs_of(seed, 20, pe, n));
+  const Inputs& in = all[static_cast<std::size_t>(me)];
+  Received r(op.recv_capacity(), n);
+  auto* window = static_cast<std::uint16_t*>(op.receive_window());
+  DispatchInput din{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
+  din.pe_mask = mask.data();
+  const int rows = op.dispatch(din, {window, r.assist.data(), r.recv.data(), r.nums.data()});
+  int expected_rows = 0;
+  for (int e = 0; e < kL; ++e) {
+    for (int src = 0; src < n; ++src) {
+      const Inputs& from = all[static_cast<std::size_t>(src)];
+      std::size_t slot = (static_cast<std::size_t>(e) * n + src) * kMaxBs;
+      for (int i = 0; i < from.bs * kTopk; ++i) {
+        if (from.ids[i] != me * kL + e) continue;
+        const int t = i / kTopk;
+        EXPECT_EQ(r.assist[3 * slot], src) << "slot " << slot;
+        EXPECT_EQ(r.assist[3 * slot + 1], t) << "slot " << slot;
+        EXPECT_EQ(r.assist[3 * slot + 2], i % kTopk) << "slot " << slot;
+        EXPECT_EQ(std::memcmp(&window[slot * kHidden],
+                              &from.x[static_cast<std::size_t>(t) * kHidden], kHidden * 2),
+                  0)
+            << "slot " << slot;
+        ++slot;
+        ++expected_rows;
+      }
+      EXPECT_EQ(r.recv[e * n + src], expected_rows) << "ep_recv_count " << e << ", " << src;
+    }
+  }
+  ASSERT_EQ(rows, expected_rows);
+  // The experts, in place: each slot's row times its expert's factor.
+  for (int e = 0; e < kL; ++e) {
+    for (int src = 0; src < n; ++src) {
+      const int first = e * n + src == 0 ? 0 : r.recv[e * n + src - 1];
+      for (int j = 0; j < r.recv[e * n + src] - first; ++j) {
+        std::uint16_t* row =
+            &window[((static_cast<std::size_t>(e) * n + src) * kMaxBs + j) * kHidden];
+        for (int c = 0; c < kHidden; ++c)
+          row[c] = bf16_bits(from_bf16(row[c]) * expert_factor(me * kL + e));
+      }
+    }
+  }
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden, 0xFFFF);
+  CombineInput cin{window, r.assist.data(), r.recv.data(), in.ids.data(), in.weights.data(),
+                   in.bs,  out.data()};
+  cin.pe_mask = mask.data();
+  op.combine(cin);
+  check_combine(out, in, {});
+  EXPECT_EQ(masked_set(mask), std::set<int>{});
+}
+
 template <typename F>
 std::string error_of(F&& f) {
   try {
@@ -315,13 +373,6 @@ TEST(MoeShrink, MasksAndSettingsAreChecked) {
       error_of([&] { op.sync_live(mask.data()); }),
       fmt::format("sync_live: PE {}: pe_mask[{}]=3 masks this PE itself (0 required)", me, me));
   mask[static_cast<std::size_t>(me)] = 0;
-  // The receive window has gaps in shrink mode, so it cannot be dispatch's expand_x.
-  DispatchOutput into_window = outs;
-  into_window.expand_x = op.receive_window();
-  EXPECT_EQ(error_of([&] { op.dispatch(din, me == 0 ? into_window : outs); }),
-            "dispatch: PE 0: expand_x is the receive window, which in shrink mode holds a fixed "
-            "slot per (local expert, source PE, token) with gaps; pass a buffer of "
-            "recv_capacity() rows");
   EXPECT_EQ(masked_set(mask), std::set<int>{});
   // combine repeats the last dispatch's routing (none succeeded yet); every PE refuses, and each
   // throws its own reason.

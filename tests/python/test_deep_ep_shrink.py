@@ -196,6 +196,68 @@ def test_failed_ranks_are_masked(n, monkeypatch):
         pytest.fail("\n".join(lines) or "a rank failed")
 
 
+AWAY = 2  # the rank that is away for two rounds and comes back
+
+
+def _round(rank, n, buffer, rnd, masked):
+    """One BF16 dispatch and combine, checked exactly; the mask must be `masked` after each."""
+    x, idx, w = _inputs(rank, n, rnd)
+    recv, count, handle, _, _ = buffer.low_latency_dispatch(x, idx, TOKENS, n * LOCAL,
+                                                            use_fp8=False)
+    assert _mask(buffer, n) == masked, (rnd, "dispatch")
+    values = _check_dispatch(rank, n, rnd, False, recv, count, handle, masked)
+    combined, _, _ = buffer.low_latency_combine(_expert_outputs(values, rank), idx, w, handle)
+    assert _mask(buffer, n) == masked, (rnd, "combine")
+    _check_combine(rank, n, rnd, False, combined, masked)
+
+
+def _rejoin_worker(rank, n, port, failures):
+    """Rank AWAY misses rounds 1 and 2 (waiting for rank 0's word, as a stopped rank would be
+    resumed), the others mask it; then the others unmask it, it clears its own mask, and the
+    next clean_low_latency_buffer of each is a rejoin: round 3 is exact with every rank live."""
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
+                                rank=rank)
+        import deep_ep
+
+        hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(TOKENS, HIDDEN, n, n * LOCAL)
+        buffer = deep_ep.Buffer(dist.new_group(list(range(n))), 0, hint, low_latency_mode=True,
+                                explicitly_destroy=True, enable_shrink=True)
+        _round(rank, n, buffer, 0, set())
+        word = torch.zeros(1)
+        if rank == AWAY:
+            dist.recv(word, src=0)
+            buffer.low_latency_clean_mask_buffer()
+        else:
+            _round(rank, n, buffer, 1, {AWAY})
+            _round(rank, n, buffer, 2, {AWAY})
+            if rank == 0:
+                dist.send(word, dst=AWAY)
+            buffer.low_latency_update_mask_buffer(AWAY, mask=False)
+        buffer.clean_low_latency_buffer(TOKENS, HIDDEN, n * LOCAL)
+        assert _mask(buffer, n) == set()
+        _round(rank, n, buffer, 3, set())
+        buffer.destroy()
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException:
+        failures.put(f"rank {rank}: {traceback.format_exc()}")
+        raise
+
+
+def test_a_rank_that_was_away_rejoins(monkeypatch):
+    monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
+    ctx = mp.get_context("spawn")
+    failures = ctx.SimpleQueue()
+    try:
+        mp.spawn(_rejoin_worker, args=(4, _free_port(), failures), nprocs=4)
+    except Exception:
+        lines = []
+        while not failures.empty():
+            lines.append(failures.get())
+        pytest.fail("\n".join(lines) or "a rank failed")
+
+
 @pytest.mark.parametrize("value", ["soon", "0", "-5", "2147483648"])
 def test_bad_timeout_is_refused(value, monkeypatch):
     from deep_ep import shrink

@@ -141,7 +141,8 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
                  "that the slow-PE report has a PE to find");
   app.add_option("--shrink-ms", o.shrink_ms,
                  "shrink mode (elastic EP): a PE that does not arrive within MS milliseconds is "
-                 "masked and the others go on without its experts; implies --copy-out")
+                 "masked and the others go on without its experts (without --copy-out, the rows "
+                 "stay in the receive window's fixed slots, one per (expert, source PE, token))")
       ->check(CLI::Range(0, 3'600'000));
   app.add_option("--fail-pe", text.fail_pe,
                  "P:HOW:IT: PE P fails at iteration IT (0-based), HOW = quit (stops calling), "
@@ -224,7 +225,6 @@ int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
       return 2;
     }
   }
-  if (o.shrink_ms > 0) o.copy_out = true;  // the receive window has gaps in shrink mode
   if (!text.fail_pe.empty()) {
     if (const std::string e = parse_fail_pe(text.fail_pe, o); !e.empty()) {
       std::fprintf(stderr, "shmoe-moe: %s\n", e.c_str());

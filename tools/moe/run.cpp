@@ -43,8 +43,28 @@ struct Verdict {
   }
 };
 
+// Where dispatch's row r lies in expand_x (and assist_info): at r, or, in shrink mode with the
+// receive window as expand_x, in its fixed slot (slots[r]).
+std::size_t at(const std::vector<std::size_t>& slots, int r) {
+  return slots.empty() ? static_cast<std::size_t>(r) : slots[static_cast<std::size_t>(r)];
+}
+
+// Shrink mode's fixed slots of the rows ep_recv_count counts: the j-th row of local expert e
+// from source s at (e * n_pes + s) * max_bs + j.
+std::vector<std::size_t> fixed_slots(const Buffers& b, int n_pes, int max_bs) {
+  std::vector<std::size_t> slots;
+  std::int32_t prev = 0;
+  for (std::size_t block = 0; block < b.ep_recv_count.size(); ++block) {
+    for (std::int32_t j = 0; j < b.ep_recv_count[block] - prev; ++j)
+      slots.push_back(block * static_cast<std::size_t>(max_bs) + static_cast<std::size_t>(j));
+    prev = b.ep_recv_count[block];
+  }
+  (void)n_pes;  // block = e * n_pes + s already
+  return slots;
+}
+
 void check_dispatch(const Buffers& b, const std::byte* expand_x, int rows, const DispatchGolden& g,
-                    std::size_t row_bytes, Verdict& v) {
+                    std::size_t row_bytes, const std::vector<std::size_t>& slots, Verdict& v) {
   if (rows != g.rows)
     return v.fail(fmt::format("dispatch received {} rows, expected {}", rows, g.rows));
   if (!std::equal(g.ep_recv_count.begin(), g.ep_recv_count.end(), b.ep_recv_count.begin())) {
@@ -55,30 +75,33 @@ void check_dispatch(const Buffers& b, const std::byte* expand_x, int rows, const
     return v.fail("dispatch expert_token_nums differs");
   }
   for (int r = 0; r < rows; ++r) {
-    if (std::memcmp(&b.assist_info[3 * r], &g.assist_info[3 * r], 12) != 0) {
+    const std::size_t i = at(slots, r);
+    if (std::memcmp(&b.assist_info[3 * i], &g.assist_info[3 * r], 12) != 0) {
       return v.fail(fmt::format("dispatch assist_info row {} = ({}, {}, {}), expected ({}, {}, {})",
-                                r, b.assist_info[3 * r], b.assist_info[3 * r + 1],
-                                b.assist_info[3 * r + 2], g.assist_info[3 * r],
+                                i, b.assist_info[3 * i], b.assist_info[3 * i + 1],
+                                b.assist_info[3 * i + 2], g.assist_info[3 * r],
                                 g.assist_info[3 * r + 1], g.assist_info[3 * r + 2]));
     }
-    if (std::memcmp(expand_x + r * row_bytes, g.expand_x.data() + r * row_bytes, row_bytes) != 0) {
-      return v.fail(fmt::format("dispatch expand_x row {} (from PE {} token {}) differs", r,
+    if (std::memcmp(expand_x + i * row_bytes, g.expand_x.data() + r * row_bytes, row_bytes) != 0) {
+      return v.fail(fmt::format("dispatch expand_x row {} (from PE {} token {}) differs", i,
                                 g.assist_info[3 * r], g.assist_info[3 * r + 1]));
     }
-    if (b.expand_scales[r] != g.expand_scales[r])
-      return v.fail(fmt::format("dispatch expand_scales[{}] differs", r));
+    if (b.expand_scales[i] != g.expand_scales[r])
+      return v.fail(fmt::format("dispatch expand_scales[{}] differs", i));
   }
 }
 
 // The experts' work on the received rows: row r belongs to local expert le (from ep_recv_count).
 // `out` may be `in` (element by element, in place).
 void run_experts(const Buffers& b, const std::byte* in, std::byte* out, const MoeCase& c, int me,
-                 int n_pes, int rows, std::size_t row_bytes) {
+                 int n_pes, int rows, std::size_t row_bytes,
+                 const std::vector<std::size_t>& slots) {
   int block = 0;
   for (int r = 0; r < rows; ++r) {
     while (b.ep_recv_count[block] <= r) ++block;
     const int expert = me * c.experts_per_pe + block / n_pes;
-    expert_step(c.dtype, expert, in + r * row_bytes, out + r * row_bytes, c.hidden);
+    const std::size_t i = at(slots, r);
+    expert_step(c.dtype, expert, in + i * row_bytes, out + i * row_bytes, c.hidden);
   }
 }
 
@@ -300,6 +323,8 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   const bool check_dispatch_out = !op_is_combine(o.op);
   const bool do_combine = op_is_combine(o.op) || o.op == MoeOp::kPipeline;
 
+  // Shrink mode with the receive window as expand_x: the rows stay in their fixed slots.
+  const bool in_slots = o.shrink_ms > 0 && !o.copy_out;
   // Shrink mode: the PEs this PE has masked, passed to every call.
   std::vector<std::int32_t> mask(static_cast<std::size_t>(P), 0);
   std::int32_t* const pe_mask = o.shrink_ms > 0 ? mask.data() : nullptr;
@@ -344,12 +369,14 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
     const auto t0 = std::chrono::steady_clock::now();
     rows = dispatch(mine);
     engine_bytes += ctx.last_timing().bytes_via_copy_engine;
+    const std::vector<std::size_t> slots =
+        in_slots ? fixed_slots(b, P, c.bs) : std::vector<std::size_t>{};
     if (check_dispatch_out) {
       check_dispatch(b, expand_x, rows, golden_dispatch(without(all, masked_pes(mask)), c, me),
-                     row_bytes, verdict);
+                     row_bytes, slots, verdict);
     }
     if (do_combine) {
-      run_experts(b, expand_x, expert_out, c, me, P, rows, row_bytes);
+      run_experts(b, expand_x, expert_out, c, me, P, rows, row_bytes, slots);
       combine(mine);
       engine_bytes += ctx.last_timing().bytes_via_copy_engine;
       const PeInputs kept = without_experts_of(mine, masked_pes(mask), c.experts_per_pe);
@@ -378,7 +405,8 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
       std::thread stopper = signal_after(calling, std::chrono::microseconds((s >> 7) % 500), sig);
       calling.store(true, std::memory_order_release);
       dispatch(mine);
-      run_experts(b, expand_x, expert_out, c, me, P, ctx.last_timing().rows_received, row_bytes);
+      run_experts(b, expand_x, expert_out, c, me, P, ctx.last_timing().rows_received, row_bytes,
+                  in_slots ? fixed_slots(b, P, c.bs) : std::vector<std::size_t>{});
       combine(mine);
       stopper.join();
       failed = fmt::format("stopped by SIGSTOP during iteration {} and resumed", it);

@@ -10,6 +10,7 @@
 
 #include "common/backoff.hpp"
 #include "common/log.hpp"
+#include "common/pe_loss.hpp"
 
 namespace shmoe::moe {
 namespace {
@@ -31,10 +32,22 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
   const auto t0 = Clock::now();
   const auto deadline = t0 + live.bound();
   bool out_of_time = false;
+  // Shrink mode masks a PE that does not come, lost ones included (SHMOE_PE_LOSS=continue): its
+  // waits must not fail on them as other waits do.
+  const shmoe::LostPesHandledHere lost_pes_masked_here(live.bounded());
+  std::vector<bool> lost(static_cast<std::size_t>(n));
   shmoe::wait_until(
       [&] {
         for (int src = 0; src < n; ++src) {
-          if (!pending[static_cast<std::size_t>(src)] || !ready(src)) continue;
+          if (!pending[static_cast<std::size_t>(src)]) continue;
+          if (live.bounded() && shmoe::pe_lost(src)) {
+            // A lost PE never comes: masked at once rather than at the bound.
+            pending[static_cast<std::size_t>(src)] = false;
+            lost[static_cast<std::size_t>(src)] = true;
+            --left;
+            continue;
+          }
+          if (!ready(src)) continue;
           pending[static_cast<std::size_t>(src)] = false;
           --left;
           if (waits != nullptr) {
@@ -49,18 +62,25 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
         while (src + 1 < n && !pending[static_cast<std::size_t>(src)]) ++src;
         return describe(src);
       });
-  if (!out_of_time) return;
   for (int src = 0; src < n; ++src) {
-    if (pending[static_cast<std::size_t>(src)]) live.mask(src, step, g);
+    if (lost[static_cast<std::size_t>(src)]) {
+      live.mask(src, step, g, "it was lost (SHMOE_PE_LOSS=continue)");
+    } else if (out_of_time && pending[static_cast<std::size_t>(src)]) {
+      live.mask(src, step, g, "");
+    }
   }
 }
 
 }  // namespace
 
-void LiveSet::mask(int pe, const std::string& step, std::uint64_t g) const {
+void LiveSet::mask(int pe, const std::string& step, std::uint64_t g, const std::string& why) const {
   mask_[pe] = 1;
-  log::warn("shrink mode: PE {} masked: it did not reach {} #{} within {} ms", pe, step, g,
-            bound_.count());
+  if (!why.empty()) {
+    log::warn("shrink mode: PE {} masked at {} #{}: {}", pe, step, g, why);
+  } else {
+    log::warn("shrink mode: PE {} masked: it did not reach {} #{} within {} ms", pe, step, g,
+              bound_.count());
+  }
 }
 
 void FlagArray::raise(int pe, int src, std::uint64_t generation) const {

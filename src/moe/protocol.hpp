@@ -55,8 +55,9 @@ class LiveSet {
   bool bounded() const { return mask_ != nullptr; }
   bool live(int pe) const { return mask_ == nullptr || mask_[pe] == 0; }
   std::chrono::milliseconds bound() const { return bound_; }
-  // Masks `pe`, saying on stderr which step of which call it missed.
-  void mask(int pe, const std::string& step, std::uint64_t g) const;
+  // Masks `pe`, saying on stderr which step of which call it missed (and `why`, when not just
+  // the bound).
+  void mask(int pe, const std::string& step, std::uint64_t g, const std::string& why = "") const;
 
  private:
   std::int32_t* mask_ = nullptr;

@@ -271,6 +271,7 @@ class LowLatency:
             else:
                 recv, _, _, counts, handle = buf.dispatch(payload, idx, None,
                                                           pe_mask=shrink.mask_np)
+        _add_waits(dispatch_wait_recv_cost_stats, buf)
         received = _Received(areas, recv, counts, handle, bool(use_fp8), bool(use_ue8m0), stats)
         areas.next_turn()
         result = received.result
@@ -335,6 +336,7 @@ class LowLatency:
                     window[start:start + count].copy_(ys[e, :count])
                     start += count
                 combined = areas.bf16.combine(window[:rows], dh, w)
+        _add_waits(combine_wait_recv_cost_stats, areas.bf16)
         done = _CombineResult(combined, out)
         hook: Optional[Callable[[], None]] = None
         if return_recv_hook:
@@ -434,6 +436,16 @@ class _Received:
                     self.fp8_values[e, :count].copy_(self.values[e, :count])
             if self.stats is not None:
                 self.stats += self.recv_count
+
+
+def _add_waits(stats: Optional[torch.Tensor], buf: shmoe.moe.Buffer) -> None:
+    """Adds to a *_wait_recv_cost_stats tensor, [num_ranks] int64, the nanoseconds the call
+    waited on this rank for each rank (DeepEP counts GPU cycles). In shrink mode nothing comes
+    before the operator's own steps, so a late rank shows there; otherwise each call first agrees
+    on its arguments, a reduction where most of a late rank's delay is spent unseen."""
+    if stats is not None:
+        waits = torch.from_numpy(buf.last_source_waits() * 1000.0)
+        stats += waits.round().to(torch.int64)
 
 
 def _pack_ue8m0(scales: torch.Tensor, packed: torch.Tensor, counts: List[int]) -> None:

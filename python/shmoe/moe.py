@@ -481,6 +481,12 @@ class Buffer:
         self._require_open("Buffer.last_timing")
         return self.operator.last_timing()
 
+    def last_source_waits(self):
+        """float64 [n_pes]: how long (us) the last dispatch or combine waited on this PE for
+        each PE's flags, this PE's row of the wait matrix that names a slow PE."""
+        self._require_open("Buffer.last_source_waits")
+        return self.operator.last_source_waits()
+
 
 # ---- MX FP8 ---------------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 // MoeBuffer, and the MX FP8 row helpers that FP8 dispatch and MegaMoE's weights use.
 #include "shmoe/moe.hpp"
 
+#include <pybind11/numpy.h>
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -221,6 +223,14 @@ void bind_moe(py::module_& m) {
             released([&] { op.rejoin(mask, handles); });
           },
           py::arg("pe_mask"), py::arg("others"))
+      // This PE's row of the wait matrix of the last call: microseconds it waited for each PE.
+      .def("last_source_waits",
+           [](Buffer& b) {
+             const std::vector<double> us = b.get().last_source_waits();
+             py::array_t<double> out(static_cast<py::ssize_t>(us.size()));
+             std::copy(us.begin(), us.end(), out.mutable_data());
+             return out;
+           })
       .def("last_timing",
            [](Buffer& b) {
              const shmoe_moe_timing_t t = b.get().last_timing();

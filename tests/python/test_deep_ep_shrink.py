@@ -1,7 +1,8 @@
 """deep_ep's shrink mode (Buffer(enable_shrink=True)) in real torch.distributed jobs: some ranks
 stop calling at their first low-latency dispatch, combine or clean (their processes live on,
 as DeepEP's --shrink-test has them); the others must mask exactly those ranks and still get
-exact results from the live ranks. References are independent: every rank's inputs come from
+exact results from the live ranks. A rank away for two rounds rejoins; a rank late to every call
+is named by the others' wait stats. References are independent: every rank's inputs come from
 its seed, with exact integer encodings (column 0: source rank, column 1: token), and expert
 outputs and weights chosen so that every sum is exact in float32."""
 
@@ -251,6 +252,64 @@ def test_a_rank_that_was_away_rejoins(monkeypatch):
     failures = ctx.SimpleQueue()
     try:
         mp.spawn(_rejoin_worker, args=(4, _free_port(), failures), nprocs=4)
+    except Exception:
+        lines = []
+        while not failures.empty():
+            lines.append(failures.get())
+        pytest.fail("\n".join(lines) or "a rank failed")
+
+
+LATE, LATE_S = 3, 0.3  # the rank that comes late to every call, and by how much
+
+
+def _late_worker(rank, n, port, failures):
+    """Rank LATE sleeps before each low-latency call; every other rank's wait stats must blame
+    it: most of the wait, and at least most of its delay per call."""
+    import time
+
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
+                                rank=rank)
+        import deep_ep
+
+        hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(TOKENS, HIDDEN, n, n * LOCAL)
+        buffer = deep_ep.Buffer(dist.new_group(list(range(n))), 0, hint, low_latency_mode=True,
+                                explicitly_destroy=True, enable_shrink=True)
+        calls = 3
+        waits = {k: torch.zeros(n, dtype=torch.int64) for k in ("dispatch", "combine")}
+        for rnd in range(calls):
+            x, idx, w = _inputs(rank, n, rnd)
+            if rank == LATE:
+                time.sleep(LATE_S)
+            recv, count, handle, _, _ = buffer.low_latency_dispatch(
+                x, idx, TOKENS, n * LOCAL, use_fp8=False,
+                dispatch_wait_recv_cost_stats=waits["dispatch"])
+            values = _check_dispatch(rank, n, rnd, False, recv, count, handle, set())
+            if rank == LATE:
+                time.sleep(LATE_S)
+            combined, _, _ = buffer.low_latency_combine(
+                _expert_outputs(values, rank), idx, w, handle,
+                combine_wait_recv_cost_stats=waits["combine"])
+            _check_combine(rank, n, rnd, False, combined, set())
+        assert _mask(buffer, n) == set()
+        if rank != LATE:
+            for kind, ns in waits.items():
+                assert int(ns.argmax()) == LATE, (kind, ns.tolist())
+                assert int(ns[LATE]) >= calls * LATE_S * 0.5e9, (kind, ns.tolist())
+        buffer.destroy()
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException:
+        failures.put(f"rank {rank}: {traceback.format_exc()}")
+        raise
+
+
+def test_the_late_rank_shows_in_the_wait_stats(monkeypatch):
+    monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
+    ctx = mp.get_context("spawn")
+    failures = ctx.SimpleQueue()
+    try:
+        mp.spawn(_late_worker, args=(4, _free_port(), failures), nprocs=4)
     except Exception:
         lines = []
         while not failures.empty():

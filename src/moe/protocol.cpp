@@ -23,10 +23,17 @@ template <typename Ready, typename Describe>
 void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* waits,
                       const LiveSet& live, const std::string& step, std::uint64_t g) {
   using Clock = std::chrono::steady_clock;
-  std::vector<bool> pending(static_cast<std::size_t>(n));
+  // Atomic: a hang report (another thread) reads it through describe while this thread waits.
+  std::vector<std::atomic<bool>> pending(static_cast<std::size_t>(n));
+  auto is_pending = [&](int src) {
+    return pending[static_cast<std::size_t>(src)].load(std::memory_order_relaxed);
+  };
+  auto arrived = [&](int src) {
+    pending[static_cast<std::size_t>(src)].store(false, std::memory_order_relaxed);
+  };
   int left = 0;
   for (int src = 0; src < n; ++src) {
-    pending[static_cast<std::size_t>(src)] = live.live(src);
+    pending[static_cast<std::size_t>(src)].store(live.live(src), std::memory_order_relaxed);
     left += live.live(src);
   }
   const auto t0 = Clock::now();
@@ -39,16 +46,16 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
   shmoe::wait_until(
       [&] {
         for (int src = 0; src < n; ++src) {
-          if (!pending[static_cast<std::size_t>(src)]) continue;
+          if (!is_pending(src)) continue;
           if (live.bounded() && shmoe::pe_lost(src)) {
             // A lost PE never comes: masked at once rather than at the bound.
-            pending[static_cast<std::size_t>(src)] = false;
+            arrived(src);
             lost[static_cast<std::size_t>(src)] = true;
             --left;
             continue;
           }
           if (!ready(src)) continue;
-          pending[static_cast<std::size_t>(src)] = false;
+          arrived(src);
           --left;
           if (waits != nullptr) {
             waits->add(src, std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -59,13 +66,13 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
       },
       [&] {
         int src = 0;
-        while (src + 1 < n && !pending[static_cast<std::size_t>(src)]) ++src;
+        while (src + 1 < n && !is_pending(src)) ++src;
         return describe(src);
       });
   for (int src = 0; src < n; ++src) {
     if (lost[static_cast<std::size_t>(src)]) {
       live.mask(src, step, g, "it was lost (SHMOE_PE_LOSS=continue)");
-    } else if (out_of_time && pending[static_cast<std::size_t>(src)]) {
+    } else if (out_of_time && is_pending(src)) {
       live.mask(src, step, g, "");
     }
   }

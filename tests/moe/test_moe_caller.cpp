@@ -13,10 +13,16 @@
 #include <vector>
 
 #include "../pe/pe_test.hpp"
+#include "moe_test_values.hpp"
 #include "shmoe/moe.hpp"
 
 namespace shmoe {
 namespace {
+
+using test::bf16_bits;
+using test::error_of;
+using test::from_bf16;
+using test::round_to_bf16;
 
 constexpr int kL = 2, kTopk = 2, kHidden = 40, kMaxBs = 12, kSideInts = 3, kHeaderInts = 3;
 
@@ -31,23 +37,6 @@ shmoe_moe_config_t config() {
   c.token_side_bytes = kSideInts * 4;
   c.header_ints = kHeaderInts;
   return c;
-}
-
-std::uint16_t bf16_bits(float v) {  // exact for the values used here (at most 8 bits of mantissa)
-  std::uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return static_cast<std::uint16_t>(b >> 16);
-}
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t b = std::uint32_t{h} << 16;
-  float v;
-  std::memcpy(&v, &b, 4);
-  return v;
-}
-std::uint16_t round_to_bf16(float v) {  // round to nearest, ties to even
-  std::uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return static_cast<std::uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
 }
 
 // PE src's inputs of one call, a function of (seed, src) alone, so every PE can rebuild every
@@ -120,16 +109,6 @@ struct Job {
   Inputs in = inputs_of(seed, me, n);
   Received r = make_received(op, n);
 };
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const MoeError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(MoeCaller, SideDataHeaderIntsAndCountsReachEveryPe) {
   Job j;

@@ -16,10 +16,16 @@
 #include <vector>
 
 #include "../pe/pe_test.hpp"
+#include "moe_test_values.hpp"
 #include "shmoe/moe.hpp"
 
 namespace shmoe {
 namespace {
+
+using test::bf16_bits;
+using test::error_of;
+using test::from_bf16;
+using test::round_to_bf16;
 
 constexpr int kL = 2, kTopk = 2, kHidden = 48, kMaxBs = 10, kRounds = 4;
 
@@ -40,23 +46,6 @@ shmoe_moe_config_t config(int shrink_ms) {
   c.vector_workers = 2;
   c.shrink_timeout_ms = shrink_ms;
   return c;
-}
-
-std::uint16_t bf16_bits(float v) {  // exact for the values used here
-  std::uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return static_cast<std::uint16_t>(b >> 16);
-}
-std::uint16_t round_to_bf16(float v) {
-  std::uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return static_cast<std::uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
-}
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t b = std::uint32_t{h} << 16;
-  float v;
-  std::memcpy(&v, &b, 4);
-  return v;
 }
 
 // PE src's tokens in round `round`, a function of (seed, round, src) alone: distinct experts per
@@ -181,7 +170,52 @@ void check_combine(const std::vector<std::uint16_t>& out, const Inputs& in,
   }
 }
 
-// PE `stops_at_dispatch` never calls again from round 1's dispatch on; PE `stops_at_combine`
+// One round's dispatch on this PE, checked against the reference for the mask `expect`, which
+// the mask must be after the call.
+struct Dispatched {
+  Inputs in;
+  Received r;
+  int rows = 0;
+};
+Dispatched dispatch_checked(MoeBuffer& op, std::uint64_t seed, int round,
+                            std::vector<std::int32_t>& mask, const std::set<int>& expect) {
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  std::vector<Inputs> all;
+  for (int pe = 0; pe < n; ++pe) all.push_back(inputs_of(seed, round, pe, n));
+  Dispatched d{all[static_cast<std::size_t>(me)], Received(op.recv_capacity(), n)};
+  DispatchInput din{d.in.x.data(), d.in.ids.data(), d.in.weights.data(), d.in.bs};
+  din.pe_mask = mask.data();
+  d.rows = op.dispatch(din, {d.r.x.data(), d.r.assist.data(), d.r.recv.data(), d.r.nums.data()});
+  EXPECT_EQ(masked_set(mask), expect) << "round " << round << " dispatch";
+  check_dispatch(d.rows, d.r, all, expect, me, n);
+  return d;
+}
+
+// Its combine: the experts' rows handed over in dispatch's layout, or (`window`) in the receive
+// window's fixed slots.
+void combine_checked(MoeBuffer& op, const Dispatched& d, int round, std::vector<std::int32_t>& mask,
+                     const std::set<int>& expect, bool window) {
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  std::vector<std::uint16_t> y(op.recv_capacity() * kHidden, 0);
+  auto* rows_out = window ? static_cast<std::uint16_t*>(op.receive_window()) : y.data();
+  run_experts(d.r, d.rows, me, n, rows_out, window);
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(d.in.bs) * kHidden, 0xFFFF);
+  CombineInput cin{rows_out,        d.r.assist.data(),   d.r.recv.data(),
+                   d.in.ids.data(), d.in.weights.data(), d.in.bs,
+                   out.data()};
+  cin.pe_mask = mask.data();
+  op.combine(cin);
+  EXPECT_EQ(masked_set(mask), expect) << "round " << round << " combine";
+  check_combine(out, d.in, expect);
+}
+
+// One round of every live PE: a dispatch and a combine (dispatch's layout), both checked.
+void round_checked(MoeBuffer& op, std::uint64_t seed, int round, std::vector<std::int32_t>& mask,
+                   const std::set<int>& expect) {
+  combine_checked(op, dispatch_checked(op, seed, round, mask, expect), round, mask, expect, false);
+}
+
+// PE `stops_at_dispatch` never calls again from round 1's dispatch on; PE `at_combine`
 // dispatches in round 2, then never calls again. The others go on, with every call checked.
 TEST(MoeShrink, PesThatStopCallingAreMaskedAndTheOthersStayExact) {
   const int n = shmem_n_pes(), me = shmem_my_pe();
@@ -195,59 +229,15 @@ TEST(MoeShrink, PesThatStopCallingAreMaskedAndTheOthersStayExact) {
   std::set<int> expect;
   for (int round = 0; round < kRounds; ++round) {
     if (me == stops_at_dispatch && round == 1) break;
-    std::vector<Inputs> all;
-    for (int pe = 0; pe < n; ++pe) all.push_back(inputs_of(seed, round, pe, n));
-    const Inputs& in = all[static_cast<std::size_t>(me)];
     if (round == 1) expect.insert(stops_at_dispatch);
-    Received r(op.recv_capacity(), n);
-    DispatchInput din{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
-    din.pe_mask = mask.data();
-    const int rows = op.dispatch(din, {r.x.data(), r.assist.data(), r.recv.data(), r.nums.data()});
-    EXPECT_EQ(masked_set(mask), expect) << "round " << round << " dispatch";
-    check_dispatch(rows, r, all, expect, me, n);
+    const Dispatched d = dispatch_checked(op, seed, round, mask, expect);
     if (me == at_combine && round == 2) break;
     if (round == 2) expect.insert(at_combine);
-
     // Even rounds hand the experts' rows over in dispatch's layout, odd ones in the window.
-    const bool window = round % 2 == 1;
-    std::vector<std::uint16_t> y(op.recv_capacity() * kHidden, 0);
-    auto* rows_out = window ? static_cast<std::uint16_t*>(op.receive_window()) : y.data();
-    run_experts(r, rows, me, n, rows_out, window);
-    std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden, 0xFFFF);
-    CombineInput cin{rows_out,          r.assist.data(), r.recv.data(), in.ids.data(),
-                     in.weights.data(), in.bs,           out.data()};
-    cin.pe_mask = mask.data();
-    op.combine(cin);
-    EXPECT_EQ(masked_set(mask), expect) << "round " << round << " combine";
-    check_combine(out, in, expect);
+    combine_checked(op, d, round, mask, expect, round % 2 == 1);
     op.sync_live(mask.data());
     EXPECT_EQ(masked_set(mask), expect) << "round " << round << " sync_live";
   }
-}
-
-// One round of every live PE: a dispatch and a combine, checked against the reference for the
-// mask `expect`; the mask after each call must be `expect`.
-void round_checked(MoeBuffer& op, std::uint64_t seed, int round, std::vector<std::int32_t>& mask,
-                   const std::set<int>& expect) {
-  const int n = shmem_n_pes(), me = shmem_my_pe();
-  std::vector<Inputs> all;
-  for (int pe = 0; pe < n; ++pe) all.push_back(inputs_of(seed, round, pe, n));
-  const Inputs& in = all[static_cast<std::size_t>(me)];
-  Received r(op.recv_capacity(), n);
-  DispatchInput din{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
-  din.pe_mask = mask.data();
-  const int rows = op.dispatch(din, {r.x.data(), r.assist.data(), r.recv.data(), r.nums.data()});
-  EXPECT_EQ(masked_set(mask), expect) << "round " << round << " dispatch";
-  check_dispatch(rows, r, all, expect, me, n);
-  std::vector<std::uint16_t> y(op.recv_capacity() * kHidden, 0);
-  run_experts(r, rows, me, n, y.data(), false);
-  std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden, 0xFFFF);
-  CombineInput cin{y.data(),          r.assist.data(), r.recv.data(), in.ids.data(),
-                   in.weights.data(), in.bs,           out.data()};
-  cin.pe_mask = mask.data();
-  op.combine(cin);
-  EXPECT_EQ(masked_set(mask), expect) << "round " << round << " combine";
-  check_combine(out, in, expect);
 }
 
 // A PE that misses rounds 1 and 2 (masked by the others in round 1) and comes back: after a
@@ -339,16 +329,6 @@ TEST(MoeShrink, RowsStayInTheirSlotsWhenTheWindowIsExpandX) {
   op.combine(cin);
   check_combine(out, in, {});
   EXPECT_EQ(masked_set(mask), std::set<int>{});
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const MoeError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Refusals that every PE makes alone (nothing moves, so no PE waits for another), and one that

@@ -162,7 +162,9 @@ def _shrink_job(rank, n, group, buffer):
     assert _mask(buffer, n) == expected - {-1}
 
 
-def _worker(rank, n, port, failures):
+def _job(rank, n, port, failures, body):
+    """One rank of a shrink-mode job: a torch.distributed gloo job, a shrink-mode Buffer, then
+    body(rank, n, group, buffer); a failure goes to `failures` with its traceback."""
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
                                 rank=rank)
@@ -172,8 +174,7 @@ def _worker(rank, n, port, failures):
         hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(TOKENS, HIDDEN, n, n * LOCAL)
         buffer = deep_ep.Buffer(group, 0, hint, low_latency_mode=True, explicitly_destroy=True,
                                 enable_shrink=True)
-        _refusals(rank, n, group)
-        _shrink_job(rank, n, group, buffer)
+        body(rank, n, group, buffer)
         # A failed rank gets here while the others still run: destroy() must not wait for them.
         buffer.destroy()
         dist.barrier()
@@ -183,18 +184,30 @@ def _worker(rank, n, port, failures):
         raise
 
 
-@pytest.mark.parametrize("n", [8, 4])
-def test_failed_ranks_are_masked(n, monkeypatch):
-    monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
+def _spawn(body, n):
+    """Runs _job(..., body) in n spawned processes; a rank's failure fails the test with every
+    rank's traceback."""
     ctx = mp.get_context("spawn")
     failures = ctx.SimpleQueue()
     try:
-        mp.spawn(_worker, args=(n, _free_port(), failures), nprocs=n)
+        mp.spawn(_job, args=(n, _free_port(), failures, body), nprocs=n)
     except Exception:
         lines = []
         while not failures.empty():
             lines.append(failures.get())
         pytest.fail("\n".join(lines) or "a rank failed")
+
+
+def _stop_calling(rank, n, group, buffer):
+    """The refusals, then ranks that stop calling at their first dispatch, combine or clean."""
+    _refusals(rank, n, group)
+    _shrink_job(rank, n, group, buffer)
+
+
+@pytest.mark.parametrize("n", [8, 4])
+def test_failed_ranks_are_masked(n, monkeypatch):
+    monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
+    _spawn(_stop_calling, n)
 
 
 AWAY = 2  # the rank that is away for two rounds and comes back
@@ -212,109 +225,65 @@ def _round(rank, n, buffer, rnd, masked):
     _check_combine(rank, n, rnd, False, combined, masked)
 
 
-def _rejoin_worker(rank, n, port, failures):
+def _away_and_back(rank, n, group, buffer):
     """Rank AWAY misses rounds 1 and 2 (waiting for rank 0's word, as a stopped rank would be
     resumed), the others mask it; then the others unmask it, it clears its own mask, and the
     next clean_low_latency_buffer of each is a rejoin: round 3 is exact with every rank live."""
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
-                                rank=rank)
-        import deep_ep
-
-        hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(TOKENS, HIDDEN, n, n * LOCAL)
-        buffer = deep_ep.Buffer(dist.new_group(list(range(n))), 0, hint, low_latency_mode=True,
-                                explicitly_destroy=True, enable_shrink=True)
-        _round(rank, n, buffer, 0, set())
-        word = torch.zeros(1)
-        if rank == AWAY:
-            dist.recv(word, src=0)
-            buffer.low_latency_clean_mask_buffer()
-        else:
-            _round(rank, n, buffer, 1, {AWAY})
-            _round(rank, n, buffer, 2, {AWAY})
-            if rank == 0:
-                dist.send(word, dst=AWAY)
-            buffer.low_latency_update_mask_buffer(AWAY, mask=False)
-        buffer.clean_low_latency_buffer(TOKENS, HIDDEN, n * LOCAL)
-        assert _mask(buffer, n) == set()
-        _round(rank, n, buffer, 3, set())
-        buffer.destroy()
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException:
-        failures.put(f"rank {rank}: {traceback.format_exc()}")
-        raise
+    _round(rank, n, buffer, 0, set())
+    word = torch.zeros(1)
+    if rank == AWAY:
+        dist.recv(word, src=0)
+        buffer.low_latency_clean_mask_buffer()
+    else:
+        _round(rank, n, buffer, 1, {AWAY})
+        _round(rank, n, buffer, 2, {AWAY})
+        if rank == 0:
+            dist.send(word, dst=AWAY)
+        buffer.low_latency_update_mask_buffer(AWAY, mask=False)
+    buffer.clean_low_latency_buffer(TOKENS, HIDDEN, n * LOCAL)
+    assert _mask(buffer, n) == set()
+    _round(rank, n, buffer, 3, set())
 
 
 def test_a_rank_that_was_away_rejoins(monkeypatch):
     monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
-    ctx = mp.get_context("spawn")
-    failures = ctx.SimpleQueue()
-    try:
-        mp.spawn(_rejoin_worker, args=(4, _free_port(), failures), nprocs=4)
-    except Exception:
-        lines = []
-        while not failures.empty():
-            lines.append(failures.get())
-        pytest.fail("\n".join(lines) or "a rank failed")
+    _spawn(_away_and_back, 4)
 
 
 LATE, LATE_S = 3, 0.3  # the rank that comes late to every call, and by how much
 
 
-def _late_worker(rank, n, port, failures):
+def _late_to_every_call(rank, n, group, buffer):
     """Rank LATE sleeps before each low-latency call; every other rank's wait stats must blame
     it: most of the wait, and at least most of its delay per call."""
     import time
 
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
-                                rank=rank)
-        import deep_ep
-
-        hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(TOKENS, HIDDEN, n, n * LOCAL)
-        buffer = deep_ep.Buffer(dist.new_group(list(range(n))), 0, hint, low_latency_mode=True,
-                                explicitly_destroy=True, enable_shrink=True)
-        calls = 3
-        waits = {k: torch.zeros(n, dtype=torch.int64) for k in ("dispatch", "combine")}
-        for rnd in range(calls):
-            x, idx, w = _inputs(rank, n, rnd)
-            if rank == LATE:
-                time.sleep(LATE_S)
-            recv, count, handle, _, _ = buffer.low_latency_dispatch(
-                x, idx, TOKENS, n * LOCAL, use_fp8=False,
-                dispatch_wait_recv_cost_stats=waits["dispatch"])
-            values = _check_dispatch(rank, n, rnd, False, recv, count, handle, set())
-            if rank == LATE:
-                time.sleep(LATE_S)
-            combined, _, _ = buffer.low_latency_combine(
-                _expert_outputs(values, rank), idx, w, handle,
-                combine_wait_recv_cost_stats=waits["combine"])
-            _check_combine(rank, n, rnd, False, combined, set())
-        assert _mask(buffer, n) == set()
-        if rank != LATE:
-            for kind, ns in waits.items():
-                assert int(ns.argmax()) == LATE, (kind, ns.tolist())
-                assert int(ns[LATE]) >= calls * LATE_S * 0.5e9, (kind, ns.tolist())
-        buffer.destroy()
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException:
-        failures.put(f"rank {rank}: {traceback.format_exc()}")
-        raise
+    calls = 3
+    waits = {k: torch.zeros(n, dtype=torch.int64) for k in ("dispatch", "combine")}
+    for rnd in range(calls):
+        x, idx, w = _inputs(rank, n, rnd)
+        if rank == LATE:
+            time.sleep(LATE_S)
+        recv, count, handle, _, _ = buffer.low_latency_dispatch(
+            x, idx, TOKENS, n * LOCAL, use_fp8=False,
+            dispatch_wait_recv_cost_stats=waits["dispatch"])
+        values = _check_dispatch(rank, n, rnd, False, recv, count, handle, set())
+        if rank == LATE:
+            time.sleep(LATE_S)
+        combined, _, _ = buffer.low_latency_combine(
+            _expert_outputs(values, rank), idx, w, handle,
+            combine_wait_recv_cost_stats=waits["combine"])
+        _check_combine(rank, n, rnd, False, combined, set())
+    assert _mask(buffer, n) == set()
+    if rank != LATE:
+        for kind, ns in waits.items():
+            assert int(ns.argmax()) == LATE, (kind, ns.tolist())
+            assert int(ns[LATE]) >= calls * LATE_S * 0.5e9, (kind, ns.tolist())
 
 
 def test_the_late_rank_shows_in_the_wait_stats(monkeypatch):
     monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
-    ctx = mp.get_context("spawn")
-    failures = ctx.SimpleQueue()
-    try:
-        mp.spawn(_late_worker, args=(4, _free_port(), failures), nprocs=4)
-    except Exception:
-        lines = []
-        while not failures.empty():
-            lines.append(failures.get())
-        pytest.fail("\n".join(lines) or "a rank failed")
+    _spawn(_late_to_every_call, 4)
 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-5", "2147483648"])

@@ -16,6 +16,10 @@
 // step 1 each PE's reduction reads its tokens' rows where they lie in the experts' windows, and
 // combine-done g then says that no PE reads any window any more. Each PE says before step 1
 // whether it can (combine-pulls flag, fenced before its verdict), so all agree.
+// Shrink mode always reads rows where they lie, at the fixed slots of the last dispatch (a
+// caller's rows in expand_x's layout are first copied there), so a masked PE never writes into a
+// live PE's memory; steps 1 and 3 skip masked PEs and mask those that miss the bound, and a
+// token's slots whose expert's PE is masked by step 1 are left out of its sum.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <shmem.h>

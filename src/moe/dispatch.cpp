@@ -17,6 +17,10 @@
 //     dispatch-done g at every PE.
 //  4. receive: wait for dispatch-done g from every PE, then copy rows out to the caller, unless
 //     the caller reads them where they landed (expand_x is the receive window).
+// Shrink mode (protocol.hpp's LiveSet): steps 1 and 3 neither send to nor wait for masked PEs and
+// mask those that miss the bound; rows land in fixed slots (route_plan.hpp's plan_fixed_slots),
+// and step 4 compacts the live sources' rows into expand_x, or leaves them in their slots when
+// expand_x is the receive window.
 #include <fmt/format.h>
 #include <shmem.h>
 

@@ -6,6 +6,7 @@ is named by the others' wait stats. References are independent: every rank's inp
 its seed, with exact integer encodings (column 0: source rank, column 1: token), and expert
 outputs and weights chosen so that every sum is exact in float32."""
 
+import functools
 import traceback
 
 import pytest
@@ -28,7 +29,13 @@ ROUNDS = [(False, False), (True, False), (False, True)]
 def _inputs(rank, n, rnd):
     """Rank `rank`'s tokens, routing and weights in round `rnd` (the same wherever computed):
     small integers (exact in bfloat16 and, with power-of-two scales, in E4M3) and weights in
-    eighths."""
+    eighths. Copies, made once per process: the checks ask for every rank's inputs often, and a
+    rank slow in its checks would be masked by the others at their bound."""
+    return tuple(t.clone() for t in _made_inputs(rank, n, rnd))
+
+
+@functools.lru_cache(maxsize=None)
+def _made_inputs(rank, n, rnd):
     g = torch.Generator().manual_seed(10007 * rnd + rank)
     x = torch.randint(-4, 5, (TOKENS, HIDDEN), generator=g).to(torch.bfloat16)
     x[:, 0] = rank

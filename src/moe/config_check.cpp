@@ -2,10 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-
-#include "common/backoff.hpp"
-
 namespace shmoe::moe {
 namespace {
 
@@ -39,13 +35,10 @@ std::string config_error(const MoeConfig& c, int n_pes, const MoeConfigNames& n)
   }
   if (e.empty()) e = out_of_range(n.token_side_bytes, c.token_side_bytes, 0, 1 << 16);
   if (e.empty()) e = out_of_range(n.header_ints, c.header_ints, 0, 1 << 16);
-  // A bound at or past the hang timeout would never be reached: the hang report ends the wait.
-  const auto hang =
-      std::chrono::duration_cast<std::chrono::milliseconds>(wait_policy().hang_timeout);
-  const long long most_ms = hang.count() > 0 ? hang.count() - 1 : (1LL << 31) - 1;
-  if (e.empty() && c.shrink_timeout_ms != 0) {
-    e = out_of_range(n.shrink_timeout_ms, c.shrink_timeout_ms, 1, most_ms);
-    if (!e.empty()) e += " (0 for off; below SHMOE_HANG_TIMEOUT)";
+  // Its upper bound, the PE's hang timeout, is checked where the PE makes the context
+  // (shrink_bound_error in context.cpp).
+  if (e.empty() && c.shrink_timeout_ms < 0) {
+    e = out_of_range(n.shrink_timeout_ms, c.shrink_timeout_ms, 0, (1LL << 31) - 1) + " (0 for off)";
   }
   if (e.empty() && c.shrink_timeout_ms > 0 && c.max_recv_rows != 0) {
     e = fmt::format(

@@ -2,8 +2,10 @@
 #include <shmem.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
+#include "common/backoff.hpp"
 #include "moe/config_check.hpp"
 #include "moe/context_state.hpp"
 
@@ -49,6 +51,19 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_rows = l.take(static_cast<std::size_t>(c.max_bs) * c.topk * row);
   w.total = l.total();
   return w;
+}
+
+// Shrink mode's bound must end a wait before the hang report does (SHMOE_HANG_TIMEOUT, this PE's,
+// the same on every PE of a job).
+std::string shrink_bound_error(const MoeConfig& c) {
+  if (c.shrink_timeout_ms == 0) return "";
+  const auto hang =
+      std::chrono::duration_cast<std::chrono::milliseconds>(wait_policy().hang_timeout).count();
+  const long long most = hang > 0 ? hang - 1 : (1LL << 31) - 1;
+  if (c.shrink_timeout_ms >= 1 && c.shrink_timeout_ms <= most) return "";
+  return fmt::format(
+      "shrink_timeout_ms={} is out of range (1..{}) (0 for off; below SHMOE_HANG_TIMEOUT)",
+      c.shrink_timeout_ms, most);
 }
 
 }  // namespace
@@ -102,6 +117,8 @@ std::vector<bool> segments_for_copy_engine(const std::vector<std::size_t>& segme
 MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>()) {
   State& s = *state_;
   if (const std::string e = config_error(config, s.n_pes); !e.empty())
+    throw MoeError("MoeContext: " + e);
+  if (const std::string e = shrink_bound_error(config); !e.empty())
     throw MoeError("MoeContext: " + e);
   s.cfg = config;
   if (s.cfg.workers.total() == 0) s.cfg.workers = kernel::default_worker_counts(s.n_pes);

@@ -328,7 +328,7 @@ def _odd_and_even_ranks(rank, n):
     return groups[rank % 2]
 
 
-def _worker(rank, n, port, scenario, failures, make_group=_whole_job):
+def _worker(rank, n, port, failures, scenario, make_group=_whole_job):
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
                                 rank=rank)
@@ -345,16 +345,22 @@ def _worker(rank, n, port, scenario, failures, make_group=_whole_job):
         raise
 
 
-def _run(n, scenario, make_group=_whole_job):
+def spawn_ranks(target, n, *args):
+    """Runs target(rank, n, port, failures, *args) in n spawned processes; a rank that fails
+    puts its traceback in `failures`, and the test fails with every rank's."""
     ctx = mp.get_context("spawn")
     failures = ctx.SimpleQueue()
     try:
-        mp.spawn(_worker, args=(n, _free_port(), scenario, failures, make_group), nprocs=n)
+        mp.spawn(target, args=(n, _free_port(), failures, *args), nprocs=n)
     except Exception:
         lines = []
         while not failures.empty():
             lines.append(failures.get())
         pytest.fail("\n".join(lines) or "a rank failed")
+
+
+def _run(n, scenario, make_group=_whole_job):
+    spawn_ranks(_worker, n, scenario, make_group)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])

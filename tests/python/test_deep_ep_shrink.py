@@ -13,9 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 
-from test_deep_ep import _cast_back, _fp8_round_trip, _free_port  # noqa: E402
+from test_deep_ep import _cast_back, _fp8_round_trip, spawn_ranks  # noqa: E402
 
 TOKENS, HIDDEN, TOPK, LOCAL = 12, 128, 3, 2
 TIMEOUT_MS = 2500
@@ -192,17 +191,8 @@ def _job(rank, n, port, failures, body):
 
 
 def _spawn(body, n):
-    """Runs _job(..., body) in n spawned processes; a rank's failure fails the test with every
-    rank's traceback."""
-    ctx = mp.get_context("spawn")
-    failures = ctx.SimpleQueue()
-    try:
-        mp.spawn(_job, args=(n, _free_port(), failures, body), nprocs=n)
-    except Exception:
-        lines = []
-        while not failures.empty():
-            lines.append(failures.get())
-        pytest.fail("\n".join(lines) or "a rank failed")
+    """Runs _job(..., body) in n spawned processes."""
+    spawn_ranks(_job, n, body)
 
 
 def _stop_calling(rank, n, group, buffer):

@@ -40,6 +40,15 @@ using Clock = std::chrono::steady_clock;
 
 std::string shrink_refusal(const MoeContext::State& s, const CombineArgs& in);
 
+// Whether this combine's routing is the last successful dispatch's, whose rows the receive
+// windows hold (what reading rows where they lie needs).
+bool repeats_last_dispatch(const MoeContext::State& s, const CombineArgs& in) {
+  const std::size_t pairs = static_cast<std::size_t>(in.bs) * s.cfg.topk;
+  return s.dispatched && s.dispatched_ids.size() == pairs &&
+         (pairs == 0 ||
+          std::equal(s.dispatched_ids.begin(), s.dispatched_ids.end(), in.expert_ids));
+}
+
 // What is wrong with this PE's inputs, or "" (then every row can be sent as it stands).
 std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
   const auto& c = s.cfg;
@@ -96,9 +105,7 @@ std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
 // must fit their slots. Only asked of inputs that passed the common checks.
 std::string shrink_refusal(const MoeContext::State& s, const CombineArgs& in) {
   const auto& c = s.cfg;
-  const std::size_t pairs = static_cast<std::size_t>(in.bs) * c.topk;
-  if (!s.dispatched || s.dispatched_ids.size() != pairs ||
-      (pairs > 0 && !std::equal(s.dispatched_ids.begin(), s.dispatched_ids.end(), in.expert_ids))) {
+  if (!repeats_last_dispatch(s, in)) {
     return fmt::format(
         "combine: PE {}: in shrink mode combine must repeat the routing (bs, expert_ids) of the "
         "last dispatch on this context",
@@ -127,8 +134,9 @@ void rows_to_fixed_slots(const MoeContext::State& s, const CombineArgs& in, std:
   for (std::size_t r = r0; r < r1; ++r) {
     while (static_cast<std::size_t>(in.ep_recv_count[block]) <= r) ++block;
     const std::size_t first = block ? static_cast<std::size_t>(in.ep_recv_count[block - 1]) : 0;
-    const std::size_t e = block / P, src = block % P;
-    const std::size_t slot = (e * P + src) * static_cast<std::size_t>(s.cfg.max_bs) + (r - first);
+    const int e = static_cast<int>(block) / P, src = static_cast<int>(block) % P;
+    const std::size_t slot =
+        static_cast<std::size_t>(fixed_slot(P, s.cfg.max_bs, e, src)) + (r - first);
     std::memcpy(s.recv_rows + slot * s.row_bytes,
                 static_cast<const std::byte*>(in.expand_x) + r * s.row_bytes, s.row_bytes);
   }
@@ -157,10 +165,7 @@ std::string refused_elsewhere(const std::vector<int>& refusing) {
 // window, which holds the rows of the last dispatch, whose routing this call repeats, and every
 // PE's window is mapped here. Only asked of inputs that passed refusal().
 bool can_pull(const MoeContext::State& s, const CombineArgs& in) {
-  const std::size_t pairs = static_cast<std::size_t>(in.bs) * s.cfg.topk;
-  return in.expand_x == s.recv_rows && s.dispatched && s.dispatched_ids.size() == pairs &&
-         (pairs == 0 ||
-          std::equal(s.dispatched_ids.begin(), s.dispatched_ids.end(), in.expert_ids)) &&
+  return in.expand_x == s.recv_rows && repeats_last_dispatch(s, in) &&
          std::none_of(s.peer_recv_rows.begin(), s.peer_recv_rows.end(),
                       [](const std::byte* p) { return p == nullptr; });
 }

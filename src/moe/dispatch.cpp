@@ -199,7 +199,7 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
         for (int src = 0; src < P; ++src) {
           const std::int32_t n = live.live(src) ? s.plan.count(src, s.me, e) : 0;
           if (s.shrink()) {
-            const std::int64_t slot0 = (static_cast<std::int64_t>(e) * P + src) * c.max_bs;
+            const std::int64_t slot0 = fixed_slot(P, c.max_bs, e, src);
             for (std::int32_t j = 0; j < n; ++j) window_row.push_back(slot0 + j);
           }
           running += n;

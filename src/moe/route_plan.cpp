@@ -91,7 +91,7 @@ std::string plan_fixed_slots(const HeaderExchange& hx, std::uint64_t g, int me, 
   std::vector<std::int64_t> next(static_cast<std::size_t>(P) * L);
   for (int dst = 0; dst < P; ++dst) {
     for (int e = 0; e < L; ++e)
-      next[static_cast<std::size_t>(dst) * L + e] = (static_cast<std::int64_t>(e) * P + me) * slots;
+      next[static_cast<std::size_t>(dst) * L + e] = fixed_slot(P, slots, e, me);
   }
   place_rows(next, expert_ids, bs, topk, L, live, plan);
   return {};

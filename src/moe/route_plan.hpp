@@ -40,6 +40,12 @@ std::string plan_routes(const HeaderExchange& hx, std::uint64_t g, int me, int n
                         std::size_t recv_cap, const char* op, const char* cap_name,
                         RoutePlan& plan);
 
+// Shrink mode's receive layout: the first row of local expert `expert` from source PE `src`, of
+// `slots` (max_bs) rows each; row j of that run follows at + j.
+inline std::int64_t fixed_slot(int n_pes, int slots, int expert, int src) {
+  return (static_cast<std::int64_t>(expert) * n_pes + src) * slots;
+}
+
 // Shrink mode's plan: masked PEs send and receive nothing, and rows land in fixed slots, rows of
 // local expert e from source s at (e * n_pes + s) * slots, so that a row's place depends on its
 // sender alone and PEs whose masks differ never misplace rows. Refuses a (source, expert) pair

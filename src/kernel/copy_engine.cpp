@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "common/streaming_copy.hpp"
+
 namespace shmoe::kernel {
 
 CopyEngine::CopyEngine() : thread_([this] { run(); }) {}
@@ -48,7 +50,12 @@ void CopyEngine::run() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      shmem_putmem(c.dest, c.source, c.bytes, c.pe);
+      void* mapped = c.bypass_cache ? shmem_ptr(c.dest, c.pe) : nullptr;
+      if (mapped != nullptr) {
+        copy_non_temporal(mapped, c.source, c.bytes);
+      } else {
+        shmem_putmem(c.dest, c.source, c.bytes, c.pe);
+      }
     } catch (...) {
       error = std::current_exception();
     }

@@ -19,6 +19,7 @@ struct RemoteCopy {
   const void* source;  // local address
   std::size_t bytes;
   int pe;
+  bool bypass_cache = false;  // non-temporal stores where the peer's heap is mapped here
 };
 
 class CopyEngine {

@@ -149,7 +149,7 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   s.recv_band = s.window + wl.recv_band;
   s.band_bytes = band_bytes_of(c);
   for (int pe = 0; pe < s.n_pes; ++pe)
-    s.peer_recv_rows.push_back(static_cast<const std::byte*>(shmem_ptr(s.recv_rows, pe)));
+    s.peer_recv_rows.push_back(static_cast<std::byte*>(shmem_ptr(s.recv_rows, pe)));
   // Shrink mode's combine reads every row where it lies, so that a masked PE never writes into
   // this PE's window again. Every PE maps every heap, or none does (all on one host, or not).
   if (s.shrink() && std::count(s.peer_recv_rows.begin(), s.peer_recv_rows.end(), nullptr) > 0) {

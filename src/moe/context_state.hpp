@@ -25,7 +25,7 @@ struct MoeContext::State : OperatorState {
   std::size_t band_bytes = 0;
   // recv_rows as mapped on each PE, all non-null where every PE's heap is mapped here (then a
   // combine from the receive windows pulls rows instead of sending them).
-  std::vector<const std::byte*> peer_recv_rows;
+  std::vector<std::byte*> peer_recv_rows;
   FlagArray dispatch_done;
   Agreement combine_entry;  // each PE's verdict on its inputs; its window is free again
   FlagArray combine_pulls;  // set to g by a PE whose combine g may pull from the receive windows

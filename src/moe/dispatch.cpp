@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/streaming_copy.hpp"
 #include "moe/context_state.hpp"
 
 namespace shmoe::moe {
@@ -137,6 +138,9 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
   const LiveSet live = s.live_set(in.pe_mask);
   // Shrink mode: each received row's place in the window (fixed slots), in expand_x's order.
   std::vector<std::int64_t> window_row;
+  // A payload larger than the cache goes around it: ordinary stores would read every line of the
+  // receive window before overwriting it, a third of the traffic.
+  bool bypass_cache = false;
 
   auto kernel = [&](kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
@@ -150,6 +154,11 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
             seg[static_cast<std::size_t>(dst) * L + e] = s.row_bytes * s.plan.count(s.me, dst, e);
         }
         by_engine = segments_for_copy_engine(seg, c.doubleplane_threshold);
+      }
+      if (s.error.empty()) {
+        const auto sent = std::count_if(s.plan.positions.begin(), s.plan.positions.end(),
+                                        [](std::int64_t pos) { return pos >= 0; });
+        bypass_cache = static_cast<std::size_t>(sent) * s.row_bytes >= kStreamingCopyThreshold;
       }
     }
     w.barrier();
@@ -169,7 +178,10 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
           static_cast<const std::byte*>(in.x) + static_cast<std::size_t>(t) * s.row_bytes;
       void* to = s.recv_rows + static_cast<std::size_t>(pos) * s.row_bytes;
       if (!by_engine.empty() && by_engine[e]) {
-        engine_copies.push_back({to, row, s.row_bytes, dst});
+        engine_copies.push_back({to, row, s.row_bytes, dst, bypass_cache});
+      } else if (bypass_cache && s.peer_recv_rows[dst] != nullptr) {
+        copy_non_temporal(s.peer_recv_rows[dst] + static_cast<std::size_t>(pos) * s.row_bytes, row,
+                          s.row_bytes);
       } else {
         shmem_putmem(to, row, s.row_bytes, dst);
       }

@@ -2,15 +2,12 @@
 
 #include <unistd.h>
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
 #include <atomic>
 #include <cstring>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/streaming_copy.hpp"
 #include "transport/start_record.hpp"
 
 namespace shmoe::transport {
@@ -145,36 +142,14 @@ void ShmTransport::put(Channel*, int pe, std::size_t offset, const void* src, st
   copy_to_peer(bases_[pe] + offset, src, bytes);
 }
 
-// Where streaming stores start to win, measured on the shared mapping on this project's machines
-// (2-core EPYC VMs; their reported L3 size is not trustworthy, so it is not read).
-constexpr std::size_t kStreamingThreshold = std::size_t{16} << 20;
-
-// Copies larger than the last-level cache would only evict useful lines and pay for reading
-// every destination line before overwriting it; non-temporal stores skip both (measured on the
-// shared mapping: 22 GB/s against memcpy's 14 GB/s at 64 MiB, but slower below the cache size).
-// The caller's fence or quiet orders them (both issue sfence).
+// Copies larger than the last-level cache go around it (common/streaming_copy.hpp). The caller's
+// fence or quiet orders them (both issue sfence).
 void copy_to_peer(std::byte* dst, const void* src, std::size_t bytes) {
-#if defined(__x86_64__)
-  if (bytes >= kStreamingThreshold) {
-    const auto* from = static_cast<const std::byte*>(src);
-    const std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(dst) & 15)) & 15;
-    std::memcpy(dst, from, head);
-    std::size_t done = head;
-    for (; done + 64 <= bytes; done += 64) {
-      auto* d = reinterpret_cast<__m128i*>(dst + done);
-      const auto* f = reinterpret_cast<const __m128i*>(from + done);
-      const __m128i a = _mm_loadu_si128(f), b = _mm_loadu_si128(f + 1), c = _mm_loadu_si128(f + 2),
-                    e = _mm_loadu_si128(f + 3);
-      _mm_stream_si128(d, a);
-      _mm_stream_si128(d + 1, b);
-      _mm_stream_si128(d + 2, c);
-      _mm_stream_si128(d + 3, e);
-    }
-    std::memcpy(dst + done, from + done, bytes - done);
-    return;
+  if (bytes >= kStreamingCopyThreshold) {
+    copy_non_temporal(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
   }
-#endif
-  std::memcpy(dst, src, bytes);
 }
 
 void ShmTransport::get(Channel*, int pe, std::size_t offset, void* dst, std::size_t bytes) {

@@ -19,7 +19,7 @@ from test_deep_ep import _cast_back, _fp8_round_trip, spawn_ranks  # noqa: E402
 TOKENS, HIDDEN, TOPK, LOCAL = 12, 128, 3, 2
 TIMEOUT_MS = 2500
 # The ranks that stop, by the call at which they stop (DeepEP's test: 1, 3 and 5 at 8 ranks).
-FAILURES = {8: {"dispatch": 1, "combine": 3, "clean": 5}, 4: {"dispatch": 3, "clean": 1}}
+FAILURES = {4: {"dispatch": 3, "combine": 2, "clean": 1}}
 # Each round: (use_fp8, return_recv_hook and zero_copy). FP8 with round_scale: power-of-two
 # scales keep the expert outputs, and so the sums, exact.
 ROUNDS = [(False, False), (True, False), (False, True)]
@@ -201,10 +201,11 @@ def _stop_calling(rank, n, group, buffer):
     _shrink_job(rank, n, group, buffer)
 
 
-@pytest.mark.parametrize("n", [8, 4])
-def test_failed_ranks_are_masked(n, monkeypatch):
+# 4 ranks, three of which fail (one at each call); DeepEP's own --shrink-test runs 8 in
+# scripts/deepep-tests.sh.
+def test_failed_ranks_are_masked(monkeypatch):
     monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
-    _spawn(_stop_calling, n)
+    _spawn(_stop_calling, 4)
 
 
 AWAY = 2  # the rank that is away for two rounds and comes back

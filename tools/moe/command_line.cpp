@@ -1,5 +1,7 @@
 #include "command_line.hpp"
 
+#include <CLI/CLI.hpp>
+
 namespace shmoe::tools {
 
 int parse_command_line(int argc, char** argv, MoeCommandLine& out) {

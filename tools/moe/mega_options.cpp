@@ -1,5 +1,6 @@
 #include "mega_options.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli_checks.hpp"

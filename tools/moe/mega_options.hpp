@@ -2,13 +2,18 @@
 // system's environment name (RANK_SIZE, TOKEN_COUNT, ...); a command-line value wins.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
 #include "moe/mega_moe.hpp"
 #include "numeric/fp8.hpp"
 #include "options.hpp"
+
+// CLI11 is a large header: only the files that build the command line include it.
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace shmoe::tools {
 

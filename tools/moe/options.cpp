@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <map>
 #include <tuple>

@@ -2,7 +2,6 @@
 // verification and perf settings.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +9,12 @@
 
 #include "moe/dtype.hpp"
 #include "moe/moe.hpp"
+
+// CLI11 is a large header: only the files that build the command line include it.
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace shmoe::tools {
 

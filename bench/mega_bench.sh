@@ -116,8 +116,8 @@ weight_reads() {
 # one: the weights a call reads against the machine's read bandwidth, FP8 weights against bf16.
 wcsv=${MEGA_BENCH_WEIGHTS_CSV:-output/perf/mega_weights.csv}
 echo "shape,pes,tokens,weights,e2e_ms,weight_read_mb,weight_gbps,read_gbps" >"$wcsv"
-printf '%-9s %4s %6s %8s %8s %9s %12s %12s %10s %13s\n' shape pes tokens fp8_ms bf16_ms \
-  fp8/bf16 fp8_read_MB fp8_GB/s read_GB/s fp8_wt/read
+printf '%-9s %4s %6s %8s %8s %9s %12s %12s %10s %13s %14s\n' shape pes tokens fp8_ms bf16_ms \
+  fp8/bf16 fp8_read_MB fp8_GB/s read_GB/s fp8_wt/read bf16_wt/read
 shapes=("small 512 1024 4 4" "dsv2lite 2048 2816 64 6" "qwen3 2048 1536 128 8")
 token_counts=(1 4 16 64)
 pe_counts=(2 4)
@@ -128,17 +128,17 @@ for spec in "${shapes[@]}"; do
     E=$E_
     [[ $name == small ]] && E=$((2 * pes))  # 2 experts per PE, as above
     for T in "${token_counts[@]}"; do
-      f8=() b16=() ratios=() wrs=() gb=() rb=()
+      f8=() b16=() ratios=() wrs=() gb=() rb=() bwrs=()
       for ((r = 0; r < repeats; ++r)); do
         weight_reads "$name" "$D_" "$F_" "$E" "$K_" "$pes" "$T" bf16
-        b16+=("$ms")
+        b16+=("$ms") bwrs+=("$wr")
         weight_reads "$name" "$D_" "$F_" "$E" "$K_" "$pes" "$T" fp8
         f8+=("$ms") wrs+=("$wr") gb+=("$wgbps") rb+=("$rgbps")
         ratios+=("$(ratio "$ms" "${b16[-1]}")")
       done
-      printf '%-9s %4d %6d %8.3f %8.3f %9.2f %12.1f %12.2f %10.2f %13.2f\n' "$name" "$pes" "$T" \
-        "$(median "${f8[@]}")" "$(median "${b16[@]}")" "$(median "${ratios[@]}")" "$wmb" \
-        "$(median "${gb[@]}")" "$(median "${rb[@]}")" "$(median "${wrs[@]}")"
+      printf '%-9s %4d %6d %8.3f %8.3f %9.2f %12.1f %12.2f %10.2f %13.2f %14.2f\n' "$name" "$pes" \
+        "$T" "$(median "${f8[@]}")" "$(median "${b16[@]}")" "$(median "${ratios[@]}")" "$wmb" \
+        "$(median "${gb[@]}")" "$(median "${rb[@]}")" "$(median "${wrs[@]}")" "$(median "${bwrs[@]}")"
     done
   done
 done
@@ -146,7 +146,9 @@ echo "shapes: small D=512 F=1024 4 top of 2 experts per PE; dsv2lite: DeepSeek-V
 echo "  (hidden 2048, expert FFN 1408, 64 experts, top-6); qwen3: Qwen3-30B-A3B's (2048, 768, 128,"
 echo "  top-8); synthetic weights. fp8_read_MB: FP8 weight bytes the PE reading the most reads per"
 echo "  call (only experts that got rows); fp8_GB/s: those bytes over the layer's time; read_GB/s:"
-echo "  a streaming read of as many bytes by one thread on every PE at once, in the same run"
+echo "  a streaming read of as many bytes by one thread on every PE at once, in the same run;"
+echo "  bf16_wt/read: the same for the bf16 layer's own (twice as many) bytes, the form the default"
+echo "  (auto) keeps where tokens x top-k > 2 x experts per PE"
 # A layer whose weights cost nothing: what is left is the call's fixed cost (start, routing,
 # flags, combine).
 fixed=()

@@ -35,4 +35,10 @@ void copy_non_temporal(void* dst, const void* src, std::size_t bytes) {
 #endif
 }
 
+void fence_non_temporal() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
 }  // namespace shmoe

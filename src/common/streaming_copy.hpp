@@ -14,7 +14,11 @@ namespace shmoe {
 inline constexpr std::size_t kStreamingCopyThreshold = std::size_t{16} << 20;
 
 // Copies with non-temporal stores (memcpy where the CPU has none). They are not ordered against
-// later stores until an sfence: the caller's shmem_fence or shmem_quiet issues one.
+// later stores, not even locked ones, until an sfence: fence_non_temporal() after the last copy
+// and before the flag that publishes them.
 void copy_non_temporal(void* dst, const void* src, std::size_t bytes);
+
+// Orders every earlier non-temporal store of this thread before its later stores.
+void fence_non_temporal();
 
 }  // namespace shmoe

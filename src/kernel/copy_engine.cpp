@@ -63,7 +63,9 @@ void CopyEngine::run() {
     bytes_moved_ += c.bytes;
     if (error && !error_) error_ = error;
     if (--in_flight_ == 0) {
-      // Orders this thread's (possibly non-temporal) stores before whatever the waiter does next.
+      // Orders this thread's (possibly non-temporal) stores before whatever the waiter does next;
+      // the quiet of a transport that stores nothing itself need not fence them.
+      fence_non_temporal();
       shmem_quiet();
       idle_cv_.notify_all();
     }

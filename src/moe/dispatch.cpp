@@ -197,7 +197,10 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
                    s.band_bytes, dst);
     }
     s.engine->submit(std::move(engine_copies));
-    shmem_quiet();  // this thread's stores, non-temporal ones included, before the barrier
+    // This thread's stores, non-temporal ones included, before the barrier (a quiet over UCX
+    // alone would not fence the ones into this PE's own window).
+    if (bypass_cache) fence_non_temporal();
+    shmem_quiet();
     w.barrier();
     if (id == 0) {
       s.engine->quiet();

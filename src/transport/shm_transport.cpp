@@ -244,9 +244,7 @@ void ShmTransport::quiet(Channel*) {
 }
 
 void store_fence() {
-#if defined(__x86_64__)
-  __builtin_ia32_sfence();
-#endif
+  fence_non_temporal();
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 

@@ -122,7 +122,7 @@ TEST(MxWeightMatrix, EveryKernelWithinTheSummationBoundOfFp64) {
   for (const Fp8Format f : kFormats) {
     // 37 rows: a partial group; 200 columns: a partial chunk and a partial block.
     for (const auto& [cols, m] : {std::pair{256, 1}, std::pair{200, 3}, std::pair{128, 4},
-                                  std::pair{96, 5}, std::pair{256, 9}}) {
+                                  std::pair{96, 5}, std::pair{160, 6}, std::pair{256, 9}}) {
       const Case c = make_case(f, 37, cols, m, rng, 110, 135);
       for (const MatrixKernel k : kKernels) {
         const MxWeightMatrix w(c.w.data(), c.stride, c.rows, c.cols, f, k);

@@ -232,7 +232,6 @@ SHMOE_AVX2_FMA void tile_avx2(const View& w, const float* a, int g, int q0, floa
 #pragma GCC unroll 4
       for (int q = 0; q < NQ; ++q) {
         const std::uint8_t* codes = chunk + (q0 + q) * kChunk + b * kBlock;
-        if (b == 0) prefetch_codes(codes);
         const __m256 s = _mm256_set1_ps(simd_multiplier(F, scales[(q0 + q) * 2 + b]));
 #pragma GCC unroll 2
         for (int half = 0; half < 2; ++half) {

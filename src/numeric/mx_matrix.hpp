@@ -108,17 +108,6 @@ void avx512_bf16(const View& w, const std::uint16_t* a, int m, float* out, std::
 void avx512_bf16_expand(const View& w, int cols, RowType t, void* out);
 // Where the AVX512-BF16 kernel wants code k (0..63) of a chunk stored.
 int bf16_chunk_position(int k);
-// Called by the SIMD kernels once for each 64-byte line of codes they read. The codes are one
-// stream, but the kernels spend so long on each line that the misses they have in flight (what
-// the reorder window holds) do not cover the memory's latency. Asking for the line 1 KB ahead into
-// L1 and the one 8 KB ahead into L2 (past the 4 KB pages the hardware prefetcher keeps to) took
-// the BF16 kernel, at one row of a against 2816 x 2048 and 2048 x 1408 weights out of cache, from
-// 0.86x to 0.96x of a plain streaming read of the same bytes; one prefetch alone, 512 B to 16 KB
-// ahead, did less. A prefetch past the matrix's end is harmless: it never faults.
-inline void prefetch_codes(const std::uint8_t* line) {
-  __builtin_prefetch(line + 1024, 0, 3);
-  __builtin_prefetch(line + 8192, 0, 2);
-}
 // The F16C kernels' multiplier of a block: E5M2 codes decode to their values, E4M3 codes to their
 // values times 2^-8, which the multiplier puts back (exact: scales stay below 2^120).
 constexpr float simd_multiplier(Fp8Format f, std::uint8_t scale) {

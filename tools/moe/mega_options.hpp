@@ -9,12 +9,6 @@
 #include "numeric/fp8.hpp"
 #include "options.hpp"
 
-// CLI11 is a large header: only the files that build the command line include it.
-namespace CLI {
-class App;
-class Option;
-}  // namespace CLI
-
 namespace shmoe::tools {
 
 struct MegaOptions {

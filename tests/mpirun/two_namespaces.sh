@@ -19,6 +19,8 @@ command -v mpirun >/dev/null || fail "mpirun is not installed (scripts/install-d
 # shellcheck source=SCRIPTDIR/../netns/netns_lib.sh
 source "$here/../netns/netns_lib.sh"
 netns_setup
+# netns_agent.sh gives each namespace's daemon a session folder of its own.
+trap 'netns_cleanup; rm -rf "/tmp/shmoe-ompi-$ns_a" "/tmp/shmoe-ompi-$ns_b"' EXIT
 for var in $(compgen -e); do
   if [[ $var == SHMOE_* ]]; then unset "$var"; fi
 done

@@ -7,7 +7,8 @@
 // products and so change no sum): a group's chunk is 4 x 64 contiguous codes, row by row, then
 // the next chunk, so that a kernel working on 4 rows at once reads one stream. Reading 4 rows
 // 2 KB apart instead ran at half the speed. The AVX512-BF16 kernel's chunks are stored in the
-// order its byte unpacking puts back.
+// order its byte unpacking puts back. The codes lie on huge pages where the system grants them
+// (common/huge_pages.hpp).
 //
 // Sums. The portable, AVX2 and AVX-512 kernels add the same fp32 values in the same order and so
 // give the same bits: a weight is decode(code) * 2^(scale - 127) (exact), each product
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/huge_pages.hpp"
 #include "numeric/fp8.hpp"
 #include "numeric/mx.hpp"
 
@@ -87,7 +89,8 @@ class MxWeightMatrix {
  private:
   View view() const { return {codes_.data(), scales_.data(), rows_, padded_cols_, format_}; }
 
-  std::vector<std::uint8_t> codes_, scales_;
+  std::vector<std::uint8_t, HugePageAllocator<std::uint8_t>> codes_;  // read once per call
+  std::vector<std::uint8_t> scales_;
   int rows_ = 0, cols_ = 0, padded_cols_ = 0;
   Fp8Format format_ = Fp8Format::kE4M3;
   MatrixKernel kernel_ = MatrixKernel::kPortable;

@@ -25,14 +25,19 @@ constexpr int kGroup = MxWeightMatrix::kGroupRows;
 constexpr int kChunk = MxWeightMatrix::kChunk;
 constexpr std::uint8_t kUnitScale = 127;  // 2^0, for the padding
 
-// What the SIMD kernels decode exactly (see the header): no NaN code and scales below 2^120; the
-// BF16 kernel's expand() also needs every value a normal bf16: scales 2^-107 to 2^112.
+// What the SIMD kernels decode exactly (see the header): no NaN code and scales below 2^120. The
+// BF16 kernel needs every value a normal bf16 (scales 2^-107 to 2^112: its expand() relies on
+// that), and also every value times 2^-(largest scale - its scale), as it multiplies: the
+// smallest non-zero value of the format (2^-9 for E4M3, 2^-16 for E5M2) times 2^-span at least
+// 2^-126.
 struct Decodable {
   bool simd = true, bf16 = true;
+  std::uint8_t max_scale = 0;
 };
 
 Decodable decodable(const std::uint8_t* rows, std::size_t stride, int n, int cols, Fp8Format f) {
   Decodable d;
+  std::uint8_t min_scale = 255;
   const std::size_t blocks = mx_num_blocks(static_cast<std::size_t>(cols));
   for (int j = 0; j < n && d.simd; ++j) {
     const std::uint8_t* row = rows + j * stride;
@@ -44,9 +49,12 @@ Decodable decodable(const std::uint8_t* rows, std::size_t stride, int n, int col
       const std::uint8_t s = row[cols + b];
       d.simd = d.simd && s < 247;
       d.bf16 = d.bf16 && s >= 20 && s <= 239;
+      d.max_scale = std::max(d.max_scale, s);
+      min_scale = std::min(min_scale, s);
     }
   }
-  d.bf16 = d.bf16 && d.simd;
+  const int max_span = f == Fp8Format::kE4M3 ? 126 - 9 : 126 - 16;
+  d.bf16 = d.bf16 && d.simd && (n == 0 || d.max_scale - min_scale <= max_span);
   return d;
 }
 
@@ -79,6 +87,7 @@ MxWeightMatrix::MxWeightMatrix(const std::uint8_t* rows, std::size_t stride, int
     : rows_(n), cols_(cols), padded_cols_((cols + kChunk - 1) / kChunk * kChunk), format_(f) {
   const Decodable d = decodable(rows, stride, n, cols, f);
   kernel_ = d.simd ? resolve(k, d.bf16) : MatrixKernel::kPortable;
+  max_scale_ = d.max_scale;
   const int groups = (n + kGroup - 1) / kGroup, chunks = padded_cols_ / kChunk;
   codes_.assign(static_cast<std::size_t>(groups) * kGroup * padded_cols_, 0);
   scales_.assign(codes_.size() / kBlock, kUnitScale);
@@ -91,7 +100,14 @@ MxWeightMatrix::MxWeightMatrix(const std::uint8_t* rows, std::size_t stride, int
     for (int c = 0; c < chunks; ++c) {
       std::uint8_t* codes = codes_.data() + v.chunk_offset(g, c) + q * kChunk;
       for (int i = 0; i < kChunk && c * kChunk + i < cols; ++i) {
-        codes[bf16_order ? mx_matrix_kernels::bf16_chunk_position(i) : i] = row[c * kChunk + i];
+        const std::uint8_t code = row[c * kChunk + i];
+        if (bf16_order) {
+          // -0 as +0: the kernel lowers exponents with a subtraction that saturates at +0, but
+          // would take -0's sign bit for part of its magnitude.
+          codes[mx_matrix_kernels::bf16_chunk_position(i)] = (code & 0x7f) == 0 ? 0 : code;
+        } else {
+          codes[i] = code;
+        }
       }
       std::uint8_t* scales = scales_.data() + v.chunk_offset(g, c) / kBlock + q * 2;
       for (int h = 0; h < 2; ++h) {

@@ -16,14 +16,17 @@
 // then 32b + 16 + l), and the lanes are added l + (l + 8), then + 4, + 2, + 1. They decode
 // through fp16 (an E5M2 code is the top byte of an fp16; an E4M3 code, sign-extended and shifted,
 // an fp16 of its value times 2^-8). The AVX512-BF16 kernel looks the codes up as bf16 (exact),
-// multiplies pairs with VDPBF16PS and scales each block's partial sums: the same products, added
-// in another order (and, as the instruction does, flushing values below 2^-126 to zero), so
-// within the fp32 summation bound of the others rather than equal to them; it is chosen only for
-// matrices whose scales keep every value a normal bf16 (2^-107 to 2^112), which its expand()
-// relies on. A matrix with NaN codes or scales of 2^120 and above goes to the portable kernel
-// whatever was asked. The SIMD kernels take a group's 4 rows against up to 4 (AVX-512, BF16) or 2
-// (AVX2) rows of a at a time, group by group: a tile of more rows reads the codes from
-// memory once.
+// moves each block's scale into their exponents (relative to the matrix's largest scale, whose
+// power of two multiplies the finished sums: exact) and adds the pairs' products straight into
+// the sums with VDPBF16PS. Those are the same products, added in another order (and, as the
+// instruction does, flushing values below 2^-126 to zero), so within the fp32 summation bound of
+// the others rather than equal to them; a row's sums are the same bits however many rows of a
+// come with it. It is chosen only for matrices whose scales keep every value, and every value
+// relative to the largest scale, a normal bf16 (scales 2^-107 to 2^112, spanning at most 2^117
+// for E4M3 and 2^110 for E5M2); it stores -0 codes as +0. A matrix with NaN codes or scales of
+// 2^120 and above goes to the portable kernel whatever was asked. The SIMD kernels take a group's 4
+// rows against up to 4 (AVX-512, BF16) or 2 (AVX2) rows of a at a time, group by group: a tile of
+// more rows reads the codes from memory once.
 #pragma once
 
 #include <cstddef>
@@ -74,6 +77,7 @@ class MxWeightMatrix {
     const std::uint8_t* scales;
     int rows, padded_cols;
     Fp8Format format;
+    std::uint8_t max_scale;  // the largest of scales (the AVX512-BF16 kernel's reference)
     // Where a group's chunk starts among the codes; its scales start at a 32nd of it.
     std::size_t chunk_offset(int group, int chunk) const {
       return (static_cast<std::size_t>(group) * padded_cols + chunk * kChunk) * kGroupRows;
@@ -87,12 +91,15 @@ class MxWeightMatrix {
   };
 
  private:
-  View view() const { return {codes_.data(), scales_.data(), rows_, padded_cols_, format_}; }
+  View view() const {
+    return {codes_.data(), scales_.data(), rows_, padded_cols_, format_, max_scale_};
+  }
 
   std::vector<std::uint8_t, HugePageAllocator<std::uint8_t>> codes_;  // read once per call
   std::vector<std::uint8_t> scales_;
   int rows_ = 0, cols_ = 0, padded_cols_ = 0;
   Fp8Format format_ = Fp8Format::kE4M3;
+  std::uint8_t max_scale_ = 0;
   MatrixKernel kernel_ = MatrixKernel::kPortable;
 };
 

@@ -5,6 +5,7 @@
 // kernel. Shapes with partial chunks and groups. Fresh random inputs each run.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -211,8 +212,13 @@ TEST(MxWeightMatrix, TheBf16KernelOnlyWhereEveryValueIsANormalBf16) {
   if (!matrix_kernel_available(MatrixKernel::kAvx512Bf16)) GTEST_SKIP() << "no AVX512-BF16 here";
   std::mt19937_64 rng(fresh_seed());
   for (const Fp8Format f : kFormats) {
+    // Every value and every value relative to the largest scale a normal bf16: scales 20..239,
+    // spanning at most 126 + log2 of the format's smallest non-zero value.
+    const int span = f == Fp8Format::kE4M3 ? 126 - 9 : 126 - 16;
     for (const auto& [lo, hi, chosen] :
-         {std::tuple{20, 239, true}, std::tuple{19, 100, false}, std::tuple{150, 240, false}}) {
+         {std::tuple{20, 20 + span, true}, std::tuple{239 - span, 239, true},
+          std::tuple{20, 21 + span, false}, std::tuple{19, 100, false},
+          std::tuple{150, 240, false}}) {
       const Case c = make_case(f, 5, 64, 3, rng, lo, hi);
       // Each end of the range at least once.
       std::vector<std::uint8_t> w = c.w;
@@ -221,6 +227,34 @@ TEST(MxWeightMatrix, TheBf16KernelOnlyWhereEveryValueIsANormalBf16) {
       const MxWeightMatrix m(w.data(), c.stride, c.rows, c.cols, f, MatrixKernel::kAvx512Bf16);
       EXPECT_EQ(m.kernel() == MatrixKernel::kAvx512Bf16, chosen)
           << name(f) << " scales " << lo << ".." << hi;
+    }
+  }
+}
+
+TEST(MxWeightMatrix, ARowsSumsDoNotDependOnTheRowsThatComeWithIt) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const Fp8Format f : kFormats) {
+    // 9 rows of a: tiles of 4, 4 and 1 (AVX-512 kernels), 2 (AVX2), against each row alone.
+    const Case c = make_case(f, 13, 200, 9, rng, 100, 140);
+    for (const MatrixKernel k : kKernels) {
+      const MxWeightMatrix w(c.w.data(), c.stride, c.rows, c.cols, f, k);
+      if (w.kernel() != k) continue;
+      const auto all = run(c, w);
+      for (int r = 0; r < c.m; ++r) {
+        Case one = c;
+        one.m = 1;
+        one.a.assign(c.a.begin() + static_cast<std::ptrdiff_t>(r) * c.cols,
+                     c.a.begin() + static_cast<std::ptrdiff_t>(r + 1) * c.cols);
+        const auto alone = run(one, w);
+        for (int j = 0; j < c.rows; ++j) {
+          ASSERT_EQ(
+              std::bit_cast<std::uint32_t>(all[static_cast<std::size_t>(r) * (c.rows + 3) + j]),
+              std::bit_cast<std::uint32_t>(alone[j]))
+              << name(f) << " kernel " << name(k) << " row " << r << " col " << j;
+        }
+      }
     }
   }
 }

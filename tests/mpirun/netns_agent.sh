@@ -5,7 +5,7 @@
 # share memory through the one /dev/shm of this machine).
 # Each namespace's daemon keeps its Open MPI session directory under a folder of its own: on real
 # hosts each has its own /tmp, but here all share this machine's, and the daemons of both
-# namespaces and mpirun, all on host "$(hostname)", racing to make the same
+# namespaces and mpirun, all under this machine's one host name, racing to make the same
 # /tmp/ompi.HOST.UID/jf.N/0 failed one run in CI ("mkdir ... File exists", orte_init failed).
 # two_namespaces.sh removes these folders.
 ns=$1

@@ -54,7 +54,7 @@ Decodable decodable(const std::uint8_t* rows, std::size_t stride, int n, int col
     }
   }
   const int max_span = f == Fp8Format::kE4M3 ? 126 - 9 : 126 - 16;
-  d.bf16 = d.bf16 && d.simd && (n == 0 || d.max_scale - min_scale <= max_span);
+  d.bf16 = d.bf16 && d.simd && d.max_scale - min_scale <= max_span;  // no scales: 0 - 255
   return d;
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/huge_pages.hpp"
 #include "common/stream_read.hpp"
 #include "moe/expert_ffn.hpp"
 
@@ -184,7 +185,9 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::vector<std::byte> src(weight_bytes, std::byte{1}), dst(weight_bytes);
+  // The source on huge pages, as the FP8 weights are (common/stream_read.hpp says why).
+  std::vector<std::byte, shmoe::HugePageAllocator<std::byte>> src(weight_bytes, std::byte{1});
+  std::vector<std::byte> dst(weight_bytes);
   auto copy_weights = [&] {
     // Several copies per sample: one is too short for the clock at small sizes.
     for (int i = 0; i < 4; ++i) {

@@ -1,28 +1,24 @@
 // A streaming read of a buffer, the limit of a computation that reads each byte once (weights of
 // a decode-bound GEMM): what the benchmarks divide by. Reading, not copying: a copy also writes.
+// A limit must be the fastest read the core can do, so it uses the widest loads the CPU has: the
+// compiler's own code for a 64-byte vector type spilled each load to the stack (a copy), and read
+// at 26 GB/s where AVX-512 loads read 51 (one thread, 80 MiB on huge pages, AMD EPYC Zen 5 VM).
+// Read buffers on huge pages (common/huge_pages.hpp), as the FP8 weights are: on 4 KiB pages the
+// same loop lost 5-15%.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 namespace shmoe {
 
-// Reads bytes [0, bytes rounded down to 256) of p once, 64-byte vectors into four independent
-// accumulators, and returns something of them so that the reads cannot be left out.
-inline std::uint64_t stream_read(const std::byte* p, std::size_t bytes) {
-  using V = std::uint64_t __attribute__((vector_size(64)));
-  V a{}, b{}, c{}, d{};
-  for (std::size_t i = 0; i + 256 <= bytes; i += 256) {
-    V x[4];
-    std::memcpy(x, p + i, sizeof x);
-    a ^= x[0];
-    b ^= x[1];
-    c ^= x[2];
-    d ^= x[3];
-  }
-  const V s = a ^ b ^ c ^ d;
-  return s[0] ^ s[7];
-}
+// kAuto: the widest the CPU has; one it lacks: the next narrower.
+enum class StreamReadKernel : std::uint8_t { kAuto, kPortable, kAvx2, kAvx512 };
+bool stream_read_available(StreamReadKernel k);
+
+// Reads bytes [0, bytes rounded down to 64) of p once and returns the XOR of their 8-byte words
+// (so that the reads cannot be left out), the same whichever kernel reads them.
+std::uint64_t stream_read(const std::byte* p, std::size_t bytes,
+                          StreamReadKernel k = StreamReadKernel::kAuto);
 
 }  // namespace shmoe

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "common/cpu_features.hpp"
+
 namespace shmoe::moe {
 namespace {
 
@@ -122,20 +124,15 @@ void reduce_on(ReducePath path, const WeightedRows& w, std::size_t first, std::s
 }  // namespace
 
 bool reduce_path_available(ReducePath path) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
   switch (path) {
     case ReducePath::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+      return cpu_has_avx512bw();
     case ReducePath::kAvx2:
-      return __builtin_cpu_supports("avx2");
+      return cpu_has_avx2();
     case ReducePath::kBaseline:
       return true;
   }
   return false;
-#else
-  return path == ReducePath::kBaseline;
-#endif
 }
 
 ReducePath best_reduce_path() {

@@ -1,5 +1,7 @@
 #include "numeric/half.hpp"
 
+#include "common/cpu_features.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define SHMOE_HALF_X86 1
@@ -38,14 +40,6 @@ SHMOE_AVX2 void floats_to_bf16_avx2(const float* x, std::size_t n, std::uint16_t
                         _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8));
   }
   for (std::size_t i = full; i < n; ++i) out[i] = float_to_bf16(x[i]).bits;
-}
-
-bool cpu_has_avx2() {
-  static const bool kHas = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return kHas;
 }
 
 #endif  // SHMOE_HALF_X86

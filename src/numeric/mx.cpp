@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/cpu_features.hpp"
 #include "numeric/half.hpp"
 #include "numeric/mx_avx512.hpp"
 #include "numeric/mx_rules.hpp"
@@ -209,22 +210,8 @@ SHMOE_AVX2 void dequantize_avx2(const std::uint8_t* codes, const std::uint8_t* s
   }
 }
 
-bool cpu_has_avx2() {
-  static const bool kHas = [] {
-    __builtin_cpu_init();  // in case we run from another translation unit's static initialiser
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return kHas;
-}
-
 bool use_avx2(MxKernel k) {
   return k != MxKernel::kScalar && cpu_has_avx2();
-}
-
-#else
-
-bool cpu_has_avx2() {
-  return false;
 }
 
 #endif  // SHMOE_MX_X86

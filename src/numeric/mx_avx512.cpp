@@ -2,6 +2,7 @@
 
 #include <bit>
 
+#include "common/cpu_features.hpp"
 #include "numeric/mx_rules.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -223,11 +224,7 @@ std::size_t e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t
 }
 
 bool available() {
-  static const bool kHas = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return kHas;
+  return cpu_has_avx512f();
 }
 
 std::size_t quantize(const float* x, std::size_t n, Fp8Format f, std::uint8_t* codes,

@@ -2,6 +2,8 @@
 
 #include <bit>
 
+#include "common/cpu_features.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), an uninitialised variable by
 // design, which -Wmaybe-uninitialized reports once they are inlined here.
@@ -136,24 +138,6 @@ SHMOE_AVX512 void swiglu_avx512(const float* gate, const float* up, std::size_t 
   for (std::size_t i = full; i < n; ++i) out[i] = swiglu_scalar(gate[i], up[i]);
 }
 
-bool cpu_has_avx2() {
-  static const bool kHas = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") != 0);
-  return kHas;
-}
-bool cpu_has_avx512() {
-  static const bool kHas = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") != 0);
-  return kHas;
-}
-
-#else
-
-bool cpu_has_avx2() {
-  return false;
-}
-bool cpu_has_avx512() {
-  return false;
-}
-
 #endif  // SHMOE_SWIGLU_X86
 
 }  // namespace
@@ -163,7 +147,7 @@ bool swiglu_kernel_available(SwigluKernel k) {
     case SwigluKernel::kAvx2:
       return cpu_has_avx2();
     case SwigluKernel::kAvx512:
-      return cpu_has_avx512();
+      return cpu_has_avx512f();
     default:
       return true;
   }
@@ -176,7 +160,7 @@ float swiglu_exp(float x) {
 void swiglu(const float* gate, const float* up, std::size_t n, float* out, SwigluKernel k) {
 #ifdef SHMOE_SWIGLU_X86
   const bool any = k == SwigluKernel::kAuto;
-  if ((any || k == SwigluKernel::kAvx512) && cpu_has_avx512())
+  if ((any || k == SwigluKernel::kAvx512) && cpu_has_avx512f())
     return swiglu_avx512(gate, up, n, out);
   if (k != SwigluKernel::kScalar && cpu_has_avx2()) return swiglu_avx2(gate, up, n, out);
 #endif

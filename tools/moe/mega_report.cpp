@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/huge_pages.hpp"
 #include "common/stream_read.hpp"
 
 namespace shmoe::tools {
@@ -60,7 +61,8 @@ WeightReads measure_weight_reads(const std::string& form, std::size_t my_bytes) 
   shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 1, v, 1);
   WeightReads r{true, form, v[1], 0};
   const auto bytes = static_cast<std::size_t>(r.bytes);
-  std::vector<std::byte> buffer(bytes, std::byte{1});
+  // On huge pages, as the FP8 weights are (common/stream_read.hpp says why).
+  std::vector<std::byte, HugePageAllocator<std::byte>> buffer(bytes, std::byte{1});
   std::vector<double> seconds;
   std::uint64_t sink = 0;
   for (int round = 0; round < 5; ++round) {

@@ -16,6 +16,7 @@ packages=(
   # NumPy, pytest, and PyTorch for the tensor tests (about 80 s to fetch and install).
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
   python3-mypy  # checks the package's type hints and the extension's .pyi (tests/python)
+  python3-matplotlib  # the benchmarks' pictures (bench/plot_*.py)
 )
 missing=()
 for p in "${packages[@]}"; do

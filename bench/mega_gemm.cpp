@@ -29,33 +29,12 @@
 #include "common/huge_pages.hpp"
 #include "common/stream_read.hpp"
 #include "moe/expert_ffn.hpp"
+#include "timing.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_of(const std::function<void()>& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// Medians of `reps` runs of each, the runs alternating, so that every one sees the same machine
-// (other processes come and go, and where several PEs' processes share a core they finish at
-// different times).
-std::vector<double> alternating_median_ms(int reps, const std::vector<std::function<void()>>& fs) {
-  std::vector<std::vector<double>> times(fs.size());
-  for (int r = 0; r < reps; ++r)
-    for (std::size_t i = 0; i < fs.size(); ++i) times[i].push_back(ms_of(fs[i]));
-  std::vector<double> out;
-  for (auto& t : times) out.push_back(median(std::move(t)));
-  return out;
-}
+using shmoe::bench::alternating_median_ms;
+using shmoe::bench::ms_of;
 
 // oneDNN's matmul as a user would call it: out[m][n] = a[m][k] . w[k][n], weights in the layout
 // it asks for (reordered once, outside the timing).

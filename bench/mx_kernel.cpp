@@ -26,20 +26,6 @@ namespace {
 using shmoe::numeric::Fp8Format;
 using shmoe::numeric::MxWeightMatrix;
 
-const char* kernel_name(shmoe::numeric::MatrixKernel k) {
-  using K = shmoe::numeric::MatrixKernel;
-  switch (k) {
-    case K::kAvx512Bf16:
-      return "avx512_bf16";
-    case K::kAvx512:
-      return "avx512";
-    case K::kAvx2:
-      return "avx2";
-    default:
-      return "portable";
-  }
-}
-
 // n rows of `cols` random E4M3 values (no NaN) with scales near 1, as a model's weights are.
 MxWeightMatrix random_matrix(std::mt19937& rng, int n, int cols) {
   const std::size_t stride = cols + cols / 32;
@@ -92,7 +78,8 @@ int main(int argc, char** argv) {
   std::uint64_t sink = 0;
 
   std::printf("# kernel %s; in cache: 64 x %d; out of cache: %d x (%d x %d + %d x %d), %.1f MB\n",
-              kernel_name(small.kernel()), D, experts, F, D, D, F / 2, bytes / 1e6);
+              shmoe::numeric::matrix_kernel_name(small.kernel()), D, experts, F, D, D, F / 2,
+              bytes / 1e6);
   for (int m = 1; m <= kMaxRows; ++m) {
     constexpr int kInCacheCalls = 200;
     const auto in_cache = [&] {

@@ -82,6 +82,21 @@ bool matrix_kernel_available(MatrixKernel k) {
   return k == MatrixKernel::kAuto || resolve(k) == k;
 }
 
+const char* matrix_kernel_name(MatrixKernel k) {
+  switch (k) {
+    case MatrixKernel::kPortable:
+      return "portable";
+    case MatrixKernel::kAvx2:
+      return "avx2";
+    case MatrixKernel::kAvx512:
+      return "avx512";
+    case MatrixKernel::kAvx512Bf16:
+      return "avx512-bf16";
+    default:
+      return "auto";
+  }
+}
+
 MxWeightMatrix::MxWeightMatrix(const std::uint8_t* rows, std::size_t stride, int n, int cols,
                                Fp8Format f, MatrixKernel k)
     : rows_(n), cols_(cols), padded_cols_((cols + kChunk - 1) / kChunk * kChunk), format_(f) {

@@ -41,6 +41,8 @@ namespace shmoe::numeric {
 
 enum class MatrixKernel : std::uint8_t { kAuto, kPortable, kAvx2, kAvx512, kAvx512Bf16 };
 bool matrix_kernel_available(MatrixKernel k);
+// "portable", "avx2", "avx512", "avx512-bf16" or "auto", for reports.
+const char* matrix_kernel_name(MatrixKernel k);
 
 // The type of the rows a kernel multiplies: fp32, or bf16 bit patterns (kAvx512Bf16).
 enum class RowType : std::uint8_t { kF32, kBf16 };

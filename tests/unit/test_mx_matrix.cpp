@@ -31,18 +31,7 @@ constexpr MatrixKernel kKernels[] = {MatrixKernel::kPortable, MatrixKernel::kAvx
                                      MatrixKernel::kAvx512, MatrixKernel::kAvx512Bf16};
 
 std::string name(MatrixKernel k) {
-  switch (k) {
-    case MatrixKernel::kPortable:
-      return "portable";
-    case MatrixKernel::kAvx2:
-      return "avx2";
-    case MatrixKernel::kAvx512:
-      return "avx512";
-    case MatrixKernel::kAvx512Bf16:
-      return "avx512-bf16";
-    default:
-      return "auto";
-  }
+  return matrix_kernel_name(k);
 }
 
 // A weight matrix as MX rows (codes then scales, mx_row bytes apart) and m rows of a whose

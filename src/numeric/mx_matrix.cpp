@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 
+#include "common/cpu_features.hpp"
 #include "numeric/mx.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -216,10 +217,8 @@ bool cpu_has_f16c() {
 }
 
 bool avx2_available() {
-  static const bool kHas = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
-  }();
+  // cpu_has_avx2 first: it has run __builtin_cpu_init.
+  static const bool kHas = cpu_has_avx2() && __builtin_cpu_supports("fma") != 0 && cpu_has_f16c();
   return kHas;
 }
 

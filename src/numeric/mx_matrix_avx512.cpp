@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/cpu_features.hpp"
 #include "numeric/mx_matrix.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -307,11 +308,7 @@ SHMOE_AVX512_BF16 void expand_row_bf16(const View& w, const Bf16Tables& tb, int 
 }  // namespace
 
 bool avx512_available() {
-  static const bool kHas = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           cpu_has_f16c();
-  }();
+  static const bool kHas = cpu_has_avx512bw() && cpu_has_f16c();
   return kHas;
 }
 

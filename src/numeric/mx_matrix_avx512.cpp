@@ -196,15 +196,17 @@ struct Bf16Lookup {
 
 // Called by the BF16 kernel once for each 64-byte line of codes it reads. The codes are one
 // stream, but the kernel spends so long on each line that the misses it has in flight (what
-// the reorder window holds) do not cover the memory's latency. Asking for the line 1 KB ahead into
-// L1 and the one 8 KB ahead into L2 (past the 4 KB pages the hardware prefetcher keeps to) took
-// it, at one row of a against 2816 x 2048 and 2048 x 1408 weights out of cache, from
-// 0.86x to 0.96x of a plain streaming read of the same bytes; one prefetch alone, 512 B to 16 KB
-// ahead, did less. (The F16C kernels, bound by their instructions at 13-19 GB/s, gained nothing.)
-// A prefetch past the matrix's end is harmless: it never faults.
+// the reorder window holds) do not cover the memory's latency, and the hardware prefetcher alone
+// keeps too few lines coming: the kernel read at 0.6-0.7x of a plain streaming read without this.
+// One prefetch into L2 12 KB ahead (past the 4 KB pages the hardware prefetcher keeps to) took
+// it to 0.85-0.9x at 1 and 2 rows of a (bench/mx_kernel, 12 interleaved rounds; 16 to 32 KB did
+// about as well). A second prefetch into L1 1 KB ahead, which an earlier, wrong, read limit (a
+// loop at half the read speed) had favoured, took it down to 0.73-0.77x: 2 prefetches per line
+// cost the kernel's loads more than they brought. (The F16C kernels, bound by their
+// instructions at 13-19 GB/s, gained nothing.) A prefetch past the matrix's end is harmless: it
+// never faults.
 inline void prefetch_codes(const std::uint8_t* line) {
-  __builtin_prefetch(line + 1024, 0, 3);
-  __builtin_prefetch(line + 8192, 0, 2);
+  __builtin_prefetch(line + 12288, 0, 2);
 }
 
 // A block's scale moved into its values' bf16 exponents, relative to the matrix's largest scale

@@ -177,8 +177,6 @@ int main(int argc, char** argv) {
   auto read_weights = [&] {
     for (int i = 0; i < 4; ++i) sink ^= shmoe::stream_read(src.data(), weight_bytes);
   };
-  copy_weights();
-  read_weights();
   const auto t = alternating_median_ms(reps, {run_tiles, run_plain, copy_weights, read_weights});
   const double tiled = t[0], limit = t[1], copy = t[2] / 4, read = t[3] / 4;
 

@@ -21,9 +21,12 @@ inline double median(std::vector<double> t) {
 
 // Medians of `reps` runs of each, the runs alternating, so that every one sees the same machine
 // (other processes come and go, and where several PEs' processes share a core they finish at
-// different times).
+// different times), after one untimed round: the first run of a program was slower (in
+// bench/mx_kernel, the kernel at one row of a out of cache read 0.70x of the plain read where
+// the same kernel later in the run read 0.77x).
 inline std::vector<double> alternating_median_ms(int reps,
                                                  const std::vector<std::function<void()>>& fs) {
+  for (const auto& f : fs) f();
   std::vector<std::vector<double>> times(fs.size());
   for (int r = 0; r < reps; ++r)
     for (std::size_t i = 0; i < fs.size(); ++i) times[i].push_back(ms_of(fs[i]));

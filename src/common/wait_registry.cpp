@@ -67,11 +67,14 @@ void WaitTicket::leave() {
 
 std::vector<ThreadWait> current_waits() {
   std::vector<ThreadWait> waits;
-  const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(registry().mutex);
   for (ThreadSlot* slot : registry().slots) {
     std::lock_guard slot_lock(slot->mutex);
     if (slot->current == nullptr) continue;
+    // Read under the slot's lock: a listed wait took its start time before it was listed, so
+    // before this. A time read before the locks could precede a wait listed meanwhile (the test
+    // saw one of -1 ms under TSan).
+    const auto now = std::chrono::steady_clock::now();
     waits.push_back({slot->tid, std::chrono::duration<double>(now - slot->current->since()).count(),
                      slot->current->describe()});
   }

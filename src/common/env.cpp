@@ -27,7 +27,8 @@ std::size_t parse_size(std::string_view text, std::string_view what) {
   if (end == s.c_str() || errno != 0 || !(number >= 0) || !std::isfinite(number)) {
     throw make_error("{}='{}' is not a size (expected e.g. 4096, 512M, 2G)", what, text);
   }
-  std::string suffix(end);
+  // To the end of the text, not to its first NUL: "64M" followed by a NUL and more is not a size.
+  std::string suffix(s, static_cast<std::size_t>(end - s.c_str()));
   std::transform(suffix.begin(), suffix.end(), suffix.begin(),
                  [](unsigned char c) { return std::toupper(c); });
   double scale = 1;
@@ -42,10 +43,14 @@ std::size_t parse_size(std::string_view text, std::string_view what) {
   } else if (suffix == "T" || suffix == "TB" || suffix == "TIB") {
     scale = 1024.0 * 1024 * 1024 * 1024;
   } else {
-    throw make_error("{}='{}' has an unknown unit '{}' (allowed: K, M, G, T)", what, text, end);
+    throw make_error("{}='{}' has an unknown unit '{}' (allowed: K, M, G, T)", what, text,
+                     std::string_view(end, suffix.size()));
   }
   double bytes = number * scale;
-  if (bytes > static_cast<double>(std::numeric_limits<std::size_t>::max() / 2)) {
+  // Compared with 2^63 itself, which a double holds exactly: SIZE_MAX / 2 = 2^63 - 1 as a double
+  // rounds up to 2^63, and "bytes > that" let 2^63 through (found by fuzz_parse).
+  constexpr double kTooLarge = static_cast<double>(std::numeric_limits<std::size_t>::max() / 2 + 1);
+  if (bytes >= kTooLarge) {
     throw make_error("{}='{}' is too large", what, text);
   }
   return static_cast<std::size_t>(bytes);

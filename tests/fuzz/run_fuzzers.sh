@@ -33,7 +33,19 @@ extra_flags() {
   esac
 }
 
+# One fuzzer per core at a time (SHMOE_FUZZ_JOBS overrides): each still gets its SECONDS.
+jobs_at_once=${SHMOE_FUZZ_JOBS:-$(nproc)}
+run_one() {
+  local f=$1
+  # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: libFuzzer's default 2 GiB.
+  "$build/tests/fuzz/$f" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$findings/$f-" $(extra_flags "$f") "$scratch/$f" \
+    "$here/corpus/$f" >"$scratch/$f.log" 2>&1
+  echo $? >"$scratch/$f.status"
+}
+
 failed=()
+started=()
 for f in "${fuzzers[@]}"; do
   exe=$build/tests/fuzz/$f
   if [ ! -x "$exe" ]; then
@@ -42,14 +54,16 @@ for f in "${fuzzers[@]}"; do
     continue
   fi
   mkdir -p "$scratch/$f"
+  while (($(jobs -rp | wc -l) >= jobs_at_once)); do wait -n; done
+  run_one "$f" &
+  started+=("$f")
+done
+wait
+for f in "${started[@]}"; do
   echo "=== $f: ${seconds}s"
-  # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: libFuzzer's default 2 GiB.
-  "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$findings/$f-" $(extra_flags "$f") "$scratch/$f" "$here/corpus/$f" \
-    >"$scratch/$f.log" 2>&1
-  status=$?
   tail -n 12 "$scratch/$f.log"
-  if [ $status -ne 0 ]; then
+  status=$(cat "$scratch/$f.status")
+  if [ "$status" -ne 0 ]; then
     cp "$scratch/$f.log" "$findings/$f.log"
     failed+=("$f (exit $status; log $findings/$f.log; reproducer(s): $(ls "$findings"/"$f"-* 2>/dev/null | tr '\n' ' '))")
   fi

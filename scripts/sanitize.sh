@@ -3,8 +3,9 @@
 #   scripts/sanitize.sh address|thread [ctest arguments...]
 # SHMOE_SANITIZE_TARGETS="t1 t2 ..." builds only those targets (then select their tests with
 # ctest's -R or -L), for a quicker run on a subset.
-# address = AddressSanitizer + UndefinedBehaviorSanitizer; thread = ThreadSanitizer (it sees the
-# worker threads of a PE; what PEs share across processes is outside its view).
+# address = AddressSanitizer + UndefinedBehaviorSanitizer (its cheaper checks: CMakeLists.txt);
+# thread = ThreadSanitizer (it sees the worker threads of a PE; what PEs share across processes
+# is outside its view).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh address|thread [ctest args]}

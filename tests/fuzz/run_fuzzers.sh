@@ -36,9 +36,9 @@ extra_flags() {
 # One fuzzer per core at a time (SHMOE_FUZZ_JOBS overrides): each still gets its SECONDS.
 jobs_at_once=${SHMOE_FUZZ_JOBS:-$(nproc)}
 run_one() {
-  local f=$1
+  local f=$1 exe=$2
   # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: libFuzzer's default 2 GiB.
-  "$build/tests/fuzz/$f" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$findings/$f-" $(extra_flags "$f") "$scratch/$f" \
     "$here/corpus/$f" >"$scratch/$f.log" 2>&1
   echo $? >"$scratch/$f.status"
@@ -55,7 +55,7 @@ for f in "${fuzzers[@]}"; do
   fi
   mkdir -p "$scratch/$f"
   while (($(jobs -rp | wc -l) >= jobs_at_once)); do wait -n; done
-  run_one "$f" &
+  run_one "$f" "$exe" &
   started+=("$f")
 done
 wait

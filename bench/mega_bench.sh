@@ -7,8 +7,8 @@
 #      GEMM tiles alone (expansion of the FP8 rows included) against that limit;
 #   2. small-batch decode (1, 4, 16, 64 tokens per PE, 2 and 4 PEs) at two real layer shapes and
 #      the small one, where the GEMMs are bound by reading the weights: the weight bytes a call
-#      reads (on the PE that reads the most) over its time, against a streaming read of as many
-#      bytes on every PE at once measured in the same run, and the layer with FP8 weights against
+#      reads (on the PE that reads the most) over its median time, against a streaming read of as
+#      many bytes on every PE at once after each call, and the layer with FP8 weights against
 #      the same layer with bf16 weights; then the fixed cost of a call. Draws the PNG next to the
 #      CSV (python3-matplotlib).
 #   bench/mega_bench.sh [BUILD_DIR] [--quick]
@@ -92,8 +92,9 @@ echo "  one's mean over a loop; tiles_ms: the operator's GEMM tiles (FP8 expansi
 echo
 
 # weight_reads NAME D F EXPERTS K PES TOKENS WEIGHTS: one layer run; sets ms (e2e average of the
-# slowest PE), wmb (weight MB the PE reading the most reads per call), wgbps, rgbps (the streaming
-# read of as many bytes, every PE at once, in the same run) and wr (wgbps / rgbps). Rows go to
+# slowest PE), wmb (weight MB the PE reading the most reads per call), wgbps (over the median
+# call), rgbps (the streaming read of as many bytes, every PE at once, after each call: the
+# median) and wr (wgbps / rgbps). Rows go to
 # $wcsv for the plot.
 weight_reads() {
   local loops=$(($7 >= 64 ? 20 : 100))
@@ -145,8 +146,9 @@ done
 echo "shapes: small D=512 F=1024 4 top of 2 experts per PE; dsv2lite: DeepSeek-V2-Lite's MoE layer"
 echo "  (hidden 2048, expert FFN 1408, 64 experts, top-6); qwen3: Qwen3-30B-A3B's (2048, 768, 128,"
 echo "  top-8); synthetic weights. fp8_read_MB: FP8 weight bytes the PE reading the most reads per"
-echo "  call (only experts that got rows); fp8_GB/s: those bytes over the layer's time; read_GB/s:"
-echo "  a streaming read of as many bytes by one thread on every PE at once, in the same run;"
+echo "  call (only experts that got rows); fp8_GB/s: those bytes over the layer's median time;"
+echo "  read_GB/s: a streaming read of as many bytes by one thread on every PE at once after each"
+echo "  call (four streams; the median);"
 echo "  bf16_wt/read: the same for the bf16 layer's own (twice as many) bytes, the form the default"
 echo "  (auto) keeps where tokens x top-k > 2 x experts per PE"
 # A layer whose weights cost nothing: what is left is the call's fixed cost (start, routing,

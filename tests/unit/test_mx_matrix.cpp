@@ -111,8 +111,9 @@ TEST(MxWeightMatrix, EveryKernelWithinTheSummationBoundOfFp64) {
   int kernels_run = 0;
   for (const Fp8Format f : kFormats) {
     // 37 rows: a partial group; 200 columns: a partial chunk and a partial block.
-    for (const auto& [cols, m] : {std::pair{256, 1}, std::pair{200, 3}, std::pair{128, 4},
-                                  std::pair{96, 5}, std::pair{160, 6}, std::pair{256, 9}}) {
+    for (const auto& [cols, m] :
+         {std::pair{256, 1}, std::pair{224, 2}, std::pair{200, 3}, std::pair{128, 4},
+          std::pair{96, 5}, std::pair{160, 6}, std::pair{256, 9}}) {
       const Case c = make_case(f, 37, cols, m, rng, 110, 135);
       for (const MatrixKernel k : kKernels) {
         const MxWeightMatrix w(c.w.data(), c.stride, c.rows, c.cols, f, k);
@@ -225,8 +226,9 @@ TEST(MxWeightMatrix, ARowsSumsDoNotDependOnTheRowsThatComeWithIt) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (const Fp8Format f : kFormats) {
-    // 9 rows of a: tiles of 4, 4 and 1 (AVX-512 kernels), 2 (AVX2), against each row alone.
-    const Case c = make_case(f, 13, 200, 9, rng, 100, 140);
+    // 9 rows of a: tiles of 4, 4 and 1 (AVX-512 kernels), 2 (AVX2), against each row alone
+    // (AVX512-BF16: 2 of the 5 groups at a time, the last alone).
+    const Case c = make_case(f, 17, 200, 9, rng, 100, 140);
     for (const MatrixKernel k : kKernels) {
       const MxWeightMatrix w(c.w.data(), c.stride, c.rows, c.cols, f, k);
       if (w.kernel() != k) continue;

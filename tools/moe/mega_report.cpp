@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "common/huge_pages.hpp"
@@ -55,28 +56,59 @@ PerfSummary Timings::summary(bool timed) const {
   return r;
 }
 
-WeightReads measure_weight_reads(const std::string& form, std::size_t my_bytes) {
-  auto* v = static_cast<double*>(shmem_calloc(4, sizeof(double)));
-  v[0] = static_cast<double>(my_bytes);
-  shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 1, v, 1);
-  WeightReads r{true, form, v[1], 0};
-  const auto bytes = static_cast<std::size_t>(r.bytes);
-  // On huge pages, as the FP8 weights are (common/stream_read.hpp says why).
-  std::vector<std::byte, HugePageAllocator<std::byte>> buffer(bytes, std::byte{1});
-  std::vector<double> seconds;
-  std::uint64_t sink = 0;
-  for (int round = 0; round < 5; ++round) {
-    shmem_barrier_all();
-    const auto t0 = std::chrono::steady_clock::now();
-    sink ^= stream_read(buffer.data(), bytes);
-    v[2] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 3, v + 2, 1);
-    seconds.push_back(v[3]);
-  }
-  std::sort(seconds.begin(), seconds.end());
-  r.read_gbps = sink == 42 ? 0 : r.bytes / seconds[2] / 1e9;  // the sink keeps the reads
+namespace {
+
+// Each round's slowest PE's value. Collective; `mine` has as many values on every PE.
+std::vector<double> slowest_per_round(const std::vector<double>& mine) {
+  const std::size_t n = mine.size();
+  if (n == 0) return {};
+  auto* v = static_cast<double*>(shmem_calloc(2 * n, sizeof(double)));
+  std::copy(mine.begin(), mine.end(), v);
+  shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + n, v, n);
+  std::vector<double> slowest(v + n, v + 2 * n);
   shmem_free(v);
-  return r;
+  return slowest;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::size_t largest_on_any_pe(std::size_t mine) {
+  auto* v = static_cast<double*>(shmem_calloc(2, sizeof(double)));
+  v[0] = static_cast<double>(mine);
+  shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 1, v, 1);
+  const auto largest = static_cast<std::size_t>(v[1]);
+  shmem_free(v);
+  return largest;
+}
+
+}  // namespace
+
+// On huge pages, as the FP8 weights are (common/stream_read.hpp says why).
+WeightReadRounds::WeightReadRounds(std::string form, std::size_t my_bytes)
+    : form_(std::move(form)), bytes_(largest_on_any_pe(my_bytes)), buffer_(bytes_, std::byte{1}) {}
+
+void WeightReadRounds::round(bool keep) {
+  shmem_barrier_all();
+  const auto t0 = std::chrono::steady_clock::now();
+  sink_ ^= stream_read(buffer_.data(), bytes_);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (keep) read_s_.push_back(s);
+  // So that the next call starts on every PE at once: one still reading would hold up the
+  // others' call, whose time would then include the rest of its read.
+  shmem_barrier_all();
+}
+
+WeightReads WeightReadRounds::result(const std::vector<double>& call_us) const {
+  const double read_s = median(slowest_per_round(read_s_)),
+               call_s = median(slowest_per_round(call_us)) * 1e-6;
+  const auto bytes = static_cast<double>(bytes_);
+  // The sink keeps the reads: a read whose result nobody uses could be left out.
+  return {true, form_, bytes, call_s > 0 ? bytes / call_s / 1e9 : 0,
+          read_s > 0 && sink_ != 42 ? bytes / read_s / 1e9 : 0};
 }
 
 void report(const MegaOptions& o, const char* variant, const std::string& shape,
@@ -89,12 +121,12 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
         "kernel_min_ms={:.3f} kernel_max_ms={:.3f} loops={}",
         p.e2e_avg, p.e2e_min, p.e2e_max, p.kernel_avg, p.kernel_min, p.kernel_max, o.loops);
   }
-  const double weight_gbps = reads.bytes / (p.e2e_avg * 1e-3) / 1e9;
   if (p.timed && reads.measured) {
     perf += fmt::format(
         " weights={} weight_read_mb={:.2f} weight_gbps={:.2f} read_gbps={:.2f} "
         "weight/read={:.3f}",
-        reads.form, reads.bytes / 1e6, weight_gbps, reads.read_gbps, weight_gbps / reads.read_gbps);
+        reads.form, reads.bytes / 1e6, reads.weight_gbps, reads.read_gbps,
+        reads.read_gbps > 0 ? reads.weight_gbps / reads.read_gbps : 0.0);
   }
   fmt::print("mega{}: {} {}{}\n", std::string(variant) == "unfused" ? " (unfused chain)" : "",
              shape, verdict, perf);

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/huge_pages.hpp"
 #include "kernel/stage_trace.hpp"
 #include "mega_options.hpp"
 #include "moe/mega_moe.hpp"
@@ -31,9 +34,10 @@ struct PerfSummary {
 };
 
 // One variant's timings on this PE: end to end (host clock around the call) and kernel (the
-// operator launches alone).
+// operator launches alone), and each kept call's end-to-end time.
 struct Timings {
   Stats e2e, kernel;
+  std::vector<double> e2e_us;
   template <typename Call>
   void time(bool keep, const moe::MegaMoE& op, Call&& call) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -42,6 +46,7 @@ struct Timings {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     if (keep) {
       e2e.add(us);
+      e2e_us.push_back(us);
       kernel.add(op.last_kernel_us());
     }
   }
@@ -50,14 +55,36 @@ struct Timings {
 };
 
 // What a timed call reads of the weights on the PE that reads the most (the experts that got
-// rows), and the machine's limit for it: a streaming read of as many bytes by one thread on every
-// PE at once, the median of 5 (each the slowest PE's time). Decode is bound by these reads.
+// rows), against the machine's limit for it: a streaming read of as many bytes by one thread on
+// every PE at once. Decode is bound by these reads.
 struct WeightReads {
   bool measured = false;
   std::string form;  // the weights' form: fp8 or bf16
-  double bytes = 0, read_gbps = 0;
+  double bytes = 0;
+  double weight_gbps = 0;  // bytes over the median call (each call's time its slowest PE's)
+  double read_gbps = 0;    // bytes over the median read (each its slowest PE's)
 };
-WeightReads measure_weight_reads(const std::string& form, std::size_t my_bytes);  // collective
+
+// The reads, one after each timed call, so that call and read see the same machine: on a shared
+// host the read's speed varied 2x from one second to the next (13-21 GB/s per PE within one
+// run of `shmoe-moe mega`), and a read timed after all the calls made the ratio anything from 0.7
+// to 1.4. The read also leaves none of the weights in cache for the next call, as the other
+// layers of a model would not.
+class WeightReadRounds {
+ public:
+  WeightReadRounds(std::string form, std::size_t my_bytes);  // collective
+  void round(bool keep);                                     // collective
+  // The medians over the kept rounds, of the reads and of the calls in `call_us` (one per kept
+  // round, as Timings::e2e_us holds them). Collective.
+  WeightReads result(const std::vector<double>& call_us) const;
+
+ private:
+  std::string form_;
+  std::size_t bytes_;
+  std::vector<std::byte, HugePageAllocator<std::byte>> buffer_;
+  std::vector<double> read_s_;
+  std::uint64_t sink_ = 0;
+};
 
 // Prints the summary line on PE 0 (and appends the CSV row with --csv).
 void report(const MegaOptions& o, const char* variant, const std::string& shape,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "mega_report.hpp"
 #include "mega_workload.hpp"
@@ -197,15 +198,22 @@ int run(const MegaOptions& o, std::uint64_t seed) {
   std::fflush(stdout);
 
   // Timed calls reuse the last verified inputs. With --compare both variants are timed, call by
-  // call alternately, so that they see the same machine.
+  // call alternately, so that they see the same machine; each round ends with the streaming read
+  // the weights' reads are compared with.
   Timings fused, unfused;
   const bool time_fused = o.perf && !o.unfused, time_unfused = o.perf && (o.unfused || o.compare);
+  std::optional<WeightReadRounds> reads;
   if (o.perf) {
+    const auto experts_read =
+        std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; });
+    reads.emplace(op.config().weights == moe::MegaWeights::kFp8 ? "fp8" : "bf16",
+                  op.weight_bytes() / L * static_cast<std::size_t>(experts_read));
     const auto a = args_for(mine, y.data(), counts.data());
     for (int i = 0; i < o.warmup + o.loops; ++i) {
       const bool keep = i >= o.warmup;
       if (time_fused) fused.time(keep, op, [&] { op.run(a); });
       if (time_unfused) unfused.time(keep, op, [&] { op.run_unfused(a); });
+      reads->round(keep);
     }
   }
   if (!o.trace.empty()) {
@@ -222,15 +230,10 @@ int run(const MegaOptions& o, std::uint64_t seed) {
       fmt::format("verify={}({})", all_passed(v.ok) ? "pass" : "FAIL", checks);
   const PerfSummary fused_perf = fused.summary(time_fused);
   const PerfSummary unfused_perf = unfused.summary(time_unfused);
-  WeightReads reads;
-  if (o.perf) {
-    const auto experts_read =
-        std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; });
-    reads = measure_weight_reads(op.config().weights == moe::MegaWeights::kFp8 ? "fp8" : "bf16",
-                                 op.weight_bytes() / L * static_cast<std::size_t>(experts_read));
-  }
-  if (!o.unfused || !o.perf) report(o, "fused", described, verdict, fused_perf, reads);
-  if (time_unfused) report(o, "unfused", described, verdict, unfused_perf, reads);
+  const WeightReads fused_reads = time_fused ? reads->result(fused.e2e_us) : WeightReads{};
+  const WeightReads unfused_reads = time_unfused ? reads->result(unfused.e2e_us) : WeightReads{};
+  if (!o.unfused || !o.perf) report(o, "fused", described, verdict, fused_perf, fused_reads);
+  if (time_unfused) report(o, "unfused", described, verdict, unfused_perf, unfused_reads);
   if (time_fused && time_unfused && me == 0) {
     fmt::print("mega: fused is {:.2f}x as fast as the unfused chain (e2e, slowest PE's average)\n",
                unfused_perf.e2e_avg / fused_perf.e2e_avg);

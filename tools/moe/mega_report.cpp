@@ -15,6 +15,7 @@
 
 #include "common/huge_pages.hpp"
 #include "common/stream_read.hpp"
+#include "median.hpp"
 
 namespace shmoe::tools {
 
@@ -68,12 +69,6 @@ std::vector<double> slowest_per_round(const std::vector<double>& mine) {
   std::vector<double> slowest(v + n, v + 2 * n);
   shmem_free(v);
   return slowest;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 std::size_t largest_on_any_pe(std::size_t mine) {

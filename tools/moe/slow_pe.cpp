@@ -4,17 +4,13 @@
 
 #include <algorithm>
 
+#include "median.hpp"
+
 namespace shmoe::tools {
 namespace {
 
 constexpr double kMinExcessUs = 50;
 constexpr double kMinRatio = 2;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 

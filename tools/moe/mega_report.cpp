@@ -59,23 +59,15 @@ PerfSummary Timings::summary(bool timed) const {
 
 namespace {
 
-// Each round's slowest PE's value. Collective; `mine` has as many values on every PE.
-std::vector<double> slowest_per_round(const std::vector<double>& mine) {
+// Element by element, the largest of every PE's values (for times: each round's slowest PE's).
+// Collective; `mine` has as many values on every PE.
+std::vector<double> max_over_pes(const std::vector<double>& mine) {
   const std::size_t n = mine.size();
   if (n == 0) return {};
   auto* v = static_cast<double*>(shmem_calloc(2 * n, sizeof(double)));
   std::copy(mine.begin(), mine.end(), v);
   shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + n, v, n);
-  std::vector<double> slowest(v + n, v + 2 * n);
-  shmem_free(v);
-  return slowest;
-}
-
-std::size_t largest_on_any_pe(std::size_t mine) {
-  auto* v = static_cast<double*>(shmem_calloc(2, sizeof(double)));
-  v[0] = static_cast<double>(mine);
-  shmem_double_max_reduce(SHMEM_TEAM_WORLD, v + 1, v, 1);
-  const auto largest = static_cast<std::size_t>(v[1]);
+  std::vector<double> largest(v + n, v + 2 * n);
   shmem_free(v);
   return largest;
 }
@@ -84,7 +76,9 @@ std::size_t largest_on_any_pe(std::size_t mine) {
 
 // On huge pages, as the FP8 weights are (common/stream_read.hpp says why).
 WeightReadRounds::WeightReadRounds(std::string form, std::size_t my_bytes)
-    : form_(std::move(form)), bytes_(largest_on_any_pe(my_bytes)), buffer_(bytes_, std::byte{1}) {}
+    : form_(std::move(form)),
+      bytes_(static_cast<std::size_t>(max_over_pes({static_cast<double>(my_bytes)})[0])),
+      buffer_(bytes_, std::byte{1}) {}
 
 void WeightReadRounds::round(bool keep) {
   shmem_barrier_all();
@@ -98,8 +92,8 @@ void WeightReadRounds::round(bool keep) {
 }
 
 WeightReads WeightReadRounds::result(const std::vector<double>& call_us) const {
-  const double read_s = median(slowest_per_round(read_s_)),
-               call_s = median(slowest_per_round(call_us)) * 1e-6;
+  const double read_s = median(max_over_pes(read_s_)),
+               call_s = median(max_over_pes(call_us)) * 1e-6;
   const auto bytes = static_cast<double>(bytes_);
   // The sink keeps the reads: a read whose result nobody uses could be left out.
   return {true, form_, bytes, call_s > 0 ? bytes / call_s / 1e9 : 0,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/cpu_features.hpp"
+#include "common/read_ahead.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -18,6 +19,7 @@ std::uint64_t read_portable(const std::byte* p, std::size_t lines) {
   std::uint64_t acc[8] = {};
   for (std::size_t i = 0; i < lines; ++i) {
     std::uint64_t w[8];
+    read_ahead(p + i * kLine);
     std::memcpy(w, p + i * kLine, sizeof w);
     for (int j = 0; j < 8; ++j) acc[j] ^= w[j];
   }
@@ -28,26 +30,20 @@ std::uint64_t read_portable(const std::byte* p, std::size_t lines) {
 
 #ifdef SHMOE_STREAM_READ_X86
 
-// The lines are read as kStreams sequential streams, a quarter of the buffer each, one line from
-// each in turn (then the last lines % kStreams in order): on the 2-core AMD EPYC VM one stream
-// read 12-21 GB/s where four read 20-29 (two processes at once, 200 MB each on huge pages,
-// alternating runs), as a core's prefetchers keep more lines coming for several streams than for
-// one. Eight streams did no better, sixteen worse, and groups of four lines per stream worse
-// than one. oneDNN's bf16 matmul on one row of a read its weights faster than the single stream.
-constexpr std::size_t kStreams = 4;
-
-// Named accumulators, one per stream: as an array GCC kept them on the stack (a store per load).
+// One stream, in order, each line after read_ahead (common/read_ahead.hpp says why: four
+// interleaved streams, the best read without it, were 1.17-1.37x slower). Four lines per step
+// into named accumulators, so that no XOR waits on the one before and nothing goes to the stack
+// (as an array GCC kept them there: a store per load).
 __attribute__((target("avx2"))) std::uint64_t read_avx2(const std::byte* p, std::size_t lines) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, d0 = a0,
           d1 = a0;
-  const std::size_t part = lines / kStreams;
-  const std::byte *pa = p, *pb = pa + part * kLine, *pc = pb + part * kLine,
-                  *pd = pc + part * kLine;
-  for (std::size_t i = 0; i < part * kLine; i += kLine) {
-    const auto *qa = reinterpret_cast<const __m256i*>(pa + i),
-               *qb = reinterpret_cast<const __m256i*>(pb + i),
-               *qc = reinterpret_cast<const __m256i*>(pc + i),
-               *qd = reinterpret_cast<const __m256i*>(pd + i);
+  const auto line = [p](std::size_t i) {
+    read_ahead(p + i * kLine);
+    return reinterpret_cast<const __m256i*>(p + i * kLine);
+  };
+  std::size_t i = 0;
+  for (; i + 4 <= lines; i += 4) {
+    const __m256i *qa = line(i), *qb = line(i + 1), *qc = line(i + 2), *qd = line(i + 3);
     a0 = _mm256_xor_si256(a0, _mm256_loadu_si256(qa));
     a1 = _mm256_xor_si256(a1, _mm256_loadu_si256(qa + 1));
     b0 = _mm256_xor_si256(b0, _mm256_loadu_si256(qb));
@@ -57,8 +53,8 @@ __attribute__((target("avx2"))) std::uint64_t read_avx2(const std::byte* p, std:
     d0 = _mm256_xor_si256(d0, _mm256_loadu_si256(qd));
     d1 = _mm256_xor_si256(d1, _mm256_loadu_si256(qd + 1));
   }
-  for (std::size_t i = part * kStreams; i < lines; ++i) {
-    const auto* q = reinterpret_cast<const __m256i*>(p + i * kLine);
+  for (; i < lines; ++i) {
+    const __m256i* q = line(i);
     a0 = _mm256_xor_si256(a0, _mm256_loadu_si256(q));
     a1 = _mm256_xor_si256(a1, _mm256_loadu_si256(q + 1));
   }
@@ -72,17 +68,19 @@ __attribute__((target("avx2"))) std::uint64_t read_avx2(const std::byte* p, std:
 __attribute__((target("avx512f"))) std::uint64_t read_avx512(const std::byte* p,
                                                              std::size_t lines) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-  const std::size_t part = lines / kStreams;
-  const std::byte *pa = p, *pb = pa + part * kLine, *pc = pb + part * kLine,
-                  *pd = pc + part * kLine;
-  for (std::size_t i = 0; i < part * kLine; i += kLine) {
-    a = _mm512_xor_si512(a, _mm512_loadu_si512(pa + i));
-    b = _mm512_xor_si512(b, _mm512_loadu_si512(pb + i));
-    c = _mm512_xor_si512(c, _mm512_loadu_si512(pc + i));
-    d = _mm512_xor_si512(d, _mm512_loadu_si512(pd + i));
+  // (A lambda returning the loaded vector would not get this function's target.)
+  const auto line = [p](std::size_t i) {
+    read_ahead(p + i * kLine);
+    return p + i * kLine;
+  };
+  std::size_t i = 0;
+  for (; i + 4 <= lines; i += 4) {
+    a = _mm512_xor_si512(a, _mm512_loadu_si512(line(i)));
+    b = _mm512_xor_si512(b, _mm512_loadu_si512(line(i + 1)));
+    c = _mm512_xor_si512(c, _mm512_loadu_si512(line(i + 2)));
+    d = _mm512_xor_si512(d, _mm512_loadu_si512(line(i + 3)));
   }
-  for (std::size_t i = part * kStreams; i < lines; ++i)
-    a = _mm512_xor_si512(a, _mm512_loadu_si512(p + i * kLine));
+  for (; i < lines; ++i) a = _mm512_xor_si512(a, _mm512_loadu_si512(line(i)));
   const __m512i s = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
   alignas(64) std::uint64_t w[8];
   _mm512_store_si512(w, s);

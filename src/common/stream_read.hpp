@@ -3,7 +3,8 @@
 // A limit must be the fastest read the core can do, so it uses the widest loads the CPU has: the
 // compiler's own code for a 64-byte vector type spilled each load to the stack (a copy), and read
 // at 26 GB/s where AVX-512 loads read 51 (one thread, 80 MiB on huge pages, AMD EPYC Zen 5 VM);
-// and it reads four streams at once, where one stream read 15-38% slower (stream_read.cpp).
+// and it prefetches ahead (common/read_ahead.hpp), as the FP8 weight kernel does: without, the
+// kernel read its weights faster than the limit.
 // Read buffers on huge pages (common/huge_pages.hpp), as the FP8 weights are: on 4 KiB pages the
 // same loop lost 5-15%.
 #pragma once

@@ -26,8 +26,8 @@
 // for E4M3 and 2^110 for E5M2); it stores -0 codes as +0. A matrix with NaN codes or scales of
 // 2^120 and above goes to the portable kernel whatever was asked. The SIMD kernels take a group's 4
 // rows against up to 4 (AVX-512, BF16) or 2 (AVX2) rows of a at a time, group by group: a tile of
-// more rows reads the codes from memory once. At 1 and 2 rows of a the BF16 kernel takes two
-// groups far apart at a time, so that the codes come as two streams (faster than one).
+// more rows reads the codes from memory once. The BF16 kernel, the one fast enough to wait on
+// memory, reads its codes through common/read_ahead.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // The AVX-512 kernels of mx_matrix.hpp. Both take a group's 4 rows of w at once against up to 4
 // rows of a, so that 4 to 16 accumulator chains hide the latency of the multiply-adds, and read
-// the group's chunks as one stream (the BF16 kernel at 1 and 2 rows of a: two groups, two streams).
+// the group's chunks as one stream.
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/cpu_features.hpp"
+#include "common/read_ahead.hpp"
 #include "numeric/mx_matrix.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,14 +52,13 @@ SHMOE_AVX512 inline void zero(__m512 (&acc)[M][kGroup]) {
   }
 }
 
-// Each sum times `times` (a power of two: exact).
 template <int M>
 SHMOE_AVX512 inline void store_sums(const __m512 (&acc)[M][kGroup], const View& w, int g,
-                                    float* out, std::size_t ldo, float times = 1.0f) {
+                                    float* out, std::size_t ldo) {
   for (int r = 0; r < M; ++r) {
     for (int q = 0; q < kGroup; ++q) {
       const int j = g * kGroup + q;
-      if (j < w.rows) out[r * ldo + j] = add_lanes(acc[r][q]) * times;
+      if (j < w.rows) out[r * ldo + j] = add_lanes(acc[r][q]);
     }
   }
 }
@@ -194,20 +194,15 @@ struct Bf16Lookup {
   }
 };
 
-// Called by the BF16 kernel once for each 64-byte line of codes it reads. The codes are one
-// stream, but the kernel spends so long on each line that the misses it has in flight (what
-// the reorder window holds) do not cover the memory's latency, and the hardware prefetcher alone
-// keeps too few lines coming: the kernel read at 0.6-0.7x of a plain streaming read without this.
-// One prefetch into L2 12 KB ahead (past the 4 KB pages the hardware prefetcher keeps to) took
-// it to 0.85-0.9x at 1 and 2 rows of a (bench/mx_kernel, 12 interleaved rounds; 16 to 32 KB did
-// about as well). A second prefetch into L1 1 KB ahead, which an earlier, wrong, read limit (a
-// loop at half the read speed) had favoured, took it down to 0.73-0.77x: 2 prefetches per line
-// cost the kernel's loads more than they brought. (The F16C kernels, bound by their
-// instructions at 13-19 GB/s, gained nothing.) A prefetch past the matrix's end is harmless: it
-// never faults.
-inline void prefetch_codes(const std::uint8_t* line) {
-  __builtin_prefetch(line + 12288, 0, 2);
-}
+// The BF16 kernel reads its codes through common/read_ahead, one call per 64-byte line. The
+// kernel spends so long on each line that the misses it has in flight (what the reorder window
+// holds) do not cover the memory's latency: with no prefetch it read at 0.6-0.7x of a plain
+// streaming read. With one prefetch per line 12 KiB ahead it read at 0.55-0.89x of four
+// interleaved streams with no prefetch (the read limit then); with read_ahead (6 KiB ahead per
+// line, and one line per page 16 KiB ahead) at 0.88-1.07x of them, 1.2-1.6x as fast (in-process
+// A/B, 23 experts of DeepSeek-V2-Lite's weights and 25 of Qwen3-30B-A3B's, two processes at once,
+// 1 to 4 rows of a, medians of 8 runs), and as fast with one group at a time as with two groups
+// far apart (two streams of codes, which had helped with the per-line prefetch alone).
 
 // A block's scale moved into its values' bf16 exponents, relative to the matrix's largest scale
 // (the finished sums are multiplied by that one): the exponents go down by the difference, a
@@ -239,66 +234,69 @@ SHMOE_AVX512_BF16 inline __m512bh scaled(__m512i bf16_bits, const ExponentDrops&
   return reinterpret_cast<__m512bh>(_mm512_subs_epu16(bf16_bits, down));
 }
 
-// M rows of a against the 4 weight rows of each of S groups g[0..S): for S > 1, groups far apart
-// in the matrix (groups_in_streams), so S streams of codes, where the hardware keeps more lines
-// coming than for one (as for the plain read: common/stream_read.cpp). Each group's sums are
-// added in the same order whatever S, so give the same bits. Out of cache (23 experts of
-// DeepSeek-V2-Lite's weights, 205 MB, two processes at once, the variants alternating in each), 2
-// groups against 1 ran 1.06-1.21x as fast at one row of a and 1.16-1.28x at two, in 6 runs; 3 or
-// 4 groups at one row did no better than 2. Above 2 rows the accumulators of 2 groups no longer
-// fit the 32 registers, and taking the rows 2 at a time decoded every code twice: 0.8-0.9x at 3
-// and 4 rows.
-template <int M, int S>
+// The sums of a row of a against a group's 4 rows of w, each times `times` (exact: a power of
+// two), stored together: the 4 accumulators are added as a transposition (lanes 4i..4i+3 of each,
+// then the 128-bit quarters), 13 instructions where adding each one's 16 lanes apart took 36:
+// 1.03-1.3x as fast in cache at 1 to 4 rows of a, most on short rows (768 and 256 columns). (The
+// other kernels add their lanes in the order the header states, shared with the portable kernel;
+// this one's order is its own, the same whatever the number of rows of a.)
+SHMOE_AVX512_BF16 inline void store_group_sums(const __m512 (&acc)[kGroup], float times, float* out,
+                                               int valid) {
+  const __m512 t0 =
+      _mm512_add_ps(_mm512_unpacklo_ps(acc[0], acc[1]), _mm512_unpackhi_ps(acc[0], acc[1]));
+  const __m512 t1 =
+      _mm512_add_ps(_mm512_unpacklo_ps(acc[2], acc[3]), _mm512_unpackhi_ps(acc[2], acc[3]));
+  const __m512 u = _mm512_add_ps(
+      _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))),
+      _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+  const __m128 sums = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)),
+                                 _mm_set1_ps(times));
+  if (valid >= kGroup) {
+    _mm_storeu_ps(out, sums);
+  } else {  // the matrix's last group, 1 to 3 rows
+    alignas(16) float v[kGroup];
+    _mm_store_ps(v, sums);
+    std::copy_n(v, valid, out);
+  }
+}
+
+// M rows of a against group g's 4 weight rows.
+template <int M>
 SHMOE_AVX512_BF16 void tile_bf16(const View& w, const Bf16Tables& t, const ExponentDrops& drops,
-                                 const std::uint16_t* a, const int (&g)[S], float* out,
-                                 std::size_t ldo) {
+                                 const std::uint16_t* a, int g, float* out, std::size_t ldo) {
   const auto cols = static_cast<std::size_t>(w.padded_cols);
   const Bf16Lookup lookup(t);
-  __m512 acc[S][M][kGroup];
-#pragma GCC unroll 4
-  for (int h = 0; h < S; ++h) zero(acc[h]);
+  __m512 acc[M][kGroup];
+  zero(acc);
   for (int c = 0; c < w.padded_cols / kChunk; ++c) {
+    const std::uint8_t* chunk = w.chunk(g, c);
+    const std::uint8_t* scales = w.chunk_scales(g, c);
 #pragma GCC unroll 4
     for (int q = 0; q < kGroup; ++q) {
+      __m512i blocks[2];
+      read_ahead(reinterpret_cast<const std::byte*>(chunk + q * kChunk));
+      lookup.decode(chunk + q * kChunk, blocks);
+      const __m512bh w0 = scaled(blocks[0], drops, scales[q * 2]);
+      const __m512bh w1 = scaled(blocks[1], drops, scales[q * 2 + 1]);
 #pragma GCC unroll 4
-      for (int h = 0; h < S; ++h) {
-        const std::uint8_t* chunk = w.chunk(g[h], c);
-        const std::uint8_t* scales = w.chunk_scales(g[h], c);
-        __m512i blocks[2];
-        prefetch_codes(chunk + q * kChunk);
-        lookup.decode(chunk + q * kChunk, blocks);
-        const __m512bh w0 = scaled(blocks[0], drops, scales[q * 2]);
-        const __m512bh w1 = scaled(blocks[1], drops, scales[q * 2 + 1]);
-#pragma GCC unroll 4
-        for (int r = 0; r < M; ++r) {
-          // Rows of a straight from L1 (operands of the dot products): registers held in a loop
-          // leave too few for 4 rows' accumulators.
-          const std::uint16_t* ar = a + r * cols + c * kChunk;
-          acc[h][r][q] = _mm512_dpbf16_ps(acc[h][r][q],
-                                          reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar)), w0);
-          acc[h][r][q] = _mm512_dpbf16_ps(
-              acc[h][r][q], reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar + kBlock)), w1);
-        }
+      for (int r = 0; r < M; ++r) {
+        // Rows of a straight from L1 (operands of the dot products): registers held in a loop
+        // leave too few for 4 rows' accumulators.
+        const std::uint16_t* ar = a + r * cols + c * kChunk;
+        acc[r][q] =
+            _mm512_dpbf16_ps(acc[r][q], reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar)), w0);
+        acc[r][q] = _mm512_dpbf16_ps(
+            acc[r][q], reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar + kBlock)), w1);
       }
     }
   }
+  const float times = e8m0_to_float(w.max_scale);
 #pragma GCC unroll 4
-  for (int h = 0; h < S; ++h) store_sums(acc[h], w, g[h], out, ldo, e8m0_to_float(w.max_scale));
-}
-
-// Every group of the matrix against M rows of a, S groups at a time, the groups that do not
-// divide evenly one at a time.
-template <int M, int S>
-SHMOE_AVX512_BF16 void groups_in_streams(const View& w, const Bf16Tables& t,
-                                         const ExponentDrops& drops, const std::uint16_t* a,
-                                         float* out, std::size_t ldo) {
-  const int groups = (w.rows + kGroup - 1) / kGroup, apart = groups / S;
-  for (int first = 0; first < apart; ++first) {
-    int g[S];
-    for (int h = 0; h < S; ++h) g[h] = first + h * apart;
-    tile_bf16<M, S>(w, t, drops, a, g, out, ldo);
+  for (int r = 0; r < M; ++r) {
+    store_group_sums(acc[r], times, out + r * ldo + g * kGroup, w.rows - g * kGroup);
   }
-  for (int g = apart * S; g < groups; ++g) tile_bf16<M, 1>(w, t, drops, a, {g}, out, ldo);
 }
 
 // Lanes [0, n) of a 16-lane store (n may be 0 or more than 16).
@@ -389,9 +387,6 @@ void avx512_bf16_expand(const View& w, int cols, RowType t, void* out) {
 void avx512_bf16(const View& w, const std::uint16_t* a, int m, float* out, std::size_t ldo) {
   const Bf16Tables& t = bf16_tables(w.format);
   const ExponentDrops drops(w.max_scale);
-  // One or two rows of a (decode): two groups at a time, two streams of codes.
-  if (m == 1) return groups_in_streams<1, 2>(w, t, drops, a, out, ldo);
-  if (m == 2) return groups_in_streams<2, 2>(w, t, drops, a, out, ldo);
   const auto cols = static_cast<std::size_t>(w.padded_cols);
   const int groups = (w.rows + kGroup - 1) / kGroup;
   // Group by group, so that a group's codes (4 rows, 8 KB at 2048 columns) are read from memory
@@ -400,7 +395,7 @@ void avx512_bf16(const View& w, const std::uint16_t* a, int m, float* out, std::
   // rows of a 2816 x 2048 weight, as the expansion stalled on memory.)
   for (int g = 0; g < groups; ++g) {
     in_row_tiles(m, [&](auto rows, int r) {
-      tile_bf16<decltype(rows)::value, 1>(w, t, drops, a + r * cols, {g}, out + r * ldo, ldo);
+      tile_bf16<decltype(rows)::value>(w, t, drops, a + r * cols, g, out + r * ldo, ldo);
     });
   }
 }

@@ -226,8 +226,8 @@ TEST(MxWeightMatrix, ARowsSumsDoNotDependOnTheRowsThatComeWithIt) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (const Fp8Format f : kFormats) {
-    // 9 rows of a: tiles of 4, 4 and 1 (AVX-512 kernels), 2 (AVX2), against each row alone
-    // (AVX512-BF16: 2 of the 5 groups at a time, the last alone).
+    // 9 rows of a: tiles of 4, 4 and 1 (AVX-512 kernels), 2 (AVX2), against each row alone; 17
+    // rows of w, so that the last group's sums are stored in part.
     const Case c = make_case(f, 17, 200, 9, rng, 100, 140);
     for (const MatrixKernel k : kKernels) {
       const MxWeightMatrix w(c.w.data(), c.stride, c.rows, c.cols, f, k);

@@ -553,9 +553,9 @@ class MegaMoE:
     output into gate and up halves); num_experts (divisible by the PE count), num_topk; mode:
     "e4m3" or "e5m2". Options: max_received_tokens, workers ((matrix, vector), vector = 2 x
     matrix), wave_rows, weights: how the experts' weights are kept, "fp8" (the codes and
-    scales, 1.03 bytes per parameter, read directly: faster where an expert gets 1 or 2 rows a
-    call), "bf16" (expanded and packed for oneDNN: faster from about 3) or "auto" (fp8 where
-    tokens * num_topk <= 2 * the experts per PE). load_weights (collective) gives this PE's
+    scales, 1.03 bytes per parameter, read directly: faster where an expert gets up to about 4
+    rows a call), "bf16" (expanded and packed for oneDNN: faster from about 8) or "auto" (fp8
+    where tokens * num_topk <= 4 * the experts per PE). load_weights (collective) gives this PE's
     experts; then
     layer(x, topk_idx, topk_weights) (collective) returns the layer's output. Creating it is
     collective too (the PEs agree on its arguments)."""

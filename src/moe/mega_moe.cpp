@@ -101,8 +101,8 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
   if (s.cfg.workers.total() == 0) s.cfg.workers = {1, 2};
   if (s.cfg.schedule == MegaSchedule::kAuto) s.cfg.schedule = schedule_for_cores(s.cfg.workers);
   if (s.cfg.weights == MegaWeights::kAuto) {
-    const bool few_rows =
-        static_cast<long long>(s.cfg.tokens) * s.cfg.topk <= 2LL * s.cfg.experts_per_pe;
+    const bool few_rows = static_cast<long long>(s.cfg.tokens) * s.cfg.topk <=
+                          static_cast<long long>(kFp8RowsPerExpert) * s.cfg.experts_per_pe;
     s.cfg.weights = few_rows ? MegaWeights::kFp8 : MegaWeights::kBf16;
   }
   const auto& c = s.cfg;

@@ -42,11 +42,14 @@ enum class MegaSchedule : std::uint8_t {
 // How the experts' weights are kept (mega_gemm.hpp): as the FP8 codes and scales given (1.03
 // bytes per parameter, read directly by tiles of up to GemmEngine::kDirectRows rows), or expanded
 // to bf16 (fp32 where the CPU has no bf16 dot products) and packed for oneDNN. The FP8 form wins
-// where an expert gets 1 or 2 rows a call, which reading half the bytes pays for; from about 3 rows
-// the packed form does (DeepSeek-V2-Lite's layer, 2 PEs: 0.76x the bf16 time at 1 token per PE,
-// 0.83x at 4, 1.46x at 16). kAuto picks kFp8 where tokens * topk <= 2 * experts_per_pe, at most 2
+// where an expert gets up to about 4 rows a call, which reading half the bytes pays for; at about 6
+// the two are even, and from 8 the packed form wins (AMD EPYC with AVX512-BF16, FP8 / bf16 time:
+// 0.30-0.42 at 1 token per PE on 2 PEs, 0.4-0.7 at 3 and 4 rows per expert (16 tokens on 2 PEs,
+// Qwen3-30B-A3B's layer on 4), 0.9-1.3 at 6 (DeepSeek-V2-Lite's on 4 PEs), 1.6-2.1 from 8; README).
+// kAuto picks kFp8 where tokens * topk <= kFp8RowsPerExpert * experts_per_pe, at most that many
 // rows per local expert on average at the configured tokens, and kBf16 above.
 enum class MegaWeights : std::uint8_t { kAuto, kFp8, kBf16 };
+inline constexpr int kFp8RowsPerExpert = 4;
 
 struct MegaMoEConfig {
   int tokens = 0;  // T: the most tokens any call passes on any PE

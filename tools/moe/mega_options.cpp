@@ -70,7 +70,7 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o) {
   app.add_option("--weights", o.weights,
                  "how the experts' weights are kept: fp8 (the codes and scales, read directly by "
                  "small tiles), bf16 (expanded and packed for oneDNN), auto (fp8 where tokens * "
-                 "topk <= 2 * experts-per-pe)")
+                 "topk <= 4 * experts-per-pe)")
       ->check(CLI::IsMember({"auto", "fp8", "bf16"}));
   app.add_flag("--unfused", o.unfused, "time the unfused chain instead of the fused operator");
   app.add_flag("--compare", o.compare,

@@ -236,8 +236,9 @@ SHMOE_AVX512_BF16 inline __m512bh scaled(__m512i bf16_bits, const ExponentDrops&
 
 // The sums of a row of a against a group's 4 rows of w, each times `times` (exact: a power of
 // two), stored together: the 4 accumulators are added as a transposition (lanes 4i..4i+3 of each,
-// then the 128-bit quarters), 13 instructions where adding each one's 16 lanes apart took 36:
-// 1.03-1.3x as fast in cache at 1 to 4 rows of a, most on short rows (768 and 256 columns). (The
+// then the 128-bit quarters), 13 instructions where adding each one's 16 lanes apart took 36: the
+// kernel 1.03-1.33x as fast in cache at 1 to 4 rows of a in 23 of 24 in-process A/B cases (one
+// 0.89), most on short rows (768 and 256 columns: a group's sums every 12 and 4 chunks). (The
 // other kernels add their lanes in the order the header states, shared with the portable kernel;
 // this one's order is its own, the same whatever the number of rows of a.)
 SHMOE_AVX512_BF16 inline void store_group_sums(const __m512 (&acc)[kGroup], float times, float* out,

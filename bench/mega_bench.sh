@@ -148,9 +148,9 @@ echo "  (hidden 2048, expert FFN 1408, 64 experts, top-6); qwen3: Qwen3-30B-A3B'
 echo "  top-8); synthetic weights. fp8_read_MB: FP8 weight bytes the PE reading the most reads per"
 echo "  call (only experts that got rows); fp8_GB/s: those bytes over the layer's median time;"
 echo "  read_GB/s: a streaming read of as many bytes by one thread on every PE at once after each"
-echo "  call (four streams; the median);"
+echo "  call (one stream, prefetching ahead: common/read_ahead.hpp; the median);"
 echo "  bf16_wt/read: the same for the bf16 layer's own (twice as many) bytes, the form the default"
-echo "  (auto) keeps where tokens x top-k > 2 x experts per PE"
+echo "  (auto) keeps where tokens x top-k > 4 x experts per PE"
 # A layer whose weights cost nothing: what is left is the call's fixed cost (start, routing,
 # flags, combine).
 fixed=()

@@ -263,7 +263,8 @@ typedef struct shmoe_mega_moe* shmoe_mega_moe_t;
  * parameter, read directly by the GEMMs of small batches (decode is bound by reading them); it
  * wins where an expert gets up to about 4 rows a call. BF16: expanded once to bfloat16 (fp32 where
  * the CPU has no bf16 dot products) and packed for oneDNN, 2 (4) bytes per parameter; it wins from
- * about 8 rows (at 6 the two are even). AUTO: FP8 where tokens * topk <= 4 * experts_per_pe, BF16 above. */
+ * about 8 rows (at 6 the two are even). AUTO: FP8 where tokens * topk <= 4 * experts_per_pe, BF16
+ * above. */
 typedef enum {
   SHMOE_MEGA_WEIGHTS_AUTO = 0,
   SHMOE_MEGA_WEIGHTS_FP8 = 1,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages shmoe builds and tests with (root, or sudo). Does nothing when
-# they are all present already.
+# they are all present already. The Python packages come from PyPI (scripts/venv.sh).
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config python3
@@ -12,11 +12,10 @@ packages=(
   libssl-dev  # libcrypto's HMAC-SHA256 for the config store's job key (src/bootstrap/store_auth.cpp)
   util-linux  # setpriv: tests/security runs a stranger as user nobody
   clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz) and their sanitizer runtimes
-  # The Python package (python/) and its tests (tests/python): pybind11 for the system python3,
-  # NumPy, pytest, and PyTorch for the tensor tests (about 80 s to fetch and install).
-  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
-  python3-mypy  # checks the package's type hints and the extension's .pyi (tests/python)
-  python3-matplotlib  # the benchmarks' pictures (bench/plot_*.py)
+  # The Python package (python/): the interpreter's headers and venv. Its tests run in the
+  # project's venv (scripts/venv.sh: torch, numpy 2, pytest, mypy, matplotlib from PyPI), and
+  # once more under Debian's python3 with its numpy 1.x (tests/python: python.numpy1).
+  python3-dev python3-venv python3-numpy python3-pytest
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -26,8 +26,8 @@ E = EXPERTS_PER_PE * n
 
 # Every PE builds every expert from the seed (it needs them only for the reference check).
 rng = np.random.default_rng(SEED)
-w_in = rng.standard_normal((E, FFN, HIDDEN)).astype(np.float32) / np.sqrt(HIDDEN)
-w_out = rng.standard_normal((E, HIDDEN, FFN // 2)).astype(np.float32) / np.sqrt(FFN // 2)
+w_in = (rng.standard_normal((E, FFN, HIDDEN)) / np.sqrt(HIDDEN)).astype(np.float32)
+w_out = (rng.standard_normal((E, HIDDEN, FFN // 2)) / np.sqrt(FFN // 2)).astype(np.float32)
 
 # This PE's tokens and routing (a softmax router's top-k).
 rng = np.random.default_rng([SEED, me])

@@ -6,6 +6,8 @@ torch.multiprocessing.spawn or torchrun, no shmoerun): the group's rank 0 makes 
 and a store address and hands both to the group through torch.distributed; every rank of the
 group then starts shmoe with shmoe.init(rank=, size=, store=, key=), over the group's ranks
 only (one host). A process runs one shmoe job: its Buffers are all on the same ranks.
+Importing deep_ep lets torch.cpu.Event time (enable_timing, elapsed_time), as DeepEP's tests and
+benchmarks use torch.cuda.Event (_torch_cpu.py).
 """
 
 from __future__ import annotations
@@ -24,8 +26,3 @@ topk_idx_t = torch.int64
 
 __all__ = ["Buffer", "Config", "EventOverlap", "EventHandle", "topk_idx_t"]
 
-if _torch_cpu.ADDED:
-    __doc__ += ("\nThis torch (" + torch.__version__ + ") lacks some CPU device calls of torch "
-                "2.1; importing deep_ep added stand-ins for: " + ", ".join(_torch_cpu.ADDED)
-                + " (events time with the wall clock; synchronize and set_device do nothing, as "
-                "CPU work is complete when it returns).\n")

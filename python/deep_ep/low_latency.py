@@ -6,10 +6,8 @@ e // local experts). shmoe lands each rank's rows grouped by local expert, then 
 token; the receive step copies each expert's run of rows into its slab of the result, so rows
 from rank j form one range, as `layout_range` says. An FP8 dispatch sends DeepEP's message rows
 (hidden E4M3 codes, then hidden / 128 float32 scales, from shmoe_fp8_quantize_token_rows) and
-the receive step splits them. Torch 1.13 has no float8 dtype: the FP8 result is then a bfloat16
-tensor holding exactly the E4M3 values (every E4M3 value is a bfloat16 value), so
-`.to(torch.float32)` gives the values and DeepEP's per_token_cast_back recovers x; where torch
-has float8_e4m3fn the result is that dtype. The combine always carries BF16 rows (use_logfmt is
+the receive step splits them into a torch.float8_e4m3fn result (by way of bfloat16 rows, which
+hold every E4M3 value exactly) and its float32 scales, as DeepEP returns them. The combine always carries BF16 rows (use_logfmt is
 accepted: its 10-bit format saves RDMA bandwidth, which shared memory does not need, and BF16 is
 at least as accurate), summed with the weights in float32 and rounded once to bfloat16.
 Shrink mode (shrink.py) runs the same steps through shrink-mode operators, with the changes
@@ -34,7 +32,7 @@ from .utils import EventHandle, EventOverlap
 _BLOCK = 128  # channels per FP8 scale
 _DISPATCH = "deep_ep::internode_ll::dispatch"
 _COMBINE = "deep_ep::internode_ll::combine"
-FP8_DTYPE = getattr(torch, "float8_e4m3fn", None)
+FP8_DTYPE = torch.float8_e4m3fn
 
 
 def fp8_row_bytes(hidden: int) -> int:
@@ -397,9 +395,8 @@ class _Received:
             if ue8m0:
                 self.packed_scales = areas.result("ue8m0", (L, slots, -(-s.hidden // 512)),
                                                   torch.int32)
-            if FP8_DTYPE is not None:
-                self.fp8_values = areas.result("fp8", (L, slots, s.hidden), FP8_DTYPE)
-            self.result = (self.values if self.fp8_values is None else self.fp8_values,
+            self.fp8_values = areas.result("fp8", (L, slots, s.hidden), FP8_DTYPE)
+            self.result = (self.fp8_values,
                            self.scales if self.packed_scales is None else self.packed_scales)
         self.recv_count = torch.tensor(counts, dtype=torch.int32)
         # Which rows of each expert came from which rank: (begin << 32) | count, begin counted

@@ -11,7 +11,13 @@ Submodules: shmoe.moe (dispatch/combine Buffer, MegaMoE), shmoe.torch (symmetric
 torch), shmoe.bfloat16 (bfloat16 bit patterns for numpy). Every call that takes an array also
 takes a CPU torch.Tensor where torch is in use."""
 
-from . import _shmoe
+from . import _interpreter
+
+try:
+    import numpy  # noqa: F401
+    from . import _shmoe
+except ImportError as e:
+    raise _interpreter.mismatch(e) from e
 from ._runtime import Error
 from .core import *  # noqa: F403
 from .core import __all__ as _core_all

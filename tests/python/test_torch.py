@@ -5,7 +5,7 @@ references."""
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: python3-torch)")
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch)")
 
 import shmoe  # noqa: E402
 import shmoe.torch as st  # noqa: E402

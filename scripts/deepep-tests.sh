@@ -1,25 +1,29 @@
 #!/bin/sh
 # Runs DeepEP's own tests (tests/test_intranode.py, tests/test_low_latency.py with tests/utils.py,
-# commit 567632d) against this build's deep_ep, with only the mechanical edits a CPU and
-# Debian's torch 1.13 need: cuda -> cpu, 'nccl' -> 'gloo', the profiler's CUDA activity -> CPU,
-# the 8192x8192 dummy GEMMs -> 256x256, all_gather_into_tensor -> all_gather (gloo in 1.13 has
-# no all_gather_into_tensor), and a chrome trace read as a plain list of events too (Debian's
-# torch 1.13 has no Kineto, and its legacy profiler writes the trace without "traceEvents"). DeepEP's files go to a temporary directory, never into this repo.
+# commit 567632d) against deep_ep on torch 2.x, with only the mechanical edits a CPU needs:
+# cuda -> cpu, 'nccl' -> 'gloo', the profiler's CUDA activity and sort key -> CPU, the 8192x8192
+# dummy GEMMs -> 256x256. DeepEP's files go to a temporary directory, never into this repo.
 #
-#   scripts/deepep-tests.sh DEEPEP_CHECKOUT [BUILD_DIR]    (DEEPEP_CHECKOUT: a checkout or a bare
-#                                                           git directory of DeepEP)
+#   scripts/deepep-tests.sh DEEPEP_CHECKOUT [BUILD_DIR | --installed]
+#
+# DEEPEP_CHECKOUT: a checkout or a bare git directory of DeepEP. BUILD_DIR (default build): the
+# build tree's package; --installed: the package installed in PYTHON's environment (pip).
 # Environment: DEEPEP_COMMIT (567632d), DEEPEP_PROCS ("2 3 4"), DEEPEP_SUITES
-# ("intranode low_latency low_latency_logfmt low_latency_shrink"), PYTHON (/usr/bin/python3),
-# SHMOE_SHRINK_TIMEOUT_MS (3000, for low_latency_shrink).
+# ("intranode low_latency low_latency_logfmt low_latency_shrink"), PYTHON (the project's venv,
+# scripts/venv.sh), SHMOE_SHRINK_TIMEOUT_MS (3000, for low_latency_shrink).
 # low_latency_shrink is DeepEP's --shrink-test, which fails ranks 1, 3 and 5: it runs once, at 8
 # processes, whatever DEEPEP_PROCS says.
 set -eu
 deepep=${1:?usage: $0 DEEPEP_CHECKOUT [BUILD_DIR]}
-build=$(cd "${2:-$(dirname "$0")/../build}" && pwd)
+if [ "${2:-}" = --installed ]; then
+  build=
+else
+  build=$(cd "${2:-$(dirname "$0")/../build}" && pwd)
+fi
 commit=${DEEPEP_COMMIT:-567632d}
 procs=${DEEPEP_PROCS:-2 3 4}
 suites=${DEEPEP_SUITES:-intranode low_latency low_latency_logfmt low_latency_shrink}
-python=${PYTHON:-/usr/bin/python3}
+python=${PYTHON:-$("$(dirname "$0")/venv.sh")}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -34,11 +38,9 @@ sed -i -e "s/'cuda'/'cpu'/g; s/\"cuda\"/\"cpu\"/g; s/cuda:/cpu:/g; s/torch\.cuda
        -e "s/'nccl'/'gloo'/g" \
        -e "s/ProfilerActivity\.CUDA/ProfilerActivity.CPU/g; s/cuda_time_total/cpu_time_total/g" \
        -e "s/(8192, 8192)/(256, 256)/g" \
-       -e "s/all_gather_into_tensor(\([a-z_]*\), \([a-z_]*\)/all_gather(list(\1.unbind(0)), \2/g" \
-       -e "s/profile_data\['traceEvents'\]/(profile_data['traceEvents'] if isinstance(profile_data, dict) else profile_data)/" \
        "$tests"/*.py
 
-export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+[ -z "$build" ] || export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} SHMOE_HANG_TIMEOUT=${SHMOE_HANG_TIMEOUT:-120}
 export SHMOE_SHRINK_TIMEOUT_MS=${SHMOE_SHRINK_TIMEOUT_MS:-3000}
 status=0

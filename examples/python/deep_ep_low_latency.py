@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 import deep_ep
-from launch import run
+from launch import run, say
 
 TOKENS, HIDDEN, TOPK, EXPERTS_PER_RANK = 32, 512, 4, 4
 
@@ -35,8 +35,7 @@ def main(rank: int, n: int) -> None:
     err = (combined.float() - want).abs()
     bound = 2.0 ** -3 * want.abs() + 1e-2  # E4M3 and a bfloat16 rounding of each row
     assert bool((err <= bound).all()), f"combine off by up to {float(err.max())}"
-    print(f"rank {rank}/{n}: {int(counts.sum())} rows as {values.dtype}, combine within E4M3",
-          flush=True)
+    say(f"rank {rank}/{n}: {int(counts.sum())} rows as {values.dtype}, combine within E4M3")
     buffer.destroy()
 
 

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 import deep_ep
-from launch import run
+from launch import run, say
 
 TOKENS, HIDDEN, TOPK, EXPERTS_PER_RANK = 64, 256, 4, 4
 
@@ -33,7 +33,7 @@ def main(rank: int, n: int) -> None:
     reached = in_rank.sum(dim=1, keepdim=True).float()
     assert torch.equal(combined, (x.float() * reached).to(torch.bfloat16)), "combine differs"
     assert sum(counts) == int((recv_idx >= 0).sum()), "per-expert counts differ"
-    print(f"rank {rank}/{n}: received {recv_x.shape[0]} tokens, combine exact", flush=True)
+    say(f"rank {rank}/{n}: received {recv_x.shape[0]} tokens, combine exact")
     buffer.destroy()
 
 

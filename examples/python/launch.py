@@ -5,6 +5,7 @@ torch.multiprocessing.spawn."""
 
 import os
 import socket
+import sys
 from typing import Callable
 
 import torch.distributed as dist
@@ -29,6 +30,12 @@ def _spawned(rank: int, n: int, port: int, main: Callable[[int, int], None]) -> 
                             world_size=n)
     main(rank, n)
     dist.destroy_process_group()
+
+
+def say(line: str) -> None:
+    """Prints one line in one write, so that the ranks' lines do not interleave on a shared pipe."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def run(main: Callable[[int, int], None]) -> None:

@@ -2,7 +2,9 @@
 # Runs DeepEP's own tests (tests/test_intranode.py, tests/test_low_latency.py with tests/utils.py,
 # commit 567632d) against deep_ep on torch 2.x, with only the mechanical edits a CPU needs:
 # cuda -> cpu, 'nccl' -> 'gloo', the profiler's CUDA activity and sort key -> CPU, the 8192x8192
-# dummy GEMMs -> 256x256. DeepEP's files go to a temporary directory, never into this repo.
+# dummy GEMMs -> 256x256, and all_gather_into_tensor into a stacked [ranks, ...] output ->
+# all_gather into its slices (gloo takes only the concatenated form). DeepEP's files go to a
+# temporary directory, never into this repo.
 #
 #   scripts/deepep-tests.sh DEEPEP_CHECKOUT [BUILD_DIR | --installed]
 #
@@ -38,6 +40,7 @@ sed -i -e "s/'cuda'/'cpu'/g; s/\"cuda\"/\"cpu\"/g; s/cuda:/cpu:/g; s/torch\.cuda
        -e "s/'nccl'/'gloo'/g" \
        -e "s/ProfilerActivity\.CUDA/ProfilerActivity.CPU/g; s/cuda_time_total/cpu_time_total/g" \
        -e "s/(8192, 8192)/(256, 256)/g" \
+       -e "s/all_gather_into_tensor(\([a-z_]*\), \([a-z_]*\)/all_gather(list(\1.unbind(0)), \2/g" \
        "$tests"/*.py
 
 [ -z "$build" ] || export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"

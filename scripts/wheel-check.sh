@@ -97,8 +97,9 @@ while IFS=, read -r file _; do
   case $file in *.dist-info/*) continue ;; esac  # pip's own records (direct_url.json names the wheel)
   path=$(cd "$site" && realpath -m "$file")
   [ -f "$path" ] || continue
-  if strings "$path" | grep -q -e "$root" -e '/tmp/tmp' -e '/tmp/pip-'; then
-    echo "FAIL: $path names a path of the build: $(strings "$path" | grep -m1 -e "$root" -e '/tmp/tmp' -e '/tmp/pip-')"
+  if grep -aqF -e "$root" -e '/tmp/tmp' -e '/tmp/pip-' "$path"; then
+    echo "FAIL: $path names a path of the build:"
+    grep -aoF -e "$root" -e '/tmp/tmp' -e '/tmp/pip-' "$path" | sort -u
     leaks=1
   fi
 done <"$(ls "$site"/shmoe-*.dist-info/RECORD)"

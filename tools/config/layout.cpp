@@ -57,8 +57,8 @@ fs::path self_exe() {
 Layout locate(const fs::path& exe) {
   Layout l;
   l.exe = exe;
-  const fs::path build_dir = canonical_or_self(SHMOE_BUILD_TOOL_DIR);
-  if (!exe.empty() && is_inside(exe, build_dir)) {
+  const fs::path build_dir = canonical_or_self(SHMOE_BUILD_TOOL_DIR);  // empty in a wheel
+  if (!exe.empty() && !build_dir.empty() && is_inside(exe, build_dir)) {
     l.kind = LayoutKind::kBuildTree;
     l.root = canonical_or_self(SHMOE_BUILD_DIR);
     l.include_dir = fs::path(SHMOE_API_INCLUDE_DIR);

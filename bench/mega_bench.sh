@@ -10,7 +10,7 @@
 #      reads (on the PE that reads the most) over its median time, against a streaming read of as
 #      many bytes on every PE at once after each call, and the layer with FP8 weights against
 #      the same layer with bf16 weights; then the fixed cost of a call. Draws the PNG next to the
-#      CSV (python3-matplotlib).
+#      CSV (matplotlib in the build's interpreter, bench/configured_python.sh).
 #   bench/mega_bench.sh [BUILD_DIR] [--quick]
 # Shape of part 1: model_dim 512, ffn_dim 1024, top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector
 # workers, FP8 weights (the default).
@@ -160,10 +160,11 @@ for ((r = 0; r < repeats; ++r)); do
   fixed+=("$(grep "^mega: pes" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)")
 done
 echo "fixed cost per call (2 PEs, 1 token each, model_dim 64): $(median "${fixed[@]}") ms"
-if python3 -c "import matplotlib" 2>/dev/null; then
-  python3 "$(dirname "$0")/plot_weight_reads.py" "$wcsv" "${wcsv%.csv}.png"
+python=$("$(dirname "$0")/configured_python.sh" "$build")
+if "$python" -c "import matplotlib" 2>/dev/null; then
+  "$python" "$(dirname "$0")/plot_weight_reads.py" "$wcsv" "${wcsv%.csv}.png"
 else
-  echo "(no PNG: python3-matplotlib is not installed)"
+  echo "(no PNG: $python has no matplotlib)"
 fi
 echo "CSV: $csv, $wcsv"
 echo "# $(uptime)"

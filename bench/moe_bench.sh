@@ -13,8 +13,8 @@
 # memcpy times the cores the PEs can use (min(cores, PEs)), the same as per_pe/memcpy otherwise.
 # agg/memcpy, the sum over the PEs against one thread, flatters wherever PEs have cores of their
 # own. Writes
-# a CSV (MOE_BENCH_CSV, default output/perf/moe_bench.csv) and, with python3-matplotlib, a PNG
-# next to it. By default the tool leaves dispatch's rows in the
+# a CSV (MOE_BENCH_CSV, default output/perf/moe_bench.csv) and, with matplotlib in the build's
+# interpreter, a PNG next to it. By default the tool leaves dispatch's rows in the
 # receive window and combines from there (one copy per byte); --copy-out measures caller-owned
 # buffers (a copy-out after dispatch, a send before combine's reduction).
 set -euo pipefail
@@ -65,8 +65,9 @@ for pes in 2 4; do
   done
 done
 echo "CSV: $csv"
-if python3 -c "import matplotlib" 2>/dev/null; then
-  python3 "$(dirname "$0")/plot_moe_bench.py" "$csv" "${csv%.csv}.png"
+python=$("$(dirname "$0")/configured_python.sh" "$build")
+if "$python" -c "import matplotlib" 2>/dev/null; then
+  "$python" "$(dirname "$0")/plot_moe_bench.py" "$csv" "${csv%.csv}.png"
 else
-  echo "(no PNG: python3-matplotlib is not installed)"
+  echo "(no PNG: $python has no matplotlib)"
 fi

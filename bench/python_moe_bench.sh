@@ -12,7 +12,7 @@ build=${1:-build}
 pes=${2:-4}
 rounds=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
-python=${PYTHON:-/usr/bin/python3}
+python=$("$here/configured_python.sh" "$build")
 run=("$build/tools/shmoerun/shmoerun" -n "$pes" --timeout 300)
 shape=(128 7168 8 8)
 export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} OMP_NUM_THREADS=1

@@ -6,6 +6,7 @@
 #include "shmem/api_stamp.hpp"
 #include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
+#include "shmem/uncaught.hpp"
 
 struct shmoe_ctx shmoe_ctx_default;
 
@@ -32,6 +33,7 @@ int start(int requested) {
   int provided = requested < SHMEM_THREAD_SINGLE     ? SHMEM_THREAD_SINGLE
                  : requested > SHMEM_THREAD_MULTIPLE ? SHMEM_THREAD_MULTIPLE
                                                      : requested;
+  shmoe::report_uncaught_exceptions();
   try {
     auto launch = shmoe::bootstrap::detect_launch();
     shmoe::log::set_rank(launch.rank);

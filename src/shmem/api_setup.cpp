@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/unknown_settings.hpp"
 #include "shmem/api_stamp.hpp"
 #include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
@@ -39,6 +40,7 @@ int start(int requested) {
     shmoe::log::set_rank(launch.rank);
     auto config = shmoe::read_runtime_config();
     shmoe::set_runtime(std::make_unique<Runtime>(launch, config, provided));
+    if (shmoe::runtime_or_null()->rank() == 0) shmoe::settings::warn_unknown_variables_once();
   } catch (const std::exception& e) {
     shmoe::log::fatal(fmt::format("shmem_init failed: {}", e.what()));
   }

@@ -93,6 +93,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   shmoe::tools::LaunchOptions launch;
+  launch.name = "shmoe-moe";
   launch.n_pes = mega ? mega_options.pes : options.pes;
   const double timeout_s = mega ? mega_options.routing.timeout_s : options.timeout_s;
   launch.job_timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));

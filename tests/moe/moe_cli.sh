@@ -78,6 +78,16 @@ for op in dispatch combine pipeline dispatch-doubleplane combine-doubleplane; do
   fi
 done
 
+# A passing combine says it is within its tolerance, with the bound, not a ratio near 1.
+out=$("$moe" combine --pes 2 --bs 4 --hidden 64 --topk 2 --experts-per-pe 2 --timeout 60 2>&1)
+if (($? == 0)) && (($(grep -c "verify=pass.* combine within tolerance (|err| <= 0.5 + fp32 accumulation)" <<<"$out") == 2)) &&
+  ! grep -q "combine_err/tol" <<<"$out"; then
+  echo "ok: combine within tolerance"
+else
+  echo "FAIL: combine's passing line: $out" | head -5
+  failures=$((failures + 1))
+fi
+
 # A writable --output-dir gets its CSV.
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

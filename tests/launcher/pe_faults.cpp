@@ -106,6 +106,12 @@ int main(int argc, char** argv) {
     raise(SIGBUS);
   } else if (mode == "sleep") {
     sleep(600);
+  } else if (mode == "orphan_output" && me == 0) {  // a child outlives the PE, holding its output
+    if (fork() == 0) {
+      for (int fd = 3; fd < 1024; ++fd) close(fd);  // only the PE's output, not the test's pipe
+      sleep(8);
+      std::_Exit(0);
+    }
   } else if (mode == "partial_lines") {  // each line in three writes, the PEs' writes interleaved
     shmem_barrier_all();
     const std::string pieces[] = {"PE " + std::to_string(me) + "/" + std::to_string(n) + ": ", "o",

@@ -313,6 +313,13 @@ TEST(Launcher, OutputIsMergedByLines) {
   }
 }
 
+// A process a PE leaves behind with the PE's output open does not keep shmoerun waiting.
+TEST(Launcher, OutputHeldByAnOrphanDoesNotHoldTheJob) {
+  Result r = run(shmoerun(2, "orphan_output"), 30);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_LT(r.seconds, 6) << r.output;
+}
+
 // An error every PE reports in the same words is printed once, with how many more reported it.
 TEST(Launcher, IdenticalErrorsOfSeveralPesArePrintedOnce) {
   Result r = run(shmoerun(4, "ok", "SHMEM_SYMMETRIC_SIZE=lots"));

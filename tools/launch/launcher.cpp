@@ -307,6 +307,13 @@ void request_reports(HangReports& hang, const std::vector<Pe>& pes) {
   }
 }
 
+// Stops relaying one stream (at its end): what is left of its last line is printed.
+void end_relay(int rank, Relay& r, OutputMerger& merger) {
+  merger.add(rank, r.out, {}, true, Clock::now());
+  ::close(r.fd);
+  r.fd = -1;
+}
+
 // Waits up to `wait_ms` for the PEs' output (or a signal) and hands what came to the merger.
 void relay_output(std::vector<Pe>& pes, OutputMerger& merger, int wait_ms) {
   std::vector<pollfd> fds{{g_wake_pipe[0], POLLIN, 0}};
@@ -334,9 +341,16 @@ void relay_output(std::vector<Pe>& pes, OutputMerger& merger, int wait_ms) {
       merger.add(rank, r.out, std::string_view(buf, static_cast<std::size_t>(n)), false,
                  Clock::now());
     } else if (n == 0 || errno != EINTR) {
-      merger.add(rank, r.out, {}, true, Clock::now());
-      ::close(r.fd);
-      r.fd = -1;
+      end_relay(rank, r, merger);
+    }
+  }
+}
+
+// Stops relaying every stream: what is left of its last line is printed.
+void close_relays(std::vector<Pe>& pes, OutputMerger& merger) {
+  for (auto& pe : pes) {
+    for (Relay& r : pe.relays) {
+      if (r.fd >= 0) end_relay(pe.rank, r, merger);
     }
   }
 }
@@ -405,7 +419,8 @@ int run_job(LaunchOptions o) {
   const auto start = Clock::now();
   std::optional<int> verdict;  // the launcher's exit status, once decided
   std::optional<Clock::time_point> kill_deadline;
-  std::optional<Clock::time_point> blame_at;  // when to name the failed PE
+  std::optional<Clock::time_point> blame_at;      // when to name the failed PE
+  std::optional<Clock::time_point> all_ended_at;  // when the last PE ended
   int running = o.n_pes;
 
   // PEs' lines merged; a report held for identical ones goes out before the launcher's next line.
@@ -424,9 +439,11 @@ int run_job(LaunchOptions o) {
     }
   };
 
-  while (running > 0 || std::any_of(pes.begin(), pes.end(), [](const Pe& p) {
-           return p.relays[0].fd >= 0 || p.relays[1].fd >= 0;
-         })) {
+  auto output_open = [&pes] {
+    return std::any_of(pes.begin(), pes.end(),
+                       [](const Pe& p) { return p.relays[0].fd >= 0 || p.relays[1].fd >= 0; });
+  };
+  while (running > 0 || output_open()) {
     relay_output(pes, merger, blame_at || merger.holding() ? 20 : 200);
     merger.release(Clock::now(), false);
     int status = 0;
@@ -455,7 +472,10 @@ int run_job(LaunchOptions o) {
         }
       }
     }
-    if (blame_at && !kill_deadline && (Clock::now() >= *blame_at || running == 0)) {
+    // The culprit is named after the reports the PEs share (all of them, once every PE has ended
+    // and its output is read).
+    if (blame_at && !kill_deadline &&
+        ((Clock::now() >= *blame_at && !merger.holding()) || (running == 0 && !output_open()))) {
       merger.release(Clock::now(), true);
       const std::optional<HangVerdict> hung = explain_hang(hang);
       const Pe& failed = pick_culprit(pes, first_lost.load());
@@ -474,6 +494,11 @@ int run_job(LaunchOptions o) {
       stop_all(124, fmt::format("the job exceeded --timeout ({:.1f} s); stopping {}",
                                 std::chrono::duration<double>(o.job_timeout).count(),
                                 pe_count(running)));
+    }
+    // A process the PEs left behind may hold their output open: it is not waited for long.
+    if (running == 0 && output_open()) {
+      if (!all_ended_at) all_ended_at = Clock::now();
+      if (Clock::now() - *all_ended_at > std::chrono::seconds(1)) close_relays(pes, merger);
     }
     if (kill_deadline && Clock::now() > *kill_deadline) {
       for (auto& pe : pes) {

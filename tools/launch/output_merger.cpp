@@ -43,12 +43,15 @@ void OutputMerger::line(int rank, int fd, std::string_view text, Clock::time_poi
     write_(fd, decorate(rank, text));
     return;
   }
-  auto [it, first] = held_.try_emplace(key, Held{decorate(rank, text), fd, 0, now + hold_});
+  auto [it, first] = held_.try_emplace(key, Held{decorate(rank, text), fd, 0, now + hold_, now});
   if (first) {
     order_.push_back(key);
-  } else {
-    ++it->second.more;
+    return;
   }
+  // Each repeat extends the wait for more, up to four times the hold after the first.
+  Held& h = it->second;
+  ++h.more;
+  h.until = std::min(now + hold_, h.first + 4 * hold_);
 }
 
 void OutputMerger::release(Clock::time_point now, bool all) {

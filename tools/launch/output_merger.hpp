@@ -36,8 +36,9 @@ class OutputMerger {
   struct Held {
     std::string line;  // the first PE's line, as printed
     int fd;
-    int more = 0;  // other PEs that reported the same
-    Clock::time_point until;
+    int more = 0;             // other PEs that reported the same
+    Clock::time_point until;  // when it is printed, unless the launcher needs it out sooner
+    Clock::time_point first;  // when the first PE reported it
   };
   void line(int rank, int fd, std::string_view text, Clock::time_point now);
   std::string decorate(int rank, std::string_view text) const;

@@ -108,7 +108,12 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
                "prefix every output line with the PE number");
   app.add_option("--timeout", timeout_s, "stop the job after this many seconds (0: never)")
       ->check(CLI::Range(0.0, 1e7));
+  app.prefix_command();  // the usage line shows PROGRAM's place; split_args finds where it starts
   app.footer(
+      "PROGRAM without a '/' is looked up in PATH, then in the working directory. Options of\n"
+      "mpirun that shmoerun lacks (--oversubscribe, -x, --map-by...) are refused, saying what\n"
+      "to do instead. PE output comes out in whole lines; an error several PEs report in the\n"
+      "same words is printed once, with how many more PEs reported it.\n"
       "Each PE gets SHMOE_RANK, SHMOE_SIZE, SHMOE_STORE (the config store this launcher runs)\n"
       "and SHMOE_JOB_KEY (the job's secret, new for every job, which the store asks every\n"
       "process to prove). Launchers that share one store (--store, --size, --store-only) need\n"

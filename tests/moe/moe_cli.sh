@@ -88,6 +88,36 @@ else
   failures=$((failures + 1))
 fi
 
+# --version, and every option's default in --help (of the main command and of mega).
+if [[ $("$moe" --version) =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+  echo "ok: --version"
+else
+  echo "FAIL: --version printed '$("$moe" --version 2>&1)'"
+  failures=$((failures + 1))
+fi
+for sub in "" mega; do
+  help=$("$moe" $sub --help 2>&1)
+  if grep -Eq -- '--pes INT:INT in \[1 - 64\]=[0-9]+' <<<"$help" &&
+    grep -Eq -- '--warmup INT:INT in \[0 - 1000000\]=[0-9]+' <<<"$help"; then
+    echo "ok: defaults in '$sub --help'"
+  else
+    echo "FAIL: '$sub --help' shows no defaults: $help" | head -20
+    failures=$((failures + 1))
+  fi
+done
+
+# With --perf, more PEs than cores is pointed out: the timings then include waiting for a core.
+pes=$(($(nproc) + 1))
+tmp_out=$(mktemp -d)
+out=$("$moe" dispatch --pes $pes --bs 4 --hidden 16 --perf --warmup 0 --loops 1 --output-dir "$tmp_out" --timeout 60 2>&1)
+rm -rf "$tmp_out"
+if grep -q "^shmoe-moe: note: $pes PEs on $(nproc) core" <<<"$out"; then
+  echo "ok: PEs beyond the cores noted"
+else
+  echo "FAIL: no note for $pes PEs on $(nproc) cores: $out" | head -5
+  failures=$((failures + 1))
+fi
+
 # A writable --output-dir gets its CSV.
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

@@ -129,4 +129,32 @@ else
   ls -la "$dir/a/b"
   failures=$((failures + 1))
 fi
+# A second run at the same shape appends: one header, each run's rows under its own id and time.
+"$moe" dispatch --pes 2 --bs 8 --hidden 16 --perf --warmup 0 --loops 1 --output-dir "$dir/a/b" --timeout 60 >/dev/null 2>&1
+csv=$dir/a/b/dispatch_pes2_bs8_h16_topk2_epp2_int32.csv
+if python3 - "$csv" "$dir/a/b/dispatch_waits_pes2_bs8_h16_topk2_epp2_int32.csv" <<'PY'; then
+import csv, sys
+for path, rows_per_run in ((sys.argv[1], 2), (sys.argv[2], 4)):
+    rows = list(csv.reader(open(path)))
+    assert rows[0][:2] == ["RunId", "Time"], rows[0]
+    assert all(r != rows[0] for r in rows[1:]), "the header is repeated"
+    ids = [r[0] for r in rows[1:]]
+    assert len(set(ids)) == 2 and all(ids.count(i) == rows_per_run for i in ids), ids
+    assert all(r[1].endswith("Z") and "T" in r[1] for r in rows[1:]), rows
+PY
+  echo "ok: csv rows appended per run"
+else
+  echo "FAIL: the second run did not append its rows to $csv"
+  cat "$csv"
+  failures=$((failures + 1))
+fi
+# A CSV of other columns (an older version's, say) is refused, not mixed with.
+echo "DataSize/B,PEs" >"$dir/a/b/dispatch_pes2_bs4_h16_topk2_epp2_int32.csv"
+out=$("$moe" dispatch --pes 2 --bs 4 --hidden 16 --perf --warmup 0 --loops 1 --output-dir "$dir/a/b" --timeout 60 2>&1)
+if (($? != 0)) && grep -q "dispatch_pes2_bs4_h16_topk2_epp2_int32.csv holds rows of other columns" <<<"$out"; then
+  echo "ok: csv of other columns refused"
+else
+  echo "FAIL: a CSV of other columns was not refused: $out" | head -5
+  failures=$((failures + 1))
+fi
 ((failures == 0))

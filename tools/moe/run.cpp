@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "moe/moe.hpp"
+#include "run_csv.hpp"
 #include "slow_pe.hpp"
 #include "workload.hpp"
 
@@ -163,13 +164,12 @@ void report_waits(const MoeRunOptions& o, const MoeCase& c, const std::string& n
   const SlowPeVerdict verdict = judge_slow_pe(wait_us, P);
   fmt::print("{}", wait_matrix_text(wait_us, P, verdict));
   const std::string path = csv_path(o, c, name + "_waits");
-  std::ofstream f(path);
-  if (!f) cannot_write(o, path);
-  f << "waiting_pe,source_pe,wait_us_per_call,slow_pe\n";
+  std::ofstream f = open_run_csv(path, "RunId,Time,waiting_pe,source_pe,wait_us_per_call,slow_pe");
+  const RunStamp& run = run_stamp();
   for (int r = 0; r < P; ++r) {
     for (int s = 0; s < P; ++s)
-      f << fmt::format("{},{},{:.3f},{}\n", r, s, wait_us[static_cast<std::size_t>(r * P + s)],
-                       verdict.pe);
+      f << fmt::format("{},{},{},{},{:.3f},{}\n", run.id, run.time, r, s,
+                       wait_us[static_cast<std::size_t>(r * P + s)], verdict.pe);
   }
   f.close();
   if (!f) cannot_write(o, path);
@@ -182,13 +182,13 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
   const std::string path = csv_path(o, c, name);
   std::error_code ignored;
   std::filesystem::create_directories(o.output_dir, ignored);
-  std::ofstream f(path);
-  if (!f) cannot_write(o, path);
-  f << "DataSize/B,PEs,Workers,Bandwidth/GB/s,CoreMaxTime/us,Metric,GlobalDataSize/B,"
-       "PerPeBandwidth/GB/s,BS,H,TopK,ExpertPerPe,Dtype,Warmup,Loops";
+  std::string header =
+      "RunId,Time,DataSize/B,PEs,Workers,Bandwidth/GB/s,CoreMaxTime/us,Metric,GlobalDataSize/B,"
+      "PerPeBandwidth/GB/s,BS,H,TopK,ExpertPerPe,Dtype,Warmup,Loops";
   for (int p = 0; p < P; ++p)
-    for (int w = 0; w < workers; ++w) f << fmt::format(",Time_pe{}_w{}/us", p, w);
-  f << "\n";
+    for (int w = 0; w < workers; ++w) header += fmt::format(",Time_pe{}_w{}/us", p, w);
+  std::ofstream f = open_run_csv(path, header);
+  const RunStamp& run = run_stamp();
   for (const char* metric : {"full_op", "comm_only"}) {
     const bool full = std::strcmp(metric, "full_op") == 0;
     double max_us = 0;
@@ -197,10 +197,10 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
         max_us = std::max(max_us, full ? all_worker_us[p * workers + w] : all_comm_us[p]);
     }
     const double gbps = max_us > 0 ? global_bytes / (max_us * 1e3) : 0;
-    f << fmt::format("{:.0f},{},{},{:.4f},{:.3f},{},{:.0f},{:.4f},{},{},{},{},{},{},{}",
-                     global_bytes / P, P, workers, gbps, max_us, metric, global_bytes, gbps / P,
-                     c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype), o.warmup,
-                     o.loops);
+    f << fmt::format("{},{},{:.0f},{},{},{:.4f},{:.3f},{},{:.0f},{:.4f},{},{},{},{},{},{},{}",
+                     run.id, run.time, global_bytes / P, P, workers, gbps, max_us, metric,
+                     global_bytes, gbps / P, c.bs, c.hidden, c.topk, c.experts_per_pe,
+                     moe::dtype_name(c.dtype), o.warmup, o.loops);
     for (int p = 0; p < P; ++p)
       for (int w = 0; w < workers; ++w)
         f << fmt::format(",{:.3f}", full ? all_worker_us[p * workers + w] : all_comm_us[p]);

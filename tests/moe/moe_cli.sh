@@ -78,13 +78,21 @@ for op in dispatch combine pipeline dispatch-doubleplane combine-doubleplane; do
   fi
 done
 
-# A passing combine says it is within its tolerance, with the bound, not a ratio near 1.
-out=$("$moe" combine --pes 2 --bs 4 --hidden 64 --topk 2 --experts-per-pe 2 --timeout 60 2>&1)
-if (($? == 0)) && (($(grep -c "verify=pass.* combine within tolerance (|err| <= 0.5 + fp32 accumulation)" <<<"$out") == 2)) &&
+# A passing combine says it is within its tolerance, with the bound, not a ratio near 1; the PEs'
+# lines come in PE order, then the case's summary.
+out=$("$moe" combine --pes 3 --bs 4 --hidden 64 --topk 2 --experts-per-pe 2 --timeout 60 2>&1)
+if (($? == 0)) && (($(grep -c "verify=pass.* combine within tolerance (|err| <= 0.5 + fp32 accumulation)" <<<"$out") == 3)) &&
   ! grep -q "combine_err/tol" <<<"$out"; then
   echo "ok: combine within tolerance"
 else
   echo "FAIL: combine's passing line: $out" | head -5
+  failures=$((failures + 1))
+fi
+if [[ $(grep -o "^PE [0-9]*: combine" <<<"$out" | tr '\n' ' ') == "PE 0: combine PE 1: combine PE 2: combine " ]] &&
+  [[ $(tail -n 1 <<<"$out") == "combine bs=4 h=64 topk=2 experts_per_pe=2 dtype=int32: all 3 PEs passed verification" ]]; then
+  echo "ok: PE lines in order, then the summary"
+else
+  echo "FAIL: PE lines out of order or no summary: $out" | head -8
   failures=$((failures + 1))
 fi
 

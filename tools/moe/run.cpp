@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "moe/moe.hpp"
+#include "ordered_lines.hpp"
 #include "run_csv.hpp"
 #include "slow_pe.hpp"
 #include "workload.hpp"
@@ -457,16 +458,25 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   }
   std::string checks = check_dispatch_out ? "dispatch_exact" : "";
   if (do_combine) checks += std::string(checks.empty() ? "" : ",") + "combine_fp64";
-  fmt::print(
+  const std::string op =
+      op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : "");
+  const std::string line = fmt::format(
       "PE {}: {} verify={}({}) bs={} h={} topk={} experts_per_pe={} dtype={} rows={} "
-      "iterations={}{}{}{}\n",
-      me, op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : ""),
-      verdict.ok ? "pass" : "FAIL", checks, mine.bs, c.hidden, c.topk, c.experts_per_pe,
+      "iterations={}{}{}{}",
+      me, op, verdict.ok ? "pass" : "FAIL", checks, mine.bs, c.hidden, c.topk, c.experts_per_pe,
       moe::dtype_name(c.dtype), rows, o.iterations,
       do_combine ? combine_verdict(worst_combine, c.dtype) : "",
       (double_plane ? fmt::format(" copy_engine_bytes={}", engine_bytes) : "") + masking,
       verdict.ok ? "" : " first mismatch: " + verdict.detail);
-  std::fflush(stdout);
+  if (o.fail_pe < 0) {
+    // Every PE is alive: PE 0 prints the lines in PE order and the case's summary.
+    print_in_pe_order(line, verdict.ok,
+                      fmt::format("{} bs={} h={} topk={} experts_per_pe={} dtype={}", op, c.bs,
+                                  c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype)));
+  } else {
+    fmt::print("{}\n", line);  // a PE may be gone: each prints its own
+    std::fflush(stdout);
+  }
 
   if (o.perf && verdict.ok) {
     // Timed calls reuse the last verified inputs; what is timed is what the op name says.

@@ -129,6 +129,14 @@ std::optional<LaunchInfo>& given_launch() {
 
 }  // namespace
 
+std::string store_loss_reason(const LaunchInfo& launch) {
+  if (launch.launcher == kShmoerun.launcher) {
+    return "the shmoerun that runs the store has ended or died";
+  }
+  if (launch.hosts_store) return "this PE's own store has stopped";
+  return "PE 0, which hosts the store, has died or cannot be reached";
+}
+
 void give_launch(int rank, int size, std::string_view store, std::string_view job_key) {
   if (size < 1) throw make_error("size={} must be at least 1", size);
   if (rank < 0 || rank >= size) throw make_error("rank={} is out of range (0..{})", rank, size - 1);

@@ -33,6 +33,10 @@ struct LaunchInfo {
   bool store_from_pe0 = false;  // the store address comes from PE 0 through PMIx
 };
 
+// Why a PE of this launch lost the store, naming who runs it: shmoerun, or PE 0 (every other
+// launcher's store is PE 0's).
+std::string store_loss_reason(const LaunchInfo& launch);
+
 // Throws shmoe::Error naming the variables when they are inconsistent or incomplete (a job of
 // several PEs outside PMIx without SHMOE_JOB_KEY among them).
 LaunchInfo detect_launch();

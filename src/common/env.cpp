@@ -1,5 +1,7 @@
 #include "common/env.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -15,6 +17,16 @@ std::optional<std::string> get(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
+}
+
+std::vector<std::string> names_starting_with(std::string_view prefix) {
+  std::vector<std::string> names;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    if (!text.starts_with(prefix)) continue;
+    names.emplace_back(text.substr(0, text.find('=')));
+  }
+  return names;
 }
 
 std::size_t parse_size(std::string_view text, std::string_view what) {

@@ -8,10 +8,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shmoe::env {
 
 std::optional<std::string> get(const char* name);
+
+// The names of the variables set in this process's environment that start with `prefix`.
+std::vector<std::string> names_starting_with(std::string_view prefix);
 
 // "512M", "2G", "4096", "1.5G", "64KiB" -> bytes. Throws shmoe::Error naming `what` on bad input.
 std::size_t parse_size(std::string_view text, std::string_view what);

@@ -31,14 +31,9 @@ Locked lock_team(shmem_team_t handle, const char* fn) {
   return l;
 }
 
-// `count` items of `size` bytes, refused by name where the product overflows (it would wrap to
-// a small size that passes every later check).
+// `count` items of `size` bytes (runtime.hpp's checked_bytes, with the parameter named second).
 std::size_t bytes_of(const char* fn, const char* what, std::size_t count, std::size_t size) {
-  if (size != 0 && count > SIZE_MAX / size) {
-    shmoe::api_error(fn, "{}={} times {} bytes is more than the address space holds", what, count,
-                     size);
-  }
-  return count * size;
+  return shmoe::checked_bytes(fn, what, count, size);
 }
 
 // dest must be symmetric for all its bytes (a stack array, or a count that runs past the heap,

@@ -93,6 +93,14 @@ std::size_t offset_of_allocation(Runtime& rt, void* ptr, const char* fn) {
   return offset;
 }
 
+// The size of the allocation that starts at ptr, or nullopt where none does (freed, or never
+// returned by an allocation routine).
+std::optional<std::size_t> live_block_size(Runtime& rt, void* ptr) {
+  if (!rt.is_symmetric(ptr, 1)) return std::nullopt;
+  std::lock_guard lock(rt.heap_mutex());
+  return rt.allocator().allocation_size(rt.offset_of(ptr));
+}
+
 }  // namespace
 
 extern "C" {
@@ -111,8 +119,8 @@ void* pshmem_calloc(size_t count, size_t size) {
   if (size != 0 && count > SIZE_MAX / size) {
     // Every PE passes the same arguments, so every PE returns NULL here: no barrier is owed.
     shmoe::runtime("shmem_calloc");
-    shmoe::log::warn("shmem_calloc: count={} times size={} overflows size_t: returning NULL",
-                     count, size);
+    shmoe::log::warn("shmem_calloc: count={} times size={} overflows size_t: returning NULL", count,
+                     size);
     return nullptr;
   }
   void* p = allocate("shmem_calloc", count * size, 16);
@@ -129,8 +137,7 @@ void* pshmem_align(size_t alignment, size_t size) {
     // reason; still a barrier where an allocation would have one, so that a PE that alone passed
     // a bad alignment does not leave the others waiting.
     auto& rt = shmoe::runtime("shmem_align");
-    shmoe::log::error("shmem_align: alignment={} is not a power of two: returning NULL",
-                      alignment);
+    shmoe::log::error("shmem_align: alignment={} is not a power of two: returning NULL", alignment);
     if (size != 0) rt.barrier_all();
     return nullptr;
   }
@@ -151,20 +158,29 @@ void pshmem_free(void* ptr) {
 
 void* pshmem_realloc(void* ptr, size_t size) {
   if (ptr == nullptr) return allocate("shmem_realloc", size, 16);
+  auto& rt = shmoe::runtime("shmem_realloc");
+  const std::optional<std::size_t> old_size = live_block_size(rt, ptr);
+  if (!old_size) {
+    // NULL with the reason, as shmem_align does for a bad alignment (the public suites expect
+    // it); the barrier an allocation would have, so that peers that passed a live block go on.
+    shmoe::log::error(
+        "shmem_realloc: ptr={} is not a live block of the symmetric heap (freed already, or not "
+        "returned by shmem_malloc, shmem_calloc, shmem_align or shmem_realloc): returning NULL",
+        ptr);
+    if (size != 0) rt.barrier_all();
+    return nullptr;
+  }
   if (size == 0) {
     pshmem_free(ptr);
     return nullptr;
   }
-  auto& rt = shmoe::runtime("shmem_realloc");
-  std::size_t old_size =
-      *rt.allocator().allocation_size(offset_of_allocation(rt, ptr, "shmem_realloc"));
-  if (size <= old_size) {
+  if (size <= *old_size) {
     rt.barrier_all();
     return ptr;
   }
   void* fresh = allocate("shmem_realloc", size, 16);
   if (fresh == nullptr) return nullptr;  // the old block stays valid, as with realloc(3)
-  std::memcpy(fresh, ptr, old_size);
+  std::memcpy(fresh, ptr, *old_size);
   pshmem_free(ptr);
   return fresh;
 }

@@ -16,7 +16,7 @@ using shmoe::transport::Transport;
 
 template <typename T>
 void put(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
-  const std::size_t bytes = nelems * sizeof(T);
+  const std::size_t bytes = shmoe::checked_bytes(fn, "nelems", nelems, sizeof(T));
   transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn,
            [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
              t.put(ch, world_pe, off, source, bytes);
@@ -26,7 +26,7 @@ void put(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, 
 template <typename T>
 void put_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
              const char* fn) {
-  const std::size_t bytes = nelems * sizeof(T);
+  const std::size_t bytes = shmoe::checked_bytes(fn, "nelems", nelems, sizeof(T));
   transfer(ctx, dest, "dest", {source, "source"}, bytes, pe, fn,
            [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
              t.put_nbi(ch, world_pe, off, source, bytes);
@@ -35,7 +35,7 @@ void put_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int 
 
 template <typename T>
 void get(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, const char* fn) {
-  const std::size_t bytes = nelems * sizeof(T);
+  const std::size_t bytes = shmoe::checked_bytes(fn, "nelems", nelems, sizeof(T));
   transfer(ctx, source, "source", {dest, "dest"}, bytes, pe, fn,
            [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
              t.get(ch, world_pe, off, dest, bytes);
@@ -45,7 +45,7 @@ void get(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe, 
 template <typename T>
 void get_nbi(shmem_ctx_t ctx, T* dest, const T* source, std::size_t nelems, int pe,
              const char* fn) {
-  const std::size_t bytes = nelems * sizeof(T);
+  const std::size_t bytes = shmoe::checked_bytes(fn, "nelems", nelems, sizeof(T));
   transfer(ctx, source, "source", {dest, "dest"}, bytes, pe, fn,
            [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
              t.get_nbi(ch, world_pe, off, dest, bytes);
@@ -87,6 +87,7 @@ struct BlockShape {
   ptrdiff_t sst;
   std::size_t bsize;
   std::size_t nblocks;
+  const char* nblocks_name = "nblocks";  // "nelems" for iput and iget, whose blocks are elements
 };
 
 inline void check_block_stride(ptrdiff_t stride, std::size_t bsize, const char* fn,
@@ -101,9 +102,23 @@ inline void check_block_stride(ptrdiff_t stride, std::size_t bsize, const char* 
 // Bytes from the first to the last element of the blocks on the side whose stride is given (0
 // when nothing moves).
 template <typename T>
-std::size_t block_span(const BlockShape& shape, ptrdiff_t stride) {
+std::size_t block_span(const BlockShape& shape, ptrdiff_t stride, const char* fn) {
   if (shape.bsize == 0 || shape.nblocks == 0) return 0;
-  return ((shape.nblocks - 1) * static_cast<std::size_t>(stride) + shape.bsize) * sizeof(T);
+  // The span must fit in size_t: a wrapped one would pass every later check.
+  constexpr std::size_t kMaxElements = SIZE_MAX / sizeof(T);
+  if (shape.bsize > kMaxElements) {
+    shmoe::api_error(fn, "bsize={} is out of range (0..{} elements of {} bytes)", shape.bsize,
+                     kMaxElements, sizeof(T));
+  }
+  const std::size_t step = static_cast<std::size_t>(stride);
+  const std::size_t max_blocks = (kMaxElements - shape.bsize) / step + 1;
+  if (shape.nblocks > max_blocks) {
+    shmoe::api_error(fn,
+                     "{}={} is out of range (0..{}: blocks of {} elements every {} elements of {} "
+                     "bytes must span no more than the address space)",
+                     shape.nblocks_name, shape.nblocks, max_blocks, shape.bsize, step, sizeof(T));
+  }
+  return ((shape.nblocks - 1) * step + shape.bsize) * sizeof(T);
 }
 
 template <typename T>
@@ -122,7 +137,7 @@ template <typename T>
 void ibput(shmem_ctx_t ctx, T* dest, const T* source, const BlockShape& shape, int pe,
            const char* fn) {
   const auto blocks = checked_blocks<T>(shape, true, fn);
-  transfer(ctx, dest, "dest", {source, "source"}, block_span<T>(shape, shape.dst), pe, fn,
+  transfer(ctx, dest, "dest", {source, "source"}, block_span<T>(shape, shape.dst, fn), pe, fn,
            [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
              t.put_blocks(ch, world_pe, off, source, blocks);
            });
@@ -132,10 +147,34 @@ template <typename T>
 void ibget(shmem_ctx_t ctx, T* dest, const T* source, const BlockShape& shape, int pe,
            const char* fn) {
   const auto blocks = checked_blocks<T>(shape, false, fn);
-  transfer(ctx, source, "source", {dest, "dest"}, block_span<T>(shape, shape.sst), pe, fn,
+  transfer(ctx, source, "source", {dest, "dest"}, block_span<T>(shape, shape.sst, fn), pe, fn,
            [&](Transport& t, Channel* ch, int world_pe, std::size_t off) {
              t.get_blocks(ch, world_pe, off, dest, blocks);
            });
+}
+
+void pe_quiet(shmem_ctx_t ctx, const int* target_pes, size_t npes, const char* fn) {
+  if (ctx == SHMEM_CTX_INVALID || npes == 0) return;
+  shmoe::check_ctx(ctx, fn);
+  if (target_pes == nullptr) shmoe::api_error(fn, "target_pes=NULL with npes={}", npes);
+  shmem_team_t team = SHMEM_TEAM_INVALID;
+  pshmem_ctx_get_team(ctx, &team);
+  const int size = pshmem_team_n_pes(team);
+  shmoe::checked_bytes(fn, "npes", npes, sizeof(int));  // the array must fit in memory
+  // Each PE once: what is quieted is bounded by the team, not by npes (which may repeat PEs).
+  std::vector<bool> named(static_cast<std::size_t>(size), false);
+  std::vector<int> world;
+  for (size_t i = 0; i < npes; ++i) {
+    if (target_pes[i] < 0 || target_pes[i] >= size) {
+      shmoe::api_error(fn,
+                       "target_pes[{}]={} is out of range (0..{}, the PEs of the context's team)",
+                       i, target_pes[i], size - 1);
+    }
+    if (named[target_pes[i]]) continue;
+    named[target_pes[i]] = true;
+    world.push_back(pshmem_team_translate_pe(team, target_pes[i], SHMEM_TEAM_WORLD));
+  }
+  shmoe::runtime(fn).transport().quiet_pes(channel_of(ctx), world.data(), world.size());
 }
 
 }  // namespace
@@ -163,12 +202,12 @@ extern "C" {
       void, N##_iput,                                                                         \
       (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
       (dest, source, dst, sst, nelems, pe),                                                   \
-      ibput(ctx, dest, source, {dst, sst, 1, nelems}, pe, "shmem_" #N "_iput"))               \
+      ibput(ctx, dest, source, {dst, sst, 1, nelems, "nelems"}, pe, "shmem_" #N "_iput"))     \
   SHMOE_DEFINE_BOTH(                                                                          \
       void, N##_iget,                                                                         \
       (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
       (dest, source, dst, sst, nelems, pe),                                                   \
-      ibget(ctx, dest, source, {dst, sst, 1, nelems}, pe, "shmem_" #N "_iget"))               \
+      ibget(ctx, dest, source, {dst, sst, 1, nelems, "nelems"}, pe, "shmem_" #N "_iget"))     \
   SHMOE_DEFINE_BOTH(                                                                          \
       void, N##_ibput,                                                                        \
       (T * dest, const T* source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, \
@@ -206,14 +245,14 @@ SHMOE_RMA_TYPES(SHMOE_DEF_RMA_TYPED)
       void, iput##BITS,                                                                            \
       (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
       (dest, source, dst, sst, nelems, pe),                                                        \
-      ibput(ctx, static_cast<T*>(dest), static_cast<const T*>(source), {dst, sst, 1, nelems}, pe,  \
-            "shmem_iput" #BITS))                                                                   \
+      ibput(ctx, static_cast<T*>(dest), static_cast<const T*>(source),                             \
+            {dst, sst, 1, nelems, "nelems"}, pe, "shmem_iput" #BITS))                              \
   SHMOE_DEFINE_BOTH(                                                                               \
       void, iget##BITS,                                                                            \
       (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe),       \
       (dest, source, dst, sst, nelems, pe),                                                        \
-      ibget(ctx, static_cast<T*>(dest), static_cast<const T*>(source), {dst, sst, 1, nelems}, pe,  \
-            "shmem_iget" #BITS))                                                                   \
+      ibget(ctx, static_cast<T*>(dest), static_cast<const T*>(source),                             \
+            {dst, sst, 1, nelems, "nelems"}, pe, "shmem_iget" #BITS))                              \
   SHMOE_DEFINE_BOTH(void, ibput##BITS,                                                             \
                     (void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize,   \
                      size_t nblocks, int pe),                                                      \
@@ -261,26 +300,10 @@ void pshmem_ctx_quiet(shmem_ctx_t ctx) {
 // context). Over UCX only the named PEs' endpoints are flushed; over shared memory, where a quiet
 // is one store fence, the whole context is completed.
 void pshmem_ctx_pe_quiet(shmem_ctx_t ctx, const int* target_pes, size_t npes) {
-  constexpr const char* fn = "shmem_ctx_pe_quiet";
-  if (ctx == SHMEM_CTX_INVALID || npes == 0) return;
-  shmoe::check_ctx(ctx, fn);
-  if (target_pes == nullptr) shmoe::api_error(fn, "target_pes=NULL with npes={}", npes);
-  shmem_team_t team = SHMEM_TEAM_INVALID;
-  pshmem_ctx_get_team(ctx, &team);
-  const int size = pshmem_team_n_pes(team);
-  std::vector<int> world(npes);
-  for (size_t i = 0; i < npes; ++i) {
-    if (target_pes[i] < 0 || target_pes[i] >= size) {
-      shmoe::api_error(fn,
-                       "target_pes[{}]={} is out of range (0..{}, the PEs of the context's team)",
-                       i, target_pes[i], size - 1);
-    }
-    world[i] = pshmem_team_translate_pe(team, target_pes[i], SHMEM_TEAM_WORLD);
-  }
-  shmoe::runtime(fn).transport().quiet_pes(channel_of(ctx), world.data(), world.size());
+  pe_quiet(ctx, target_pes, npes, "shmem_ctx_pe_quiet");
 }
 void pshmem_pe_quiet(const int* target_pes, size_t npes) {
-  pshmem_ctx_pe_quiet(SHMEM_CTX_DEFAULT, target_pes, npes);
+  pe_quiet(SHMEM_CTX_DEFAULT, target_pes, npes, "shmem_pe_quiet");
 }
 void pshmem_fence(void) {
   pshmem_ctx_fence(SHMEM_CTX_DEFAULT);

@@ -3,9 +3,11 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/unknown_settings.hpp"
 #include "shmem/api_stamp.hpp"
 #include "shmem/profiling.hpp"
 #include "shmem/runtime.hpp"
+#include "shmem/uncaught.hpp"
 
 struct shmoe_ctx shmoe_ctx_default;
 
@@ -32,11 +34,13 @@ int start(int requested) {
   int provided = requested < SHMEM_THREAD_SINGLE     ? SHMEM_THREAD_SINGLE
                  : requested > SHMEM_THREAD_MULTIPLE ? SHMEM_THREAD_MULTIPLE
                                                      : requested;
+  shmoe::report_uncaught_exceptions();
   try {
     auto launch = shmoe::bootstrap::detect_launch();
     shmoe::log::set_rank(launch.rank);
     auto config = shmoe::read_runtime_config();
     shmoe::set_runtime(std::make_unique<Runtime>(launch, config, provided));
+    if (shmoe::runtime_or_null()->rank() == 0) shmoe::settings::warn_unknown_variables_once();
   } catch (const std::exception& e) {
     shmoe::log::fatal(fmt::format("shmem_init failed: {}", e.what()));
   }

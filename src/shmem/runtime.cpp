@@ -260,10 +260,8 @@ void Runtime::start_service() {
   handlers.on_lost = [](const std::string& list) { mark_pes_lost(list); };
   handlers.on_store_lost = [this](const std::exception& e) {
     if (leaving_) return;
-    log::fatal(
-        fmt::format("lost the config store at {} ({}): the launcher or the PE that hosts the "
-                    "store has died",
-                    launch_.store.str(), e.what()));
+    log::fatal(fmt::format("lost the config store at {} ({}): {}", launch_.store.str(), e.what(),
+                           bootstrap::store_loss_reason(launch_)));
   };
   service_ = std::make_unique<PeService>(*client_, *hang_watch_, std::move(handlers));
 }

@@ -163,6 +163,19 @@ template <typename... Args>
   log::fatal(fmt::format("{}: {}", fn, fmt::format(f, std::forward<Args>(args)...)));
 }
 
+// `count` items of `size` bytes, refused by name with the allowed range where the product does not
+// fit in size_t (it would wrap to a small size that passes every later check).
+inline std::size_t checked_bytes(const char* fn, const char* param, std::size_t count,
+                                 std::size_t size) {
+  if (size != 0 && count > SIZE_MAX / size) [[unlikely]] {
+    api_error(fn,
+              "{}={} is out of range (0..{}): {} items of {} bytes are more than the address "
+              "space holds",
+              param, count, SIZE_MAX / size, count, size);
+  }
+  return count * size;
+}
+
 inline void check_pe(const Runtime& rt, int pe, const char* fn) {
   if (pe < 0 || pe >= rt.size()) [[unlikely]] {
     api_error(fn, "pe={} is out of range (0..{})", pe, rt.size() - 1);

@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
     std::_Exit(3);
   } else if (mode == "kill9" && me == 1) {
     raise(SIGKILL);
+  } else if (mode == "kill9_pe0") {  // PE 0 dies, the others wait for it in a barrier
+    if (me == 0) raise(SIGKILL);
+    shmem_barrier_all();
   } else if (mode == "kill9_last") {  // the last PE dies, the others wait for it in a barrier
     if (me == n - 1) raise(SIGKILL);
     shmem_barrier_all();
@@ -103,6 +106,22 @@ int main(int argc, char** argv) {
     raise(SIGBUS);
   } else if (mode == "sleep") {
     sleep(600);
+  } else if (mode == "orphan_output" && me == 0) {  // a child outlives the PE, holding its output
+    if (fork() == 0) {
+      for (int fd = 3; fd < 1024; ++fd) close(fd);  // only the PE's output, not the test's pipe
+      sleep(8);
+      std::_Exit(0);
+    }
+  } else if (mode == "partial_lines") {  // each line in three writes, the PEs' writes interleaved
+    shmem_barrier_all();
+    const std::string pieces[] = {"PE " + std::to_string(me) + "/" + std::to_string(n) + ": ", "o",
+                                  "k\n"};
+    for (int i = 0; i < 20; ++i) {
+      for (const std::string& piece : pieces) {
+        if (::write(STDOUT_FILENO, piece.data(), piece.size()) < 0) return 1;
+        usleep(1000);
+      }
+    }
   }
   shmem_barrier_all();
   shmem_finalize();

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -255,6 +256,97 @@ TEST(Launcher, BusErrorsOutsideTheHeapAreNotExplainedAsDevShm) {
   }
 }
 
+// Options of mpirun and Open MPI's oshrun are refused by name, with what shmoerun does instead,
+// before any PE starts (no PE prints its pid).
+TEST(Launcher, ForeignOptionsAreRefusedByNameWithAdvice) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--oversubscribe", "--oversubscribe is not a shmoerun option: not needed: shmoerun starts"},
+      {"-x FOO",
+       "-x is not a shmoerun option: not needed: every PE inherits shmoerun's environment"},
+      {"--map-by core",
+       "--map-by is not a shmoerun option: shmoerun starts every PE on this host "
+       "and binds none"},
+      {"--bind-to=core", "--bind-to is not a shmoerun option: shmoerun starts every PE"},
+      {"--frobnicate", "unknown option --frobnicate \\(shmoerun's options come before PROGRAM"}};
+  for (const auto& [option, message] : cases) {
+    Result r = run(fmt::format("{} -np 2 {} {} ok", SHMOERUN, option, PE_FAULTS));
+    EXPECT_EQ(r.status, 2) << option << ": " << r.output;
+    expect_match(r, std::string("shmoerun: ") + message);
+    EXPECT_EQ(r.output.find("pid="), std::string::npos) << option << " started PEs:\n" << r.output;
+  }
+}
+
+// -np=N, -n=N and `--` as mpirun takes them; a program named without a path is found in PATH and
+// then in the working directory.
+TEST(Launcher, MpirunSpellingsAndProgramLookup) {
+  const std::filesystem::path program(PE_FAULTS);
+  const std::string dir = program.parent_path().string(), name = program.filename().string();
+  for (const std::string& args :
+       {fmt::format("-np=2 -- {} ok", name), fmt::format("-n=2 {} ok", name),
+        fmt::format("--np 2 --timeout=60 {} ok", name)}) {
+    Result r = run(fmt::format("cd {} && {} {}", dir, SHMOERUN, args));
+    EXPECT_EQ(r.status, 0) << args << ":\n" << r.output;
+    expect_match(r, "pid=\\d+ pe=0");
+    expect_match(r, "pid=\\d+ pe=1");
+  }
+  Result missing = run(fmt::format("{} -n 3 no_such_program_here ok", SHMOERUN));
+  EXPECT_EQ(missing.status, 127) << missing.output;
+  expect_match(missing,
+               "shmoerun: cannot run PROGRAM no_such_program_here: not found in PATH nor "
+               "in the working directory /");
+  EXPECT_EQ(missing.output.find("cannot start PE"), std::string::npos) << missing.output;
+}
+
+// Lines written in pieces by several PEs at once come out whole, with or without --prefix.
+TEST(Launcher, OutputIsMergedByLines) {
+  for (const char* prefix : {"", "--prefix "}) {
+    Result r = run(fmt::format("{} -n 3 {}{} partial_lines", SHMOERUN, prefix, PE_FAULTS));
+    EXPECT_EQ(r.status, 0) << r.output;
+    std::istringstream lines(r.output);
+    int ok_lines = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("pid=") != std::string::npos) continue;
+      EXPECT_TRUE(std::regex_match(line, std::regex("(\\[PE [0-2]\\] )?PE [0-2]/3: ok"))) << line;
+      ++ok_lines;
+    }
+    EXPECT_EQ(ok_lines, 60) << r.output;
+  }
+}
+
+// A process a PE leaves behind with the PE's output open does not keep shmoerun waiting.
+TEST(Launcher, OutputHeldByAnOrphanDoesNotHoldTheJob) {
+  Result r = run(shmoerun(2, "orphan_output"), 30);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_LT(r.seconds, 6) << r.output;
+}
+
+// An error every PE reports in the same words is printed once, with how many more reported it.
+TEST(Launcher, IdenticalErrorsOfSeveralPesArePrintedOnce) {
+  Result r = run(shmoerun(4, "ok", "SHMEM_SYMMETRIC_SIZE=lots"));
+  EXPECT_NE(r.status, 0);
+  const std::regex error("SHMEM_SYMMETRIC_SIZE='lots' is not a size");
+  const auto count = std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), error),
+                                   std::sregex_iterator());
+  EXPECT_EQ(count, 1) << r.output;
+  expect_match(r, "SHMEM_SYMMETRIC_SIZE='lots' is not a size .*\\(the same on 3 more PEs\\)");
+}
+
+// A misspelt variable is warned about once, by PE 0, naming the setting meant; the variables
+// shmoerun gives its PEs are not warned about.
+TEST(Launcher, UnknownVariableIsWarnedOnceByPe0) {
+  Result r = run(shmoerun(3, "ok", "SHMOE_TRANSPRT=ucx"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  const std::string warning =
+      "SHMOE_TRANSPRT is not a shmoe setting and is ignored; did you mean SHMOE_TRANSPORT?";
+  EXPECT_EQ(r.output.find(warning), r.output.rfind(warning)) << r.output;
+  expect_match(r, "shmoe: PE 0: warning: " + std::string("SHMOE_TRANSPRT is not a shmoe setting"));
+  Result quiet = run(shmoerun(2, "ok", "SHMOE_TRANSPRT=ucx SHMOE_WARN_UNKNOWN_ENV=0"));
+  EXPECT_EQ(quiet.status, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("is not a shmoe setting"), std::string::npos) << quiet.output;
+  Result plain = run(shmoerun(2, "ok"));
+  EXPECT_EQ(plain.output.find("is not a shmoe setting"), std::string::npos) << plain.output;
+}
+
 TEST(Launcher, GlobalExitEndsTheJobWithItsStatus) {
   Result r = run(shmoerun(3, "global_exit"), 30);
   EXPECT_FALSE(r.timed_out);
@@ -276,7 +368,10 @@ TEST(Launcher, InterruptEndsEveryPe) {
 TEST(Launcher, JobTimeoutStopsAHungJob) {
   Result r = run(fmt::format("{} -n 2 --timeout 2 {} sleep", SHMOERUN, PE_FAULTS), 30);
   EXPECT_EQ(r.status, 124);
-  expect_match(r, "exceeded --timeout");
+  expect_match(r, "exceeded --timeout \\(2\\.0 s\\); stopping 2 PEs");
+  Result one = run(fmt::format("{} -n 1 --timeout 1 {} sleep", SHMOERUN, PE_FAULTS), 30);
+  EXPECT_EQ(one.status, 124);
+  expect_match(one, "exceeded --timeout \\(1\\.0 s\\); stopping 1 PE\n");
 }
 
 TEST(Waits, HangIsReportedWithTheCallAndTheValues) {
@@ -625,6 +720,23 @@ TEST(Startup, PeDeathWithoutLauncherIsNamedByTheOthers) {
     expect_match(*r, "PE 1 \\(pid \\d+ on .*\\) disconnected without finalizing");
     EXPECT_LT(r->seconds, 15);
   }
+  expect_no_new_dead_segments(before);
+}
+
+// Outside shmoerun PE 0 hosts the store: its death is reported naming PE 0.
+TEST(Startup, DeathOfPe0IsNamedAsTheStoreHost) {
+  const auto before = shm_names();
+  int port = free_port();
+  Proc a = start(by_hand(0, 2, port, "kill9_pe0"));
+  Proc b = start(by_hand(1, 2, port, "kill9_pe0"));
+  Result ra = finish(a, 30), rb = finish(b, 30);
+  EXPECT_EQ(ra.status, 128 + SIGKILL);
+  EXPECT_FALSE(rb.timed_out);
+  EXPECT_NE(rb.status, 0);
+  expect_match(rb,
+               "lost the config store at 127\\.0\\.0\\.1:\\d+ \\(.*\\): PE 0, which hosts the "
+               "store, has died or cannot be reached");
+  EXPECT_LT(rb.seconds, 15);
   expect_no_new_dead_segments(before);
 }
 

@@ -40,6 +40,20 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "calloc_overflow") == 0) {
     void* p = shmem_calloc(SIZE_MAX / 2, 4);
     printf("PE %d: calloc=%s\n", me, p == NULL ? "NULL" : "not NULL");
+  } else if (strcmp(mode, "pe_quiet_huge") == 0) { /* a count no array can have */
+    const int target[1] = {(me + 1) % n};
+    shmem_pe_quiet(target, SIZE_MAX);
+  } else if (strcmp(mode, "put_count_wraps") == 0) { /* 2^61 + 1 longs: 8 bytes once wrapped */
+    const long src[1] = {0};
+    shmem_long_put(word, src, ((size_t)1 << 61) + 1, (me + 1) % n);
+  } else if (strcmp(mode, "ibget_span_wraps") == 0) {
+    long dst[2];
+    shmem_long_ibget(dst, word, 1, (ptrdiff_t)1 << 60, 1, 64, (me + 1) % n);
+  } else if (strcmp(mode, "realloc_freed") == 0) { /* NULL and a message, as shmem_align */
+    long* p = shmem_malloc(64);
+    shmem_free(p);
+    void* q = shmem_realloc(p, 128);
+    printf("PE %d: realloc=%s\n", me, q == NULL ? "NULL" : "not NULL");
   } else if (strcmp(mode, "clear_unheld") == 0) {
     shmem_clear_lock(&lock);
   } else if (strcmp(mode, "set_twice") == 0) {

@@ -46,6 +46,15 @@ check bad_split 3 0 \
 check calloc_overflow 2 0 \
   "shmem_calloc: count=[0-9]+ times size=4 overflows size_t: returning NULL" \
   "PE 0: calloc=NULL" "PE 1: calloc=NULL"
+check pe_quiet_huge 2 nonzero \
+  "shmem_pe_quiet: npes=18446744073709551615 is out of range \(0\.\.4611686018427387903\)"
+check put_count_wraps 2 nonzero \
+  "shmem_long_put: nelems=2305843009213693953 is out of range \(0\.\.2305843009213693951\)"
+check ibget_span_wraps 2 nonzero \
+  "shmem_long_ibget: nblocks=64 is out of range \(0\.\.[0-9]+: blocks of 1 elements every 1152921504606846976"
+check realloc_freed 2 0 \
+  "shmem_realloc: ptr=0x[0-9a-f]+ is not a live block of the symmetric heap .*: returning NULL" \
+  "PE 0: realloc=NULL" "PE 1: realloc=NULL"
 check clear_unheld 2 nonzero \
   "shmem_clear_lock: this PE does not hold the lock at symmetric offset 0x[0-9a-f]+"
 check set_twice 2 nonzero \
@@ -67,7 +76,7 @@ check ibput_short_stride 2 nonzero \
   "shmem_long_ibput: dst=2 is not a valid stride: it must be at least 3 \(elements, the block size\)"
 check scan_partial_overlap 2 nonzero \
   "shmem_long_sum_inscan: dest=0x[0-9a-f]+ and source=0x[0-9a-f]+ overlap in part \(16 bytes each\): they must be the same array or disjoint"
-check fcollect_overflow 2 nonzero "shmem_long_fcollect: nelems=[0-9]+ times 8 bytes is more than"
+check fcollect_overflow 2 nonzero "shmem_long_fcollect: nelems=[0-9]+ is out of range \\(0\\.\\.[0-9]+\\): [0-9]+ items of [0-9]+ bytes are more than"
 # The costlier checks, under SHMOE_DEBUG=1: counts that differ between PEs are refused on every
 # PE by the library's agreement; a stride that runs into the next allocation is refused by name.
 # (Every PE reaches the verdict; the first to exit may end the others before they print it.)

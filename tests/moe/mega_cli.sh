@@ -2,8 +2,8 @@
 # shmoe-moe mega's command line and environment: each refusal must name the value and the limit
 # and exit non-zero (never by a signal) without starting a run that hangs; a shape larger than
 # the machine's memory is refused at once with the largest --tokens that fits; an output file
-# that cannot be written is refused naming the option; the reference system's environment names
-# must run a verified layer; --trace must write a Chrome trace with every stage of every PE, and
+# that cannot be written is refused naming the option; the environment names MoE benchmark
+# scripts set (RANK_SIZE, TOKEN_COUNT...) must run a verified layer; --trace must write a Chrome trace with every stage of every PE, and
 # --csv the perf line.
 #   mega_cli.sh SHMOE_MOE
 set -uo pipefail
@@ -50,6 +50,22 @@ expect_refusal "a shape beyond the machine's memory" \
   "$moe" mega --pes 2 --tokens 1048576 --model-dim 4096 --ffn-dim 8192 --topk 8 --experts-per-pe 4
 expect_refusal "what fits is said" "the largest --tokens (TOKEN_COUNT) that fits is " \
   "$moe" mega --pes 2 --tokens 1048576 --model-dim 4096 --ffn-dim 8192 --topk 8 --experts-per-pe 4
+# A PE's private need grows with the matrix workers by their GEMM tiles only (a per-thread BLAS
+# buffer reserved once made runs that fit refused): at this shape, 15 more workers add well under
+# 1 GiB to the "of buffers" figure (128 MiB each would add 1.9 GiB).
+buffers_gib() {
+  "$moe" mega --pes 2 --tokens 1048576 --model-dim 4096 --ffn-dim 128 --topk 2 --experts-per-pe 2 \
+    --matrix-workers "$1" --vector-workers "$2" 2>&1 |
+    sed -n 's/.* + \([0-9.]*\) GiB of buffers, inputs, golden data and weights.*/\1/p'
+}
+one=$(buffers_gib 1 2)
+sixteen=$(buffers_gib 16 32)
+if [[ -n $one && -n $sixteen ]] && python3 -c "import sys; sys.exit(not 0 <= $sixteen - $one < 0.5)"; then
+  echo "ok: matrix workers add only their tiles ($one GiB at 1, $sixteen GiB at 16)"
+else
+  echo "FAIL: matrix workers: '$one' GiB of buffers at 1, '$sixteen' GiB at 16"
+  failures=$((failures + 1))
+fi
 expect_refusal "weights beyond the machine's memory" \
   "no --tokens fits: the experts' weights alone are too large" \
   "$moe" mega --pes 8 --tokens 16 --model-dim 65536 --ffn-dim 131072 --topk 2 --experts-per-pe 64
@@ -65,11 +81,12 @@ expect_refusal "--csv naming a directory" "--csv=/tmp: it is a directory, not a 
   "$moe" mega --pes 2 "${small[@]}" --csv /tmp --perf
 expect_refusal "unknown schedule" "sideways" "$moe" mega --pes 2 "${small[@]}" --schedule sideways
 
-# The reference system's environment names.
+# The environment names MoE benchmark scripts set (this small shape runs the solo schedule, where
+# the calling thread does every part and no worker runs).
 out=$(RANK_SIZE=2 TOKEN_COUNT=6 MODEL_DIM=64 FFN_DIM=128 EXPERTS_PER_TOKEN=2 LOCAL_EXPERT_COUNT=2 \
   MODE=e5m2 MAX_RECEIVED_TOKENS=0 WARMUP=1 LOOP=2 AIC_NUM=1 AIV_NUM=2 \
   "$moe" mega --perf --timeout 60 2>&1)
-if grep -q "^mega: pes=2 tokens=6 model_dim=64 ffn_dim=128 topk=2 experts_per_pe=2 mode=e5m2 workers=1+2 verify=pass(expert_token,numeric_golden,fp8_replay) e2e_avg_ms=[0-9.]* .*kernel_max_ms=[0-9.]* loops=2" <<<"$out"; then
+if grep -q "^mega: pes=2 tokens=6 model_dim=64 ffn_dim=128 topk=2 experts_per_pe=2 mode=e5m2 workers=solo verify=pass(expert_token,numeric_golden,fp8_replay) e2e_avg_ms=[0-9.]* .*kernel_max_ms=[0-9.]* loops=2" <<<"$out"; then
   echo "ok: environment names"
 else
   echo "FAIL: environment names:"
@@ -83,6 +100,11 @@ trace=$(mktemp --suffix=.json)
 trap 'rm -f "$trace"' EXIT
 for schedule in inline solo; do
   out=$("$moe" mega --pes 2 "${small[@]}" --tokens 40 --schedule $schedule --trace "$trace" 2>&1)
+  # Under the solo schedule no worker runs, and the banner says so.
+  if [[ $schedule == solo ]] && ! grep -q "^mega: pes=2 .* workers=solo verify=pass" <<<"$out"; then
+    echo "FAIL: the solo schedule's line does not say workers=solo ($out)"
+    failures=$((failures + 1))
+  fi
   if python3 - "$trace" $schedule <<'PY'
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]

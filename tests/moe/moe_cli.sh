@@ -78,6 +78,54 @@ for op in dispatch combine pipeline dispatch-doubleplane combine-doubleplane; do
   fi
 done
 
+# A passing combine says it is within its tolerance, with the bound, not a ratio near 1; the PEs'
+# lines come in PE order, then the case's summary.
+out=$("$moe" combine --pes 3 --bs 4 --hidden 64 --topk 2 --experts-per-pe 2 --timeout 60 2>&1)
+if (($? == 0)) && (($(grep -c "verify=pass.* combine within tolerance (|err| <= 0.5 + fp32 accumulation)" <<<"$out") == 3)) &&
+  ! grep -q "combine_err/tol" <<<"$out"; then
+  echo "ok: combine within tolerance"
+else
+  echo "FAIL: combine's passing line: $out" | head -5
+  failures=$((failures + 1))
+fi
+if [[ $(grep -o "^PE [0-9]*: combine" <<<"$out" | tr '\n' ' ') == "PE 0: combine PE 1: combine PE 2: combine " ]] &&
+  [[ $(tail -n 1 <<<"$out") == "combine bs=4 h=64 topk=2 experts_per_pe=2 dtype=int32: all 3 PEs passed verification" ]]; then
+  echo "ok: PE lines in order, then the summary"
+else
+  echo "FAIL: PE lines out of order or no summary: $out" | head -8
+  failures=$((failures + 1))
+fi
+
+# --version, and every option's default in --help (of the main command and of mega).
+if [[ $("$moe" --version) =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+  echo "ok: --version"
+else
+  echo "FAIL: --version printed '$("$moe" --version 2>&1)'"
+  failures=$((failures + 1))
+fi
+for sub in "" mega; do
+  help=$("$moe" $sub --help 2>&1)
+  if grep -Eq -- '--pes INT:INT in \[1 - 64\]=[0-9]+' <<<"$help" &&
+    grep -Eq -- '--warmup INT:INT in \[0 - 1000000\]=[0-9]+' <<<"$help"; then
+    echo "ok: defaults in '$sub --help'"
+  else
+    echo "FAIL: '$sub --help' shows no defaults: $help" | head -20
+    failures=$((failures + 1))
+  fi
+done
+
+# With --perf, more PEs than cores is pointed out: the timings then include waiting for a core.
+pes=$(($(nproc) + 1))
+tmp_out=$(mktemp -d)
+out=$("$moe" dispatch --pes $pes --bs 4 --hidden 16 --perf --warmup 0 --loops 1 --output-dir "$tmp_out" --timeout 60 2>&1)
+rm -rf "$tmp_out"
+if grep -q "^shmoe-moe: note: $pes PEs on $(nproc) core" <<<"$out"; then
+  echo "ok: PEs beyond the cores noted"
+else
+  echo "FAIL: no note for $pes PEs on $(nproc) cores: $out" | head -5
+  failures=$((failures + 1))
+fi
+
 # A writable --output-dir gets its CSV.
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -87,6 +135,34 @@ if [[ -f $dir/a/b/dispatch_pes2_bs8_h16_topk2_epp2_int32.csv ]] && ! ls -A "$dir
 else
   echo "FAIL: csv not written to $dir/a/b ($out)"
   ls -la "$dir/a/b"
+  failures=$((failures + 1))
+fi
+# A second run at the same shape appends: one header, each run's rows under its own id and time.
+"$moe" dispatch --pes 2 --bs 8 --hidden 16 --perf --warmup 0 --loops 1 --output-dir "$dir/a/b" --timeout 60 >/dev/null 2>&1
+csv=$dir/a/b/dispatch_pes2_bs8_h16_topk2_epp2_int32.csv
+if python3 - "$csv" "$dir/a/b/dispatch_waits_pes2_bs8_h16_topk2_epp2_int32.csv" <<'PY'; then
+import csv, sys
+for path, rows_per_run in ((sys.argv[1], 2), (sys.argv[2], 4)):
+    rows = list(csv.reader(open(path)))
+    assert rows[0][:2] == ["RunId", "Time"], rows[0]
+    assert all(r != rows[0] for r in rows[1:]), "the header is repeated"
+    ids = [r[0] for r in rows[1:]]
+    assert len(set(ids)) == 2 and all(ids.count(i) == rows_per_run for i in ids), ids
+    assert all(r[1].endswith("Z") and "T" in r[1] for r in rows[1:]), rows
+PY
+  echo "ok: csv rows appended per run"
+else
+  echo "FAIL: the second run did not append its rows to $csv"
+  cat "$csv"
+  failures=$((failures + 1))
+fi
+# A CSV of other columns (an older version's, say) is refused, not mixed with.
+echo "DataSize/B,PEs" >"$dir/a/b/dispatch_pes2_bs4_h16_topk2_epp2_int32.csv"
+out=$("$moe" dispatch --pes 2 --bs 4 --hidden 16 --perf --warmup 0 --loops 1 --output-dir "$dir/a/b" --timeout 60 2>&1)
+if (($? != 0)) && grep -q "dispatch_pes2_bs4_h16_topk2_epp2_int32.csv holds rows of other columns" <<<"$out"; then
+  echo "ok: csv of other columns refused"
+else
+  echo "FAIL: a CSV of other columns was not refused: $out" | head -5
   failures=$((failures + 1))
 fi
 ((failures == 0))

@@ -19,7 +19,7 @@ if ! grep -q "^slow PE: $slow (" <<<"$log"; then
   exit 1
 fi
 csv=$(ls "$out"/pipeline_waits_pes"$pes"_*.csv)
-rows=$(tail -n +2 "$csv" | awk -F, -v s="$slow" '$4 == s' | wc -l)
+rows=$(tail -n +2 "$csv" | awk -F, -v s="$slow" '$NF == s' | wc -l)
 if [[ $rows -ne $((pes * pes)) ]]; then
   echo "FAIL: $csv has $rows rows naming PE $slow, expected $((pes * pes))"
   cat "$csv"

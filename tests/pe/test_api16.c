@@ -1,12 +1,12 @@
 /* The OpenSHMEM 1.6 additions as a C11 program sees them (-std=c11 -pedantic -Werror):
- * shmem_signal_add/shmem_signal_set and their ctx forms (atomic with put-with-signal's ADD and
- * with signal_fetch/signal_wait_until), shmem_team_ptr, shmem_team_get_config with a mask of 0,
- * shmem_pe_quiet/shmem_ctx_pe_quiet, context sessions (hints), shmem_query_initialized before,
- * during and after the job, shmem_ibput/ibget (every size, ctx forms, a few types and the
- * generic names, strided shapes), shmem_sum_inscan/exscan (integer, floating and complex types,
- * world and team, in place and disjoint), and initialization more than once: nested init/finalize
- * pairs and re-initialization after the last finalize. Values encode the PE that sent them.
- * Exits non-zero on a wrong result. */
+ * shmem_signal_add/shmem_signal_set, their ctx forms and their C11 generic forms with a context
+ * (atomic with put-with-signal's ADD and with signal_fetch/signal_wait_until), shmem_team_ptr,
+ * shmem_team_get_config with a mask of 0, shmem_pe_quiet/shmem_ctx_pe_quiet, context sessions
+ * (hints), shmem_query_initialized before, during and after the job, shmem_ibput/ibget (every size,
+ * ctx forms, a few types and the generic names, strided shapes), shmem_sum_inscan/exscan (integer,
+ * floating and complex types, world and team, in place and disjoint), and initialization more than
+ * once: nested init/finalize pairs and re-initialization after the last finalize. Values encode the
+ * PE that sent them. Exits non-zero on a wrong result. */
 #include <complex.h>
 #include <shmem.h>
 #include <stdint.h>
@@ -17,9 +17,9 @@
 
 static int me, npes, next, prev;
 
-/* Each PE adds to the right neighbour's signal by every route (signal_add, its ctx form, and
- * put-with-signal's ADD), then sets another signal there; the neighbour sees exactly the sum
- * and the value set, and a waiter sees a set arrive. */
+/* Each PE adds to the right neighbour's signal by every route (signal_add, its ctx form, its
+ * generic form with a context, and put-with-signal's ADD), then sets another signal there; the
+ * neighbour sees exactly the sum and the value set, and a waiter sees a set arrive. */
 static void signal_add_and_set(void) {
   uint64_t* sig = shmem_calloc(3, sizeof(uint64_t));
   long* data = shmem_calloc(1, sizeof(long));
@@ -28,14 +28,17 @@ static void signal_add_and_set(void) {
   shmem_barrier_all();
   for (int i = 0; i < 5; ++i) shmem_signal_add(&sig[0], unit, next);
   shmem_ctx_signal_add(SHMEM_CTX_DEFAULT, &sig[0], 10 * unit, next);
+  shmem_signal_add(SHMEM_CTX_DEFAULT, &sig[0], 1000 * unit, next);
   const long payload = 1000 + me;
   shmem_long_put_signal(data, &payload, 1, &sig[0], 100 * unit, SHMEM_SIGNAL_ADD, next);
   shmem_signal_set(&sig[1], 7, next);
   shmem_fence(); /* orders the two sets to the same PE */
-  shmem_ctx_signal_set(SHMEM_CTX_DEFAULT, &sig[1], 500 + (uint64_t)me, next); /* the last wins */
+  shmem_ctx_signal_set(SHMEM_CTX_DEFAULT, &sig[1], 300 + (uint64_t)me, next);
+  shmem_fence();
+  shmem_signal_set(SHMEM_CTX_DEFAULT, &sig[1], 500 + (uint64_t)me, next); /* the last wins */
   shmem_quiet();
   shmem_barrier_all();
-  CHECK(shmem_signal_fetch(&sig[0]) == 115 * from_prev);
+  CHECK(shmem_signal_fetch(&sig[0]) == 1115 * from_prev);
   CHECK(sig[1] == 500 + (uint64_t)prev);
   CHECK(*data == 1000 + prev);
   shmem_barrier_all();

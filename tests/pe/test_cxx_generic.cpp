@@ -247,5 +247,22 @@ TYPED_TEST(OneSix, BlockTransfersAndScans) {
   shmem_free(w);
 }
 
+// OpenSHMEM 1.6's shmem_signal_add and shmem_signal_set with a context first, as overloads of the
+// plain functions: the neighbour sees the sum of both adds and the later set.
+TEST(Signal, ContextFormsOfSignalAddAndSet) {
+  const Ring r;
+  auto* sig = static_cast<std::uint64_t*>(shmem_calloc(2, sizeof(std::uint64_t)));
+  shmem_barrier_all();
+  shmem_signal_add(SHMEM_CTX_DEFAULT, &sig[0], 3 * (r.me + 1), r.next);
+  shmem_signal_add(&sig[0], 40 * (r.me + 1), r.next);
+  shmem_signal_set(SHMEM_CTX_DEFAULT, &sig[1], 7 + r.me, r.next);
+  shmem_quiet();
+  shmem_barrier_all();
+  EXPECT_EQ(shmem_signal_fetch(&sig[0]), 43u * (r.prev + 1));
+  EXPECT_EQ(shmem_signal_fetch(&sig[1]), 7u + r.prev);
+  shmem_barrier_all();
+  shmem_free(sig);
+}
+
 }  // namespace
 }  // namespace shmoe::test

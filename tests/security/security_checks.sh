@@ -170,7 +170,7 @@ refused_job "second job, same port" "cannot listen on 127.0.0.1:$port: Address a
 refused_job "second job, same store, no key" "they need one job key" 30 \
   "$shmoerun" -n 2 --size 4 --first-rank 2 --store "$store" --timeout 30 "$victim" "$work/job1"
 
-# With the key, the issue's ten 60 MiB values: the total limit (128M here) stops them.
+# With the key, ten 60 MiB values: the total limit (128M here) stops them.
 rss_mb() { awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$1/status"; }
 before=$(rss_mb "$launcher")
 tried=$((tried + 1))

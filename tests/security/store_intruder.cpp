@@ -177,7 +177,8 @@ std::string learn_job_id(const StoreAddress& at) {
   return o.detail.substr(at_marker + marker.size(), 12);
 }
 
-// The old attack of the issue, then the same with the job's real id and a forged proof.
+// Requests before any hello, then the same with the job's real id and a forged proof: each must
+// be refused.
 std::map<std::string, std::function<std::string(std::string_view, const std::string&)>> cases() {
   return {
       {"read-before-hello",
@@ -227,8 +228,8 @@ std::map<std::string, std::function<std::string(std::string_view, const std::str
   };
 }
 
-// With the key: 60 MiB values, ten times, as in the issue; each refusal drops the connection,
-// so the next attempt connects again.
+// With the key: 60 MiB values, ten times (more than the store's total limit); each refusal drops
+// the connection, so the next attempt connects again.
 int insider_flood(const StoreAddress& at) {
   auto key = JobKey::from_environment();
   if (!key) {

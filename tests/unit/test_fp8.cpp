@@ -182,7 +182,7 @@ TEST(Fp8, EncodesBoundariesAndSpecials) {
       expect_encodes(o, f, x);
       expect_encodes(o, f, -x);
     }
-    // The values the issue pins down, spelt out.
+    // NaN and infinities, whose codes differ between the formats, spelt out.
     const bool e4 = f == Fp8Format::kE4M3;
     EXPECT_EQ(encode_fp8(NAN, f), e4 ? 0x7f : 0x7e);
     EXPECT_EQ(encode_fp8(-NAN, f), e4 ? 0xff : 0xfe);

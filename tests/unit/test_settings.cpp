@@ -13,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "common/settings.hpp"
+#include "common/unknown_settings.hpp"
 
 namespace shmoe::settings {
 namespace {
@@ -148,10 +149,53 @@ TEST_F(Settings, NamesOutsideTheTableAreRefused) {
   EXPECT_THROW(set("SHMOE_NO_SUCH_SETTING", "1"), std::out_of_range);
 }
 
+// Misspelt variables are named with the setting meant; names read elsewhere in shmoe (the
+// launcher's, deep_ep's, the test programs') are not unknown; one far from any has no guess.
+TEST(UnknownSettings, MisspeltNamesAreMatchedToTheClosestSetting) {
+  const std::map<std::string, std::string> env = {
+      {"SHMOE_TRANSPRT", "ucx"},      {"SHMEM_SYMETRIC_SIZE", "1G"},
+      {"SHMOE_HANG_TIMOUT", "5"},     {"SHMEM_TRANSPORT", "ucx"},
+      {"SHMOE_ZZZZ_QQQQ_XXXX", "1"},  {"SHMOE_SHRINK_TIMEOUT_MS", "10"},
+      {"SHMOE_TEST_ANYTHING", "1"},   {"SHMOE_RANK", "0"},
+      {"SHMOE_WARN_UNKNOWN_ENV", "1"}};
+  for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+  std::map<std::string, std::string> found;
+  for (const UnknownVariable& v : unknown_variables()) found[v.name] = v.closest;
+  for (const auto& [name, value] : env) ::unsetenv(name.c_str());
+  const std::map<std::string, std::string> want = {{"SHMOE_TRANSPRT", "SHMOE_TRANSPORT"},
+                                                   {"SHMEM_SYMETRIC_SIZE", "SHMEM_SYMMETRIC_SIZE"},
+                                                   {"SHMOE_HANG_TIMOUT", "SHMOE_HANG_TIMEOUT"},
+                                                   {"SHMEM_TRANSPORT", "SHMOE_TRANSPORT"},
+                                                   {"SHMOE_ZZZZ_QQQQ_XXXX", ""}};
+  for (const auto& [name, closest] : want) {
+    ASSERT_TRUE(found.count(name)) << name << " was not reported";
+    EXPECT_EQ(found[name], closest) << name;
+  }
+  for (const char* known :
+       {"SHMOE_SHRINK_TIMEOUT_MS", "SHMOE_TEST_ANYTHING", "SHMOE_RANK", "SHMOE_WARN_UNKNOWN_ENV"}) {
+    EXPECT_FALSE(found.count(known)) << known << " is known, but was reported as unknown";
+  }
+  EXPECT_EQ(describe({"SHMOE_TRANSPRT", "SHMOE_TRANSPORT"}),
+            "SHMOE_TRANSPRT is not a shmoe setting and is ignored; did you mean SHMOE_TRANSPORT?");
+  EXPECT_EQ(describe({"SHMOE_ZZZZ", ""}), "SHMOE_ZZZZ is not a shmoe setting and is ignored");
+}
+
+TEST(UnknownSettings, EditDistanceCountsInsertionsDeletionsAndSubstitutions) {
+  EXPECT_EQ(edit_distance("SHMOE_TRANSPORT", "SHMOE_TRANSPORT"), 0u);
+  EXPECT_EQ(edit_distance("SHMOE_TRANSPRT", "SHMOE_TRANSPORT"), 1u);
+  EXPECT_EQ(edit_distance("SHMEM_X", "SHMOE_X"), 2u);
+  EXPECT_EQ(edit_distance("", "ABC"), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+}
+
 // README.md's "Environment variables" table, one row per shmoe variable: name -> {meaning,
 // default}. Rows of other programs' variables (PMIx, Open MPI, UCX...) are not shmoe's.
+// The page that holds the table: docs/environment.md once the manual has one, else README.md.
 std::map<std::string, std::pair<std::string, std::string>> readme_rows() {
-  const std::string readme = read_file(kSource / "README.md");
+  const fs::path page = fs::exists(kSource / "docs/environment.md")
+                            ? kSource / "docs/environment.md"
+                            : kSource / "README.md";
+  const std::string readme = read_file(page);
   const auto at = readme.find("## Environment variables");
   EXPECT_NE(at, std::string::npos);
   std::istringstream lines(readme.substr(at));

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "common/settings.hpp"
+#include "common/unknown_settings.hpp"
 
 namespace shmoe::tools::config {
 namespace {
@@ -21,6 +22,17 @@ std::string plain(const std::string& markdown) {
 std::string kind_of(const settings::Entry& e) {
   if (e.choices != nullptr) return fmt::format("{} of {}", e.kind, e.choices());
   return e.min == e.max ? e.kind : fmt::format("{} {}..{}", e.kind, e.min, e.max);
+}
+
+// Variables with shmoe's prefixes that nothing reads, after the table: each makes the listing
+// invalid (exit 1), as a bad value does, unless SHMOE_WARN_UNKNOWN_ENV=0.
+void list_unknown_variables(SettingsListing& out) {
+  if (!settings::warn_unknown_env()) return;
+  for (const settings::UnknownVariable& v : settings::unknown_variables()) {
+    out.text += fmt::format("unknown: {} (SHMOE_WARN_UNKNOWN_ENV=0 silences this)\n",
+                            settings::describe(v));
+    out.valid = false;
+  }
 }
 
 }  // namespace
@@ -44,6 +56,7 @@ SettingsListing list_settings() {
         fmt::format("{}\n  in force: {}\n  default:  {}\n  kind:     {}\n  meaning:  {}\n",
                     e.variable, in_force, plain(e.shown_default), kind_of(e), plain(e.meaning));
   }
+  list_unknown_variables(out);
   return out;
 }
 

@@ -81,6 +81,18 @@ case $case_name in
     grep -A3 '^SHMOE_BARRIER$' "$out" | grep -q 'kind:     choice of dissemination, central' \
       || fail "--env does not list SHMOE_BARRIER's values"
     ;;
+  env_unknown)
+    # A misspelt variable is named with the setting meant, and fails the listing, as a bad value
+    # does; SHMOE_WARN_UNKNOWN_ENV=0 silences it; the launcher's own variables are known.
+    if SHMOE_TRANSPRT=ucx "$tool" --env >"$out"; then fail "--env accepted SHMOE_TRANSPRT"; fi
+    grep -q '^unknown: SHMOE_TRANSPRT is not a shmoe setting and is ignored; did you mean SHMOE_TRANSPORT?' "$out" \
+      || fail "--env did not name SHMOE_TRANSPRT with SHMOE_TRANSPORT"
+    SHMOE_TRANSPRT=ucx SHMOE_WARN_UNKNOWN_ENV=0 "$tool" --env >"$out" \
+      || fail "--env refused SHMOE_TRANSPRT under SHMOE_WARN_UNKNOWN_ENV=0"
+    if grep -q '^unknown:' "$out"; then fail "SHMOE_WARN_UNKNOWN_ENV=0 did not silence it"; fi
+    SHMOE_RANK=0 SHMOE_SIZE=1 SHMOE_STORE=127.0.0.1:1 SHMOE_MOE_PE=1 "$tool" --env >"$out" \
+      || fail "--env refused the launcher's variables"
+    ;;
   segment_matches_pe)
     # What --diagnose plans /dev/shm for must be what a PE maps, the runtime's own state included.
     SHMEM_SYMMETRIC_SIZE=5M diagnose --pes 1

@@ -22,6 +22,7 @@
 #include "common/settings.hpp"
 #include "hang_reports.hpp"
 #include "heap/segment.hpp"
+#include "output_merger.hpp"
 
 namespace shmoe::tools {
 namespace {
@@ -54,11 +55,10 @@ void install_handlers() {
   ::sigaction(SIGUSR1, &sa, nullptr);
 }
 
-// A PE's output stream when it is relayed line by line with a "[PE r] " prefix.
+// A PE's output stream, relayed line by line through the OutputMerger.
 struct Relay {
   int fd = -1;
   int out = STDOUT_FILENO;
-  std::string pending;
 };
 
 struct Pe {
@@ -79,27 +79,22 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
-void flush_lines(Pe& pe, Relay& r, bool final) {
-  std::size_t start = 0;
-  std::string out;
-  for (std::size_t nl; (nl = r.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-    out +=
-        fmt::format("[PE {}] {}\n", pe.rank, std::string_view(r.pending).substr(start, nl - start));
-  }
-  r.pending.erase(0, start);
-  if (final && !r.pending.empty()) {
-    out += fmt::format("[PE {}] {}\n", pe.rank, r.pending);
-    r.pending.clear();
-  }
-  if (!out.empty()) write_all(r.out, out);
+// The name the launcher's lines begin with: shmoerun, or the tool that runs the launcher.
+std::string g_name = "shmoerun";
+
+void say(const std::string& line) {
+  write_all(STDERR_FILENO, fmt::format("{}: {}\n", g_name, line));
+}
+
+// "1 PE", "3 PEs".
+std::string pe_count(int n) {
+  return fmt::format("{} PE{}", n, n == 1 ? "" : "s");
 }
 
 pid_t spawn(const LaunchOptions& o, Pe& pe) {
   int pipes[2][2];
-  if (o.prefix_output) {
-    for (auto& p : pipes) {
-      if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
-    }
+  for (auto& p : pipes) {
+    if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   }
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
@@ -108,10 +103,8 @@ pid_t spawn(const LaunchOptions& o, Pe& pe) {
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGCHLD, SIG_DFL);
     ::signal(SIGUSR1, SIG_DFL);
-    if (o.prefix_output) {
-      ::dup2(pipes[0][1], STDOUT_FILENO);
-      ::dup2(pipes[1][1], STDERR_FILENO);
-    }
+    ::dup2(pipes[0][1], STDOUT_FILENO);
+    ::dup2(pipes[1][1], STDERR_FILENO);
     ::setenv("SHMOE_RANK", std::to_string(pe.rank).c_str(), 1);
     ::setenv("SHMOE_SIZE", std::to_string(o.job_size).c_str(), 1);
     ::setenv("SHMOE_STORE", o.store_address.c_str(), 1);
@@ -119,17 +112,15 @@ pid_t spawn(const LaunchOptions& o, Pe& pe) {
     for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     ::execvp(argv[0], argv.data());
-    std::string msg = fmt::format("shmoerun: cannot start PE {}: {}: {}\n", pe.rank, argv[0],
+    std::string msg = fmt::format("{}: cannot start PE {}: {}: {}\n", g_name, pe.rank, argv[0],
                                   std::strerror(errno));
     write_all(STDERR_FILENO, msg);
     ::_exit(127);
   }
-  if (o.prefix_output) {
-    for (int i = 0; i < 2; ++i) {
-      ::close(pipes[i][1]);
-      pe.relays[i].fd = pipes[i][0];
-      pe.relays[i].out = i == 0 ? STDOUT_FILENO : STDERR_FILENO;
-    }
+  for (int i = 0; i < 2; ++i) {
+    ::close(pipes[i][1]);
+    pe.relays[i].fd = pipes[i][0];
+    pe.relays[i].out = i == 0 ? STDOUT_FILENO : STDERR_FILENO;
   }
   return pid;
 }
@@ -179,7 +170,7 @@ int report_abort(std::string why) {
     status = std::atoi(why.c_str() + 5);
     why.erase(0, why.find(';') + 1);
   }
-  write_all(STDERR_FILENO, fmt::format("shmoerun: job aborted: {}\n", why));
+  say(fmt::format("job aborted: {}", why));
   return status;
 }
 
@@ -197,13 +188,12 @@ int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeo
       return report_abort(*why);
     }
     if (g_interrupted) {
-      write_all(STDERR_FILENO, "shmoerun: interrupted; stopping the store\n");
+      say("interrupted; stopping the store");
       return 130;
     }
     if (timeout.count() > 0 && Clock::now() - start > timeout) {
-      write_all(STDERR_FILENO,
-                fmt::format("shmoerun: the job did not end within {:.1f} s; stopping the store\n",
-                            std::chrono::duration<double>(timeout).count()));
+      say(fmt::format("the job did not end within {:.1f} s; stopping the store",
+                      std::chrono::duration<double>(timeout).count()));
       return 124;
     }
   }
@@ -238,7 +228,7 @@ constexpr std::chrono::milliseconds kReportWait{3000};
 
 HangVerdict print_verdict(HangReports& hang, const char* why) {
   HangVerdict v = hang.verdict(kReportWait);
-  write_all(STDERR_FILENO, fmt::format("shmoerun: {}; {}\n", why, v.line));
+  say(fmt::format("{}; {}", why, v.line));
   return v;
 }
 
@@ -247,7 +237,7 @@ std::optional<HangVerdict> explain_hang(HangReports& hang) {
   try {
     if (hang.job_hung()) return print_verdict(hang, "a wait exceeded SHMOE_HANG_TIMEOUT");
   } catch (const std::exception& e) {
-    write_all(STDERR_FILENO, fmt::format("shmoerun: cannot read the hang reports: {}\n", e.what()));
+    say(fmt::format("cannot read the hang reports: {}", e.what()));
   }
   return std::nullopt;
 }
@@ -313,7 +303,55 @@ void request_reports(HangReports& hang, const std::vector<Pe>& pes) {
     }
     print_verdict(hang, "hang reports on SIGUSR1");
   } catch (const std::exception& e) {
-    write_all(STDERR_FILENO, fmt::format("shmoerun: cannot read the hang reports: {}\n", e.what()));
+    say(fmt::format("cannot read the hang reports: {}", e.what()));
+  }
+}
+
+// Stops relaying one stream (at its end): what is left of its last line is printed.
+void end_relay(int rank, Relay& r, OutputMerger& merger) {
+  merger.add(rank, r.out, {}, true, Clock::now());
+  ::close(r.fd);
+  r.fd = -1;
+}
+
+// Waits up to `wait_ms` for the PEs' output (or a signal) and hands what came to the merger.
+void relay_output(std::vector<Pe>& pes, OutputMerger& merger, int wait_ms) {
+  std::vector<pollfd> fds{{g_wake_pipe[0], POLLIN, 0}};
+  std::vector<std::pair<int, Relay*>> owners;  // (rank, stream) per pollfd after the first
+  for (auto& pe : pes) {
+    for (Relay& r : pe.relays) {
+      if (r.fd < 0) continue;
+      fds.push_back({r.fd, POLLIN, 0});
+      owners.emplace_back(pe.rank, &r);
+    }
+  }
+  ::poll(fds.data(), fds.size(), wait_ms);
+  if (fds[0].revents & POLLIN) {
+    char buf[64];
+    while (::read(g_wake_pipe[0], buf, sizeof buf) > 0) {
+    }
+  }
+  for (std::size_t k = 1; k < fds.size(); ++k) {
+    if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    auto [rank, relay] = owners[k - 1];
+    Relay& r = *relay;
+    char buf[65536];
+    const ssize_t n = ::read(r.fd, buf, sizeof buf);
+    if (n > 0) {
+      merger.add(rank, r.out, std::string_view(buf, static_cast<std::size_t>(n)), false,
+                 Clock::now());
+    } else if (n == 0 || errno != EINTR) {
+      end_relay(rank, r, merger);
+    }
+  }
+}
+
+// Stops relaying every stream: what is left of its last line is printed.
+void close_relays(std::vector<Pe>& pes, OutputMerger& merger) {
+  for (auto& pe : pes) {
+    for (Relay& r : pe.relays) {
+      if (r.fd >= 0) end_relay(pe.rank, r, merger);
+    }
   }
 }
 
@@ -329,12 +367,13 @@ int run_store_only(const std::string& bind_host, std::uint16_t port, int job_siz
   bootstrap::ConfigStoreServer store(store_options);
   store.start();
   install_handlers();
-  write_all(STDOUT_FILENO, fmt::format("shmoerun: config store for {} PEs listening on {}:{}\n",
-                                       job_size, bind_host, store.port()));
+  write_all(STDOUT_FILENO, fmt::format("{}: config store for {} listening on {}:{}\n", g_name,
+                                       pe_count(job_size), bind_host, store.port()));
   return wait_for_job_end(local_store_address(bind_host, store.port()), timeout);
 }
 
 int run_job(LaunchOptions o) {
+  g_name = o.name;
   if (o.job_size == 0) o.job_size = o.n_pes;
   if (o.first_rank < 0 || o.first_rank + o.n_pes > o.job_size) {
     throw std::runtime_error(
@@ -380,13 +419,17 @@ int run_job(LaunchOptions o) {
   const auto start = Clock::now();
   std::optional<int> verdict;  // the launcher's exit status, once decided
   std::optional<Clock::time_point> kill_deadline;
-  std::optional<Clock::time_point> blame_at;  // when to name the failed PE
+  std::optional<Clock::time_point> blame_at;      // when to name the failed PE
+  std::optional<Clock::time_point> all_ended_at;  // when the last PE ended
   int running = o.n_pes;
 
+  // PEs' lines merged; a report held for identical ones goes out before the launcher's next line.
+  OutputMerger merger(o.prefix_output, std::chrono::milliseconds(500), write_all);
   auto stop_all = [&](int code, const std::string& why) {
+    merger.release(Clock::now(), true);
     if (!verdict) {
       verdict = code;
-      if (!why.empty()) write_all(STDERR_FILENO, "shmoerun: " + why + "\n");
+      if (!why.empty()) say(why);
     }
     if (!kill_deadline) {
       for (auto& pe : pes) {
@@ -396,41 +439,13 @@ int run_job(LaunchOptions o) {
     }
   };
 
-  while (running > 0 || std::any_of(pes.begin(), pes.end(), [](const Pe& p) {
-           return p.relays[0].fd >= 0 || p.relays[1].fd >= 0;
-         })) {
-    std::vector<pollfd> fds{{g_wake_pipe[0], POLLIN, 0}};
-    std::vector<std::pair<int, int>> owners;  // (pe, stream) per pollfd after the first
-    for (auto& pe : pes) {
-      for (int i = 0; i < 2; ++i) {
-        if (pe.relays[i].fd >= 0) {
-          fds.push_back({pe.relays[i].fd, POLLIN, 0});
-          owners.emplace_back(pe.rank - o.first_rank, i);
-        }
-      }
-    }
-    int wait_ms = blame_at ? 20 : 200;
-    ::poll(fds.data(), fds.size(), wait_ms);
-    if (fds[0].revents & POLLIN) {
-      char buf[64];
-      while (::read(g_wake_pipe[0], buf, sizeof buf) > 0) {
-      }
-    }
-    for (std::size_t k = 1; k < fds.size(); ++k) {
-      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      auto [rank, stream] = owners[k - 1];
-      Relay& r = pes[rank].relays[stream];
-      char buf[65536];
-      ssize_t n = ::read(r.fd, buf, sizeof buf);
-      if (n > 0) {
-        r.pending.append(buf, static_cast<std::size_t>(n));
-        flush_lines(pes[rank], r, false);
-      } else if (n == 0 || errno != EINTR) {
-        flush_lines(pes[rank], r, true);
-        ::close(r.fd);
-        r.fd = -1;
-      }
-    }
+  auto output_open = [&pes] {
+    return std::any_of(pes.begin(), pes.end(),
+                       [](const Pe& p) { return p.relays[0].fd >= 0 || p.relays[1].fd >= 0; });
+  };
+  while (running > 0 || output_open()) {
+    relay_output(pes, merger, blame_at || merger.holding() ? 20 : 200);
+    merger.release(Clock::now(), false);
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
@@ -444,8 +459,10 @@ int run_job(LaunchOptions o) {
           // Under SHMOE_PE_LOSS=continue a failed PE is lost, not the end of the job; once the
           // launcher stops the PEs itself (timeout, interrupt) their ends say nothing new.
           lost.push_back(&pe);
-          if (!kill_deadline)
-            write_all(STDERR_FILENO, "shmoerun: " + loss_line(pe, running) + "\n");
+          if (!kill_deadline) {
+            merger.release(Clock::now(), true);
+            say(loss_line(pe, running));
+          }
           continue;
         }
         if (failed && !kill_deadline && !blame_at) {
@@ -455,22 +472,33 @@ int run_job(LaunchOptions o) {
         }
       }
     }
-    if (blame_at && !kill_deadline && (Clock::now() >= *blame_at || running == 0)) {
+    // The culprit is named after the reports the PEs share (all of them, once every PE has ended
+    // and its output is read).
+    if (blame_at && !kill_deadline &&
+        ((Clock::now() >= *blame_at && !merger.holding()) || (running == 0 && !output_open()))) {
+      merger.release(Clock::now(), true);
       const std::optional<HangVerdict> hung = explain_hang(hang);
       const Pe& failed = pick_culprit(pes, first_lost.load());
       stop_all(exit_code_of(failed.status), failure_line(pes, failed, hung, running));
     }
     if (g_report_requested && !kill_deadline) {
       g_report_requested = 0;
+      merger.release(Clock::now(), true);
       request_reports(hang, pes);
     }
     if (g_interrupted && !kill_deadline) {
-      stop_all(130, fmt::format("interrupted by {}; stopping {} PEs", ::strsignal(g_interrupted),
-                                running));
+      stop_all(130, fmt::format("interrupted by {}; stopping {}", ::strsignal(g_interrupted),
+                                pe_count(running)));
     }
     if (o.job_timeout.count() > 0 && !kill_deadline && Clock::now() - start > o.job_timeout) {
-      stop_all(124, fmt::format("the job exceeded --timeout ({:.1f} s); stopping {} PEs",
-                                std::chrono::duration<double>(o.job_timeout).count(), running));
+      stop_all(124, fmt::format("the job exceeded --timeout ({:.1f} s); stopping {}",
+                                std::chrono::duration<double>(o.job_timeout).count(),
+                                pe_count(running)));
+    }
+    // A process the PEs left behind may hold their output open: it is not waited for long.
+    if (running == 0 && output_open()) {
+      if (!all_ended_at) all_ended_at = Clock::now();
+      if (Clock::now() - *all_ended_at > std::chrono::seconds(1)) close_relays(pes, merger);
     }
     if (kill_deadline && Clock::now() > *kill_deadline) {
       for (auto& pe : pes) {
@@ -478,10 +506,11 @@ int run_job(LaunchOptions o) {
       }
     }
   }
+  merger.release(Clock::now(), true);
   if (!lost.empty()) {
     // The first PE to fail may have failed on a hang timeout: the verdict names whom it waited on.
     if (!verdict) explain_hang(hang);
-    write_all(STDERR_FILENO, "shmoerun: " + lost_summary(lost, o.n_pes) + "\n");
+    say(lost_summary(lost, o.n_pes));
     // The job's status is that of the first PE lost, so that losing one is never a success.
     if (!verdict) verdict = exit_code_of(lost.front()->status);
   }

@@ -25,6 +25,7 @@ struct LaunchOptions {
   std::string store_bind = "127.0.0.1";
   std::uint16_t store_port = 0;
   std::vector<std::string> command;
+  std::string name = "shmoerun";  // what the launcher's own lines begin with
 };
 
 // Runs the job to its end and returns the launcher's exit status: 0 when every PE exited 0,

@@ -15,14 +15,11 @@
 namespace shmoe::tools {
 namespace {
 
-// What every PE process holds whatever the shape: libraries (UCX, OpenBLAS's buffers), thread
-// stacks, the runtime's state. And what the runtime adds to the heap it is asked for (its
+// What every PE process holds whatever the shape: libraries (UCX, oneDNN), thread stacks, the
+// runtime's state. And what the runtime adds to the heap it is asked for (its
 // barrier flags and team scratch, about 2 MiB).
 constexpr std::uint64_t kProcessBaseline = 64 * kMiB;
 constexpr std::uint64_t kRuntimeHeapState = 4 * kMiB;
-// OpenBLAS's packing buffer, one per thread that calls sgemm (BUFFER_SIZE, 128 MiB on x86-64):
-// measured, MegaMoE's PEs used about this much beyond their tensors.
-constexpr std::uint64_t kBlasBufferPerThread = 128 * kMiB;
 
 std::uint64_t product(std::initializer_list<std::uint64_t> factors) {
   std::uint64_t p = 1;
@@ -122,8 +119,7 @@ MemoryNeed mega_need(const MegaOptions& o, std::optional<std::uint64_t> heap) {
   // The unfused chain's intermediate tensors, for every row it can receive.
   const std::uint64_t chain =
       unfused ? product({cap, sum({token_row, 12, 4 * F, act_row, 2 * D})}) : 0;
-  const std::uint64_t blas = product({matrix + 1, kBlasBufferPerThread});
-  n.host = sum({experts, tiles, tokens, chain, blas, kProcessBaseline});
+  n.host = sum({experts, tiles, tokens, chain, kProcessBaseline});
   return n;
 }
 

@@ -10,6 +10,9 @@ int parse_command_line(int argc, char** argv, MoeCommandLine& out) {
       "inputs, golden outputs, verification and perf CSVs",
       "shmoe-moe"};
   app.set_help_flag("--help", "print this help");
+  app.set_version_flag("--version", SHMOE_VERSION_STRING);
+  // Every option's default shows in --help (the mega subcommand inherits this).
+  app.option_defaults()->always_capture_default();
   MoeOptionText moe_text;
   add_moe_options(app, moe_text, out.moe);
   CLI::App* mega = app.add_subcommand(

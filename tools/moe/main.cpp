@@ -2,6 +2,7 @@
 // operators, verifies every output and, with --perf, writes CSVs. `shmoe-moe mega ...` does the
 // same for the fused MegaMoE layer.
 #include <fmt/format.h>
+#include <sched.h>
 #include <shmem.h>
 #include <unistd.h>
 
@@ -60,6 +61,19 @@ std::string allow_pe_loss(bool mega, const shmoe::tools::MoeRunOptions& o) {
   return "";
 }
 
+// With --perf: a note when the PEs outnumber the cores this process may run on, since the
+// timings then include waiting for a core. Empty otherwise.
+std::string shared_cores_note(int pes, bool perf) {
+  cpu_set_t set;
+  if (!perf || ::sched_getaffinity(0, sizeof set, &set) != 0) return "";
+  const int cores = CPU_COUNT(&set);
+  if (pes <= cores) return "";
+  return fmt::format(
+      "shmoe-moe: note: {} PEs on {} core{}: the PEs share cores, so the timings include waiting "
+      "for one; use at most {} PEs for timings a core per PE would give",
+      pes, cores, cores == 1 ? "" : "s", cores);
+}
+
 int run(int argc, char** argv) {
   shmoe::tools::MoeCommandLine command_line;
   if (int stop = shmoe::tools::parse_command_line(argc, argv, command_line); stop >= 0) {
@@ -93,7 +107,13 @@ int run(int argc, char** argv) {
     return 2;
   }
   shmoe::tools::LaunchOptions launch;
+  launch.name = "shmoe-moe";
   launch.n_pes = mega ? mega_options.pes : options.pes;
+  if (const std::string note =
+          shared_cores_note(launch.n_pes, mega ? mega_options.perf : options.perf);
+      !note.empty()) {
+    fmt::print(stderr, "{}\n", note);
+  }
   const double timeout_s = mega ? mega_options.routing.timeout_s : options.timeout_s;
   launch.job_timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   char self[4096];

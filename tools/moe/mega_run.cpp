@@ -19,7 +19,7 @@ namespace shmoe::tools {
 
 namespace {
 
-// The relative tolerance per format.
+// The relative tolerance per format that the operator is held to.
 double relative_tolerance(numeric::Fp8Format f) {
   return f == numeric::Fp8Format::kE4M3 ? 0.05 : 0.15;
 }
@@ -222,10 +222,14 @@ int run(const MegaOptions& o, std::uint64_t seed) {
     op.set_tracing(false);
     write_trace(o.trace, op.last_trace(), op.config());
   }
+  // Under the solo schedule the calling thread does every part: no worker runs.
+  const std::string workers =
+      op.config().schedule == moe::MegaSchedule::kSolo
+          ? std::string("solo")
+          : fmt::format("{}+{}", op.config().workers.matrix, op.config().workers.vector);
   const std::string described = fmt::format(
-      "pes={} tokens={} model_dim={} ffn_dim={} topk={} experts_per_pe={} mode={} workers={}+{}", P,
-      o.tokens, o.model_dim, o.ffn_dim, o.topk, L, mode_name(o.mode), op.config().workers.matrix,
-      op.config().workers.vector);
+      "pes={} tokens={} model_dim={} ffn_dim={} topk={} experts_per_pe={} mode={} workers={}", P,
+      o.tokens, o.model_dim, o.ffn_dim, o.topk, L, mode_name(o.mode), workers);
   const std::string verdict =
       fmt::format("verify={}({})", all_passed(v.ok) ? "pass" : "FAIL", checks);
   const PerfSummary fused_perf = fused.summary(time_fused);

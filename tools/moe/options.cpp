@@ -11,7 +11,7 @@
 namespace shmoe::tools {
 namespace {
 
-// The reference system's single-dash spellings, mapped to ours.
+// Single-dash spellings that MoE benchmark scripts pass (-pes, -bs, -h...), mapped to ours.
 const std::map<std::string, std::string> kReferenceSpellings = {
     {"-pes", "--pes"},
     {"-bs", "--bs"},

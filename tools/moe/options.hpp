@@ -80,8 +80,8 @@ struct MoeOptionText {
   std::vector<std::string> dtypes{"int32"};
 };
 
-// argv[1..] reversed, as CLI11 takes it, with the reference system's spellings (-pes -bs -h
-// -topk -expertPerPe -type -warmup -loops -perf) made ours.
+// argv[1..] reversed, as CLI11 takes it, with the single-dash spellings of MoE benchmark
+// scripts (-pes -bs -h -topk -expertPerPe -type -warmup -loops -perf) made ours.
 std::vector<std::string> reversed_args(int argc, char** argv);
 // The dispatch/combine options, on shmoe-moe's main command (command_line.hpp).
 void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o);

@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "moe/moe.hpp"
+#include "ordered_lines.hpp"
+#include "run_csv.hpp"
 #include "slow_pe.hpp"
 #include "workload.hpp"
 
@@ -125,6 +127,17 @@ double check_combine(const Buffers& b, const PeInputs& mine, const MoeCase& c, V
   return worst;
 }
 
+// The combine check's line: within its bound, or the worst error as a multiple of it (a ratio
+// of 1.000 on a pass read as a near-failure: it is the bound's rounding, reached exactly).
+std::string combine_verdict(double worst_err_over_tol, DType dtype) {
+  const char* bound = dtype == DType::kInt32      ? "0.5 + fp32 accumulation"
+                      : dtype == DType::kFloat32  ? "(topk+1)*2^-24*sum|terms|"
+                      : dtype == DType::kBFloat16 ? "2^-8*sum|terms| + accumulation"
+                                                  : "2^-11*sum|terms| + accumulation";
+  if (worst_err_over_tol <= 1) return fmt::format(" combine within tolerance (|err| <= {})", bound);
+  return fmt::format(" combine_err/tol={:.3f} (tol: {})", worst_err_over_tol, bound);
+}
+
 struct PerfSample {
   std::vector<double> worker_us;
   double comm_us = 0;
@@ -152,13 +165,12 @@ void report_waits(const MoeRunOptions& o, const MoeCase& c, const std::string& n
   const SlowPeVerdict verdict = judge_slow_pe(wait_us, P);
   fmt::print("{}", wait_matrix_text(wait_us, P, verdict));
   const std::string path = csv_path(o, c, name + "_waits");
-  std::ofstream f(path);
-  if (!f) cannot_write(o, path);
-  f << "waiting_pe,source_pe,wait_us_per_call,slow_pe\n";
+  std::ofstream f = open_run_csv(path, "RunId,Time,waiting_pe,source_pe,wait_us_per_call,slow_pe");
+  const RunStamp& run = run_stamp();
   for (int r = 0; r < P; ++r) {
     for (int s = 0; s < P; ++s)
-      f << fmt::format("{},{},{:.3f},{}\n", r, s, wait_us[static_cast<std::size_t>(r * P + s)],
-                       verdict.pe);
+      f << fmt::format("{},{},{},{},{:.3f},{}\n", run.id, run.time, r, s,
+                       wait_us[static_cast<std::size_t>(r * P + s)], verdict.pe);
   }
   f.close();
   if (!f) cannot_write(o, path);
@@ -171,13 +183,13 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
   const std::string path = csv_path(o, c, name);
   std::error_code ignored;
   std::filesystem::create_directories(o.output_dir, ignored);
-  std::ofstream f(path);
-  if (!f) cannot_write(o, path);
-  f << "DataSize/B,PEs,Workers,Bandwidth/GB/s,CoreMaxTime/us,Metric,GlobalDataSize/B,"
-       "PerPeBandwidth/GB/s,BS,H,TopK,ExpertPerPe,Dtype,Warmup,Loops";
+  std::string header =
+      "RunId,Time,DataSize/B,PEs,Workers,Bandwidth/GB/s,CoreMaxTime/us,Metric,GlobalDataSize/B,"
+      "PerPeBandwidth/GB/s,BS,H,TopK,ExpertPerPe,Dtype,Warmup,Loops";
   for (int p = 0; p < P; ++p)
-    for (int w = 0; w < workers; ++w) f << fmt::format(",Time_pe{}_w{}/us", p, w);
-  f << "\n";
+    for (int w = 0; w < workers; ++w) header += fmt::format(",Time_pe{}_w{}/us", p, w);
+  std::ofstream f = open_run_csv(path, header);
+  const RunStamp& run = run_stamp();
   for (const char* metric : {"full_op", "comm_only"}) {
     const bool full = std::strcmp(metric, "full_op") == 0;
     double max_us = 0;
@@ -186,10 +198,10 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
         max_us = std::max(max_us, full ? all_worker_us[p * workers + w] : all_comm_us[p]);
     }
     const double gbps = max_us > 0 ? global_bytes / (max_us * 1e3) : 0;
-    f << fmt::format("{:.0f},{},{},{:.4f},{:.3f},{},{:.0f},{:.4f},{},{},{},{},{},{},{}",
-                     global_bytes / P, P, workers, gbps, max_us, metric, global_bytes, gbps / P,
-                     c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype), o.warmup,
-                     o.loops);
+    f << fmt::format("{},{},{:.0f},{},{},{:.4f},{:.3f},{},{:.0f},{:.4f},{},{},{},{},{},{},{}",
+                     run.id, run.time, global_bytes / P, P, workers, gbps, max_us, metric,
+                     global_bytes, gbps / P, c.bs, c.hidden, c.topk, c.experts_per_pe,
+                     moe::dtype_name(c.dtype), o.warmup, o.loops);
     for (int p = 0; p < P; ++p)
       for (int w = 0; w < workers; ++w)
         f << fmt::format(",{:.3f}", full ? all_worker_us[p * workers + w] : all_comm_us[p]);
@@ -446,21 +458,25 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   }
   std::string checks = check_dispatch_out ? "dispatch_exact" : "";
   if (do_combine) checks += std::string(checks.empty() ? "" : ",") + "combine_fp64";
-  fmt::print(
+  const std::string op =
+      op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : "");
+  const std::string line = fmt::format(
       "PE {}: {} verify={}({}) bs={} h={} topk={} experts_per_pe={} dtype={} rows={} "
-      "iterations={}{}{}{}\n",
-      me, op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : ""),
-      verdict.ok ? "pass" : "FAIL", checks, mine.bs, c.hidden, c.topk, c.experts_per_pe,
+      "iterations={}{}{}{}",
+      me, op, verdict.ok ? "pass" : "FAIL", checks, mine.bs, c.hidden, c.topk, c.experts_per_pe,
       moe::dtype_name(c.dtype), rows, o.iterations,
-      do_combine ? fmt::format(" combine_err/tol={:.3f} (tol: {})", worst_combine,
-                               c.dtype == DType::kInt32      ? "0.5 + fp32 accumulation"
-                               : c.dtype == DType::kFloat32  ? "(topk+1)*2^-24*sum|terms|"
-                               : c.dtype == DType::kBFloat16 ? "2^-8*sum|terms| + accumulation"
-                                                             : "2^-11*sum|terms| + accumulation")
-                 : "",
+      do_combine ? combine_verdict(worst_combine, c.dtype) : "",
       (double_plane ? fmt::format(" copy_engine_bytes={}", engine_bytes) : "") + masking,
       verdict.ok ? "" : " first mismatch: " + verdict.detail);
-  std::fflush(stdout);
+  if (o.fail_pe < 0) {
+    // Every PE is alive: PE 0 prints the lines in PE order and the case's summary.
+    print_in_pe_order(line, verdict.ok,
+                      fmt::format("{} bs={} h={} topk={} experts_per_pe={} dtype={}", op, c.bs,
+                                  c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype)));
+  } else {
+    fmt::print("{}\n", line);  // a PE may be gone: each prints its own
+    std::fflush(stdout);
+  }
 
   if (o.perf && verdict.ok) {
     // Timed calls reuse the last verified inputs; what is timed is what the op name says.

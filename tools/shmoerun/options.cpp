@@ -1,31 +1,80 @@
 #include "options.hpp"
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include "foreign_options.hpp"
 
 namespace shmoe::tools {
 namespace {
 
-// Scripts written for Open MPI's mpirun and oshrun give the PE count as `-np N`, which CLI11
-// would read as -n with the value "p". So `-np` becomes `--np` among the launcher's own options;
-// from PROGRAM on (the first word that is neither an option nor an option's value) nothing is
-// touched. Returns the arguments in the reverse order CLI11's parse() consumes them.
-std::vector<std::string> args_with_np_spelled_long(const CLI::App& app, int argc, char** argv) {
-  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string& arg = args[i];
-    if (arg == "-np") arg = "--np";
-    if (arg.size() < 2 || arg.front() != '-' || arg == "--") break;
-    // An option spelled alone takes the next word as its value (flags take none; `--np=4` and
-    // `-n4` carry theirs, and match no option name).
-    const CLI::Option* option = app.get_option_no_throw(arg);
-    if (option != nullptr && option->get_expected_min() > 0) ++i;
+// The launcher's own words of argv and the program's: the command starts at the first word that is
+// neither an option nor an option's value, or after `--`. Spellings scripts written for Open
+// MPI's mpirun and oshrun use are read as ours (`-np N`, `-np=N`, `-n=N`: CLI11 would read -np
+// as -n with the value "p"); an option shmoerun lacks is refused by name before any PE starts.
+struct SplitArgs {
+  std::vector<std::string> own;  // in the reverse order CLI11's parse() consumes them
+  std::vector<std::string> command;
+  std::string refusal;  // why an option was refused, or empty
+};
+
+std::string np_spelled_long(const std::string& arg) {
+  if (arg == "-np") return "--np";
+  for (const char* short_form : {"-np=", "-n="}) {
+    if (arg.rfind(short_form, 0) == 0) return "--np=" + arg.substr(std::strlen(short_form));
   }
-  std::reverse(args.begin(), args.end());
-  return args;
+  return arg;
+}
+
+// The option `arg` names (a short one may carry its value: -n4), or nullptr.
+const CLI::Option* option_named(const CLI::App& app, const std::string& arg) {
+  const std::string name = arg.substr(0, arg.find('='));
+  if (const CLI::Option* o = app.get_option_no_throw(name)) return o;
+  if (arg.size() > 2 && arg[1] != '-') return app.get_option_no_throw(arg.substr(0, 2));
+  return nullptr;
+}
+
+SplitArgs split_args(const CLI::App& app, int argc, char** argv) {
+  SplitArgs out;
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  std::size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string arg = np_spelled_long(args[i]);
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg.front() != '-') break;
+    const CLI::Option* option = option_named(app, arg);
+    if (option == nullptr) {
+      const std::string name = arg.substr(0, arg.find('='));
+      const auto advice = advice_for_foreign_option(name);
+      out.refusal = advice ? fmt::format("{} is not a shmoerun option: {}", name, *advice)
+                           : fmt::format(
+                                 "unknown option {} (shmoerun's options come before "
+                                 "PROGRAM; shmoerun --help lists them)",
+                                 name);
+      return out;
+    }
+    out.own.push_back(arg);
+    // An option spelled alone takes the next word as its value (flags take none; `--np=4` and
+    // `-n4` carry theirs).
+    const bool carries_value =
+        arg.find('=') != std::string::npos || app.get_option_no_throw(arg) == nullptr;
+    if (option->get_expected_min() > 0 && !carries_value && i + 1 < args.size()) {
+      out.own.push_back(args[++i]);
+    }
+  }
+  out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())),
+                     args.end());
+  std::reverse(out.own.begin(), out.own.end());
+  return out;
 }
 
 }  // namespace
@@ -36,8 +85,8 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
   double timeout_s = 0;
   int port = 0;
   app.add_option("-n,--np", options.n_pes,
-                 "number of PEs started here (with --store-only: of the whole job); -np N works "
-                 "too")
+                 "number of PEs started here (with --store-only: of the whole job); -np N, -np=N "
+                 "and -n=N work too")
       ->required()
       ->check(CLI::Range(1, 1024));
   app.add_option("--size", options.job_size,
@@ -59,8 +108,12 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
                "prefix every output line with the PE number");
   app.add_option("--timeout", timeout_s, "stop the job after this many seconds (0: never)")
       ->check(CLI::Range(0.0, 1e7));
-  app.prefix_command();  // everything from PROGRAM on belongs to the program
+  app.prefix_command();  // the usage line shows PROGRAM's place; split_args finds where it starts
   app.footer(
+      "PROGRAM without a '/' is looked up in PATH, then in the working directory. Options of\n"
+      "mpirun that shmoerun lacks (--oversubscribe, -x, --map-by...) are refused, saying what\n"
+      "to do instead. PE output comes out in whole lines; an error several PEs report in the\n"
+      "same words is printed once, with how many more PEs reported it.\n"
       "Each PE gets SHMOE_RANK, SHMOE_SIZE, SHMOE_STORE (the config store this launcher runs)\n"
       "and SHMOE_JOB_KEY (the job's secret, new for every job, which the store asks every\n"
       "process to prove). Launchers that share one store (--store, --size, --store-only) need\n"
@@ -72,14 +125,19 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
       "  hostA$ shmoerun -n 2 --size 4 --bind 0.0.0.0 --port 29500 ./prog\n"
       "  hostB$ shmoerun -n 2 --size 4 --first-rank 2 --store hostA:29500 ./prog");
   if (argc > 0) app.name(argv[0]);  // what parse(argc, argv) would do; the usage line shows it
+  SplitArgs split = split_args(app, argc, argv);
+  if (!split.refusal.empty()) {
+    std::fprintf(stderr, "shmoerun: %s\n", split.refusal.c_str());
+    return 2;
+  }
   try {
-    app.parse(args_with_np_spelled_long(app, argc, argv));
+    app.parse(split.own);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   options.store_port = static_cast<std::uint16_t>(port);
   options.job_timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-  options.command = app.remaining();
+  options.command = std::move(split.command);
   if (out.store_only) {
     if (!options.store_address.empty() || !options.command.empty()) {
       std::fprintf(stderr,
@@ -97,6 +155,16 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
     std::fprintf(stderr, "shmoerun: no PROGRAM given\n%s", app.help().c_str());
     return 2;
   }
+  // Found once here, as mpirun finds it (PATH, then the working directory), rather than failed
+  // once per PE.
+  std::string why;
+  const auto program = find_program(options.command.front(), why);
+  if (!program) {
+    std::fprintf(stderr, "shmoerun: cannot run PROGRAM %s: %s\n", options.command.front().c_str(),
+                 why.c_str());
+    return 127;
+  }
+  options.command.front() = *program;
   return -1;
 }
 

@@ -1,0 +1,44 @@
+#include "run_csv.hpp"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+namespace shmoe::tools {
+
+const RunStamp& run_stamp() {
+  static const RunStamp stamp = [] {
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+    return RunStamp{fmt::format("{}-{}", ::getpid(), static_cast<long long>(seconds)),
+                    fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(seconds))};
+  }();
+  return stamp;
+}
+
+std::ofstream open_run_csv(const std::string& path, const std::string& header) {
+  std::string existing;
+  {
+    std::ifstream in(path);
+    std::getline(in, existing);
+  }
+  if (!existing.empty() && existing != header) {
+    throw std::runtime_error(fmt::format(
+        "{} holds rows of other columns (its header is \"{}\", this run writes \"{}\"): move it "
+        "away or give another --output-dir",
+        path, existing, header));
+  }
+  std::ofstream f(path, std::ios::app);
+  if (!f) {
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+  if (existing.empty()) f << header << "\n";
+  return f;
+}
+
+}  // namespace shmoe::tools

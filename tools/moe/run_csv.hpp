@@ -1,0 +1,23 @@
+// Perf CSVs that gather runs: rows are appended, each with the id and UTC time of the run that
+// wrote it, and the header goes in once. (Rewriting the file lost a concurrent run's figures.)
+#pragma once
+
+#include <fstream>
+#include <string>
+
+namespace shmoe::tools {
+
+// This run's id (PID of the writer and its start, in seconds since the epoch: "12345-1767139200")
+// and its start as UTC ("2026-12-06T01:34:03Z"), the same for every CSV it writes.
+struct RunStamp {
+  std::string id;
+  std::string time;
+};
+const RunStamp& run_stamp();
+
+// `path` opened for appending, its header (which starts with "RunId,Time,") written if the file
+// is new or empty. Throws std::runtime_error naming the file when it holds another header (other
+// columns): the rows would not line up; or when it cannot be opened.
+std::ofstream open_run_csv(const std::string& path, const std::string& header);
+
+}  // namespace shmoe::tools

@@ -27,6 +27,15 @@ def _node() -> str:
     return os.environ.get("GROUP_RANK", "0")
 
 
+def _under_shmoerun(group: "dist.ProcessGroup") -> bool:
+    """Whether shmoerun started this process as PE `rank` of a job of the group's ranks: then the
+    Buffer joins that job, whose store shmoerun runs."""
+    env = os.environ
+    return "SHMOE_STORE" in env and env.get("SHMOE_RANK") == str(dist.get_rank(group)) \
+        and env.get("SHMOE_SIZE") == str(dist.get_world_size(group)) \
+        and dist.get_world_size(group) == dist.get_world_size()
+
+
 def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
     """Starts shmoe over the ranks of `group` (collective over the group; nothing once started
     over the same ranks): PE i is the group's rank i. Rank 0 of the group makes a fresh key and
@@ -34,7 +43,8 @@ def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
     (all_gather_object), never on a command line. A process runs one shmoe job, so every Buffer
     of a process must be on the same ranks. Where torchrun starts several nodes on this machine
     (--nnodes 2 on one host), each node's ranks are a simulated host of their own
-    (SHMOE_HOST_ID, unless set): shared memory inside a node, UCX between nodes."""
+    (SHMOE_HOST_ID, unless set): shared memory inside a node, UCX between nodes. Under shmoerun
+    (its PEs are the group's ranks) the Buffer joins shmoerun's job instead."""
     global _members
     size = dist.get_world_size(group)
     rank = dist.get_rank(group)
@@ -59,5 +69,8 @@ def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
         os.environ["SHMOE_HOST_ID"] = f"{hosts[0]}.node{_node()}"
     if "SHMEM_SYMMETRIC_SIZE" not in os.environ and "SMA_SYMMETRIC_SIZE" not in os.environ:
         os.environ["SHMEM_SYMMETRIC_SIZE"] = str(heap_bytes)
-    shmoe.init(rank=rank, size=size, store=store, key=key)
+    if _under_shmoerun(group):
+        shmoe.init()
+    else:
+        shmoe.init(rank=rank, size=size, store=store, key=key)
     _members = members

@@ -108,6 +108,7 @@ pid_t spawn(const LaunchOptions& o, Pe& pe) {
     ::setenv("SHMOE_RANK", std::to_string(pe.rank).c_str(), 1);
     ::setenv("SHMOE_SIZE", std::to_string(o.job_size).c_str(), 1);
     ::setenv("SHMOE_STORE", o.store_address.c_str(), 1);
+    set_torch_env(pe.rank, o.job_size, pe.rank - o.first_rank, o.n_pes, o.torch);
     std::vector<char*> argv;
     for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -408,6 +409,7 @@ int run_job(LaunchOptions o) {
     store->start();
     o.store_address = local_store_address(o.store_bind, store->port());
   }
+  o.torch = torch_rendezvous(o.job_size == o.n_pes);
   install_handlers();
   HangReports hang(o.store_address, o.job_size);
   std::vector<Pe> pes(o.n_pes);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "torch_env.hpp"
+
 namespace shmoe::tools {
 
 // A job may span hosts: each host's launcher starts a group of PEs, ranks first_rank ..
@@ -26,6 +28,7 @@ struct LaunchOptions {
   std::uint16_t store_port = 0;
   std::vector<std::string> command;
   std::string name = "shmoerun";  // what the launcher's own lines begin with
+  TorchRendezvous torch;          // set by run_job (torch_env.hpp)
 };
 
 // Runs the job to its end and returns the launcher's exit status: 0 when every PE exited 0,

@@ -131,13 +131,13 @@ typename Kind::Value in_force(Default fallback) {
 #undef SHMOE_SETTING
 #undef SHMOE_INT_SETTING
 
-// One row of the table, for listings (shmoe-config --env) and the README check.
+// One row of the table, for listings (shmoe-config --env) and the docs/environment.md check.
 struct Entry {
   const char* variable;
   const char* kind;           // "size", "seconds", "flag", "text", "secret", "integer"
   std::int64_t min, max;      // the allowed range of an integer; 0, 0 otherwise
-  const char* shown_default;  // as README.md shows it
-  const char* meaning;        // README.md's text
+  const char* shown_default;  // as docs/environment.md shows it
+  const char* meaning;        // docs/environment.md's text
   std::string (*choices)();   // a choice's accepted values ("auto, shm, ucx"); nullptr otherwise
 };
 std::span<const Entry> table();

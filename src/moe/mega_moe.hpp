@@ -45,7 +45,8 @@ enum class MegaSchedule : std::uint8_t {
 // where an expert gets up to about 4 rows a call, which reading half the bytes pays for; at about 6
 // the two are even, and from 8 the packed form wins (AMD EPYC with AVX512-BF16, FP8 / bf16 time:
 // 0.30-0.42 at 1 token per PE on 2 PEs, 0.4-0.7 at 3 and 4 rows per expert (16 tokens on 2 PEs,
-// Qwen3-30B-A3B's layer on 4), 0.9-1.3 at 6 (DeepSeek-V2-Lite's on 4 PEs), 1.6-2.1 from 8; README).
+// Qwen3-30B-A3B's layer on 4), 0.9-1.3 at 6 (DeepSeek-V2-Lite's on 4 PEs), 1.6-2.1 from 8;
+// docs/performance/).
 // kAuto picks kFp8 where tokens * topk <= kFp8RowsPerExpert * experts_per_pe, at most that many
 // rows per local expert on average at the configured tokens, and kBf16 above.
 enum class MegaWeights : std::uint8_t { kAuto, kFp8, kBf16 };

@@ -94,7 +94,7 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
   // this PE's own connection checked that the store knows the key too (bootstrap/store_auth.hpp),
   // so endpoints and keys come from PEs of this job only; one record per rank, checked by the
   // allgather. (UCX does not authenticate peers itself: a process that reaches this worker's
-  // transport directly is outside what the key protects; see the README's Security section.)
+  // transport directly is outside what the key protects; see docs/openshmem.md#security.)
   auto records = collectives.allgather("ucx-peers", mine, timeout);
   for (int pe = 0; pe < size; ++pe) {
     if (!reach[pe] || pe == rank) continue;

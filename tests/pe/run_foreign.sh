@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Starts PROGRAM as N PEs the way Open MPI's mpirun and Slurm's srun do (their rank and size
 # variables, no shmoerun), with PE 0 hosting the config store at SHMOE_STORE and every PE given
-# the job's key in SHMOE_JOB_KEY, as the README's recipe says. Half the PEs get Open MPI's
-# variables and half Slurm's, which the runtime must both understand.
+# the job's key in SHMOE_JOB_KEY, as the recipe in docs/openshmem.md says. Half the PEs get
+# Open MPI's variables and half Slurm's, which the runtime must both understand.
 set -u
 prog=$1 n=$2
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -205,7 +205,7 @@ done
 wait_for_file "$work/job2/ready" 60 || fail "job 2 did not start: $(cat "$work"/job2.*.log)"
 stranger "$store" "this user, no key" abort-before-hello forged-dup-rank-then-abort \
   old-hello-dup-rank other-job
-# The README's recipe run twice on one address: PE 0 cannot listen, the others are refused.
+# docs/openshmem.md's recipe run twice on one address: PE 0 cannot listen, the others are refused.
 other=$(new_key)
 for r in 0 1 2; do
   regex="belongs to job [0-9a-f]{12}, but this config store serves job [0-9a-f]{12}"

@@ -1,5 +1,6 @@
-// The table of settings (src/common/settings.def): parsing, defaults, errors, README.md's table
-// of environment variables, and that no source reads a shmoe variable around the table.
+// The table of settings (src/common/settings.def): parsing, defaults, errors, the table of
+// environment variables in docs/environment.md, and that no source reads a shmoe variable around
+// the table.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -188,17 +189,14 @@ TEST(UnknownSettings, EditDistanceCountsInsertionsDeletionsAndSubstitutions) {
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
 }
 
-// README.md's "Environment variables" table, one row per shmoe variable: name -> {meaning,
-// default}. Rows of other programs' variables (PMIx, Open MPI, UCX...) are not shmoe's.
-// The page that holds the table: docs/environment.md once the manual has one, else README.md.
-std::map<std::string, std::pair<std::string, std::string>> readme_rows() {
-  const fs::path page = fs::exists(kSource / "docs/environment.md")
-                            ? kSource / "docs/environment.md"
-                            : kSource / "README.md";
-  const std::string readme = read_file(page);
-  const auto at = readme.find("## Environment variables");
-  EXPECT_NE(at, std::string::npos);
-  std::istringstream lines(readme.substr(at));
+// docs/environment.md's table, one row per shmoe variable: name -> {meaning, default}, from
+// its "# Environment variables" heading to the next section. Rows of other programs' variables
+// (PMIx, Open MPI, UCX...) are not shmoe's.
+std::map<std::string, std::pair<std::string, std::string>> documented_rows() {
+  const std::string page = read_file(kSource / "docs" / "environment.md");
+  const auto at = page.find("# Environment variables");
+  EXPECT_NE(at, std::string::npos) << "docs/environment.md has no \"# Environment variables\"";
+  std::istringstream lines(page.substr(at));
   std::map<std::string, std::pair<std::string, std::string>> rows;
   static const std::regex row(R"(^\| `([^`]+)`([^|]*) \| (.*) \| (.*) \|$)");
   std::string line;
@@ -208,28 +206,30 @@ std::map<std::string, std::pair<std::string, std::string>> readme_rows() {
     if (!std::regex_match(line, m, row)) continue;
     const std::string name = m[1];
     if (!std::regex_match(name, std::regex("(SHMOE|SHMEM|SMA)_.*"))) continue;
-    EXPECT_EQ(m[2].str(), "") << "README row of " << name << " names more than one variable";
+    EXPECT_EQ(m[2].str(), "") << "the row of " << name << " names more than one variable";
     EXPECT_TRUE(rows.emplace(name, std::pair{m[3].str(), m[4].str()}).second)
-        << name << " has two README rows";
+        << name << " has two rows in docs/environment.md";
   }
   return rows;
 }
 
-TEST(SettingsTable, ReadmeListsEveryVariableWithItsDefaultAndMeaning) {
-  auto rows = readme_rows();
+TEST(SettingsTable, DocsListEveryVariableWithItsDefaultAndMeaning) {
+  auto rows = documented_rows();
   std::set<std::string> in_table;
   for (const Entry& e : table()) {
     in_table.insert(e.variable);
     auto it = rows.find(e.variable);
     if (it == rows.end()) {
-      ADD_FAILURE() << e.variable << " is in settings.def but not in README.md's table";
+      ADD_FAILURE() << e.variable << " is in settings.def but not in docs/environment.md's table";
       continue;
     }
-    EXPECT_EQ(it->second.second, e.shown_default) << "README's default of " << e.variable;
-    EXPECT_EQ(it->second.first, e.meaning) << "README's meaning of " << e.variable;
+    EXPECT_EQ(it->second.second, e.shown_default)
+        << "docs/environment.md's default of " << e.variable;
+    EXPECT_EQ(it->second.first, e.meaning) << "docs/environment.md's meaning of " << e.variable;
   }
   for (const auto& [name, cells] : rows) {
-    EXPECT_TRUE(in_table.count(name)) << name << " is in README.md's table but not in settings.def";
+    EXPECT_TRUE(in_table.count(name))
+        << name << " is in docs/environment.md's table but not in settings.def";
   }
   EXPECT_EQ(rows.size(), table().size());
 }

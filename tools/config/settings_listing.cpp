@@ -11,7 +11,7 @@
 namespace shmoe::tools::config {
 namespace {
 
-// The table's texts are README.md's Markdown; a terminal wants them plain.
+// The table's texts are docs/environment.md's Markdown; a terminal wants them plain.
 std::string plain(const std::string& markdown) {
   static const std::regex link(R"(\[([^\]]*)\]\([^)]*\))");
   std::string out = std::regex_replace(markdown, link, "$1");

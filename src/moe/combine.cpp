@@ -170,145 +170,212 @@ bool can_pull(const MoeContext::State& s, const CombineArgs& in) {
                       [](const std::byte* p) { return p == nullptr; });
 }
 
-void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
-  auto& s = ctx.state();
-  const auto& c = s.cfg;
-  const int P = s.n_pes, L = c.experts_per_pe;
-  // A pe_mask where none belongs (shrink mode off) is refused on every PE like any input; in
-  // shrink mode a PE without a usable mask cannot take part: it throws at once, and the others
-  // mask it at their bound.
-  const std::string mask_error = s.check_mask("combine", in.pe_mask);
-  if (!mask_error.empty() && s.shrink()) throw MoeError(mask_error);
-  const LiveSet live = s.live_set(in.pe_mask);
-  // A refusal is not thrown here: the peers, which did join the call, learn it at the entry
-  // step, so that every PE refuses the call at once.
-  const std::string mine = mask_error.empty() ? refusal(s, in) : mask_error;
-  const std::uint64_t g = ++s.combine_generation;
-  const std::size_t rows = mine.empty() ? static_cast<std::size_t>(in.ep_recv_count[L * P - 1]) : 0;
-  s.timing = OpTiming{};
-  std::vector<bool> by_engine;  // per (expert, source) block of expand_x
-  double comm_us = 0;
-  std::vector<int> refusing;
-  std::vector<int> modes;  // every PE's caller_mode
-  std::string mode_error;  // they differ: nothing moves, every PE throws
-  const bool pull_here = mine.empty() && can_pull(s, in);
-  bool pull = false;
-  std::vector<const std::byte*> row_at;  // with pull: row (t, k) in its expert's window
-  // Shrink mode: the routing the sum uses, with -1 for the slots of masked experts' PEs.
-  std::vector<std::int32_t> kept_ids;
-  SourceWaits waits(P);
+// One combine call: the state it carries between its phases, a method per phase, and the
+// barriers between them in operator(), which each vector worker runs. Rows either are pulled
+// from the experts' windows where every PE allows it (can_pull), or pushed to their tokens' PEs.
+class CombineCall {
+ public:
+  CombineCall(MoeContext::State& s, const CombineArgs& in, bool double_plane)
+      : s_(s),
+        c_(s.cfg),
+        in_(in),
+        double_plane_(double_plane),
+        mask_error_(checked_mask(s, in)),
+        live_(s.live_set(in.pe_mask)),
+        // A refusal is not thrown here: the peers, which did join the call, learn it at the
+        // entry step, so that every PE refuses the call at once.
+        mine_(mask_error_.empty() ? refusal(s, in) : mask_error_),
+        g_(++s.combine_generation),
+        rows_(mine_.empty() ? static_cast<std::size_t>(in.ep_recv_count[L() * s.n_pes - 1]) : 0),
+        pull_here_(mine_.empty() && can_pull(s, in)),
+        waits_(s.n_pes) {
+    s_.timing = OpTiming{};
+  }
 
-  auto kernel = [&](kernel::KernelContext& w) {
+  void operator()(kernel::KernelContext& w) {
     const int id = w.kind_id(), nw = w.kind_count();
-    auto t0 = Clock::now();
-    if (s.shrink() && mine.empty() && in.expand_x != s.recv_rows) {
-      rows_to_fixed_slots(s, in, rows * id / nw, rows * (id + 1) / nw);
+    const auto t0 = Clock::now();
+    if (s_.shrink() && mine_.empty() && in_.expand_x != s_.recv_rows) {
+      rows_to_fixed_slots(s_, in_, rows_ * id / nw, rows_ * (id + 1) / nw);
       shmem_quiet();
       w.barrier();
     }
-    if (id == 0) {
-      if (!s.shrink()) {
-        for (int pe = 0; pe < P; ++pe) s.combine_pulls.raise(pe, s.me, pull_here ? g : 0);
-      }
-      shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
-      refusing = s.combine_entry.agree(g, s.me, !mine.empty(), "combine entry", in.caller_mode,
-                                       &modes, &waits, live);
-      if (refusing.empty()) mode_error = modes_differ(modes, s.me);
-      // A PE can enter call g+1 (and move its pull flag) only after this PE has raised
-      // combine-done g below, so the flags read here are call g's. Shrink mode always pulls.
-      pull = refusing.empty() && mode_error.empty();
-      for (int src = 0; pull && !s.shrink() && src < P; ++src) {
-        pull = std::atomic_ref<std::uint64_t>(*s.combine_pulls.slot(src))
-                   .load(std::memory_order_acquire) == g;
-      }
-      if (pull) row_at.resize(static_cast<std::size_t>(in.bs) * c.topk);
-      if (pull && s.shrink()) {
-        // The slots whose expert's PE is masked by now (or was at the dispatch) are left out.
-        kept_ids.assign(in.expert_ids, in.expert_ids + row_at.size());
-        for (std::size_t i = 0; i < kept_ids.size(); ++i) {
-          if (kept_ids[i] >= 0 && (s.plan.positions[i] < 0 || !live.live(kept_ids[i] / L)))
-            kept_ids[i] = -1;
-        }
-      }
-      if (double_plane && refusing.empty() && mode_error.empty() && !pull) {
-        std::vector<std::size_t> seg(static_cast<std::size_t>(L) * P);
-        std::int32_t prev = 0;
-        for (std::size_t b = 0; b < seg.size(); ++b) {
-          seg[b] = static_cast<std::size_t>(in.ep_recv_count[b] - prev) * s.row_bytes;
-          prev = in.ep_recv_count[b];
-        }
-        by_engine = segments_for_copy_engine(seg, c.doubleplane_threshold);
-      }
-    }
+    if (id == 0) enter();
     w.barrier();
-    if (!refusing.empty() || !mode_error.empty()) return;
-    const std::size_t first = static_cast<std::size_t>(in.bs) * id / nw;
-    const std::size_t last = static_cast<std::size_t>(in.bs) * (id + 1) / nw;
-    if (pull) {
-      const std::int32_t* ids = kept_ids.empty() ? in.expert_ids : kept_ids.data();
-      for (std::size_t i = first * c.topk; i < last * c.topk; ++i) {
-        const std::int64_t pos = s.plan.positions[i];
-        row_at[i] = pos < 0 || ids[i] < 0 ? nullptr
-                                          : s.peer_recv_rows[ids[i] / L] +
-                                                static_cast<std::size_t>(pos) * s.row_bytes;
-      }
-      reduce_weighted_rows({c.dtype, c.hidden, c.topk, nullptr, s.row_bytes, ids, in.expert_scales,
-                            in.x_out, row_at.data(), in.x_out_float32},
-                           first, last);
+    if (!refusing_.empty() || !mode_error_.empty()) return;
+    if (pull_) {
+      pull_and_reduce(id, nw);
       w.barrier();
-      if (id == 0) {
-        s.combine_done.all_reach(s.me, g, "combine reads", &waits, s.late_set(live));
-        s.keep_only_late(live);
-        comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-      }
+      if (id == 0) wait_for_readers(t0);
       return;
     }
-    const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
+    push_rows(id, nw);
+    w.barrier();
+    if (id == 0) wait_for_rows(t0);
+    w.barrier();
+    // Reduce this worker's tokens: fp32, slots in increasing order.
+    const auto [first, last] = my_tokens(id, nw);
+    reduce_weighted_rows({c_.dtype, c_.hidden, c_.topk, s_.combine_rows, s_.row_bytes,
+                          in_.expert_ids, in_.expert_scales, in_.x_out, nullptr, in_.x_out_float32},
+                         first, last);
+  }
+
+  // After the launch: the refusal, if any, on every PE alike; else the call's timing.
+  void finish() {
+    if (!mine_.empty()) throw MoeError(mine_);
+    if (!refusing_.empty()) throw MoeError(refused_elsewhere(refusing_));
+    if (!mode_error_.empty()) throw MoeError(mode_error_);
+    for (int i = 0; i < c_.workers.vector; ++i)
+      s_.timing.worker_us.push_back(s_.pool->last_worker_seconds()[i] * 1e6);
+    s_.timing.comm_us = comm_us_;
+    s_.timing.source_wait_us = waits_.us();
+    s_.timing.bytes_sent = rows_ * s_.row_bytes;
+    for (std::size_t b = 0; b < by_engine_.size(); ++b) {
+      if (by_engine_[b]) {
+        s_.timing.bytes_via_copy_engine +=
+            static_cast<std::size_t>(in_.ep_recv_count[b] - (b ? in_.ep_recv_count[b - 1] : 0)) *
+            s_.row_bytes;
+      }
+    }
+  }
+
+ private:
+  // A pe_mask where none belongs (shrink mode off) is refused on every PE like any input; in
+  // shrink mode a PE without a usable mask cannot take part: it throws at once (before the call
+  // takes a generation), and the others mask it at their bound.
+  static std::string checked_mask(MoeContext::State& s, const CombineArgs& in) {
+    std::string error = s.check_mask("combine", in.pe_mask);
+    if (!error.empty() && s.shrink()) throw MoeError(error);
+    return error;
+  }
+
+  int L() const { return c_.experts_per_pe; }
+
+  std::pair<std::size_t, std::size_t> my_tokens(int id, int nw) const {
+    const auto bs = static_cast<std::size_t>(in_.bs);
+    return {bs * id / nw, bs * (id + 1) / nw};
+  }
+
+  // Worker 0: this PE's pull flag and verdict to every PE, their verdicts and modes back, then
+  // whether every PE pulls, and otherwise which blocks go to the copy engine.
+  void enter() {
+    const int P = s_.n_pes;
+    if (!s_.shrink()) {
+      for (int pe = 0; pe < P; ++pe) s_.combine_pulls.raise(pe, s_.me, pull_here_ ? g_ : 0);
+    }
+    shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
+    refusing_ = s_.combine_entry.agree(g_, s_.me, !mine_.empty(), "combine entry", in_.caller_mode,
+                                       &modes_, &waits_, live_);
+    if (refusing_.empty()) mode_error_ = modes_differ(modes_, s_.me);
+    // A PE can enter call g+1 (and move its pull flag) only after this PE has raised
+    // combine-done g, so the flags read here are call g's. Shrink mode always pulls.
+    pull_ = refusing_.empty() && mode_error_.empty();
+    for (int src = 0; pull_ && !s_.shrink() && src < P; ++src) {
+      pull_ = std::atomic_ref<std::uint64_t>(*s_.combine_pulls.slot(src))
+                  .load(std::memory_order_acquire) == g_;
+    }
+    if (pull_) row_at_.resize(static_cast<std::size_t>(in_.bs) * c_.topk);
+    if (pull_ && s_.shrink()) keep_live_experts();
+    if (double_plane_ && refusing_.empty() && mode_error_.empty() && !pull_) plan_engine();
+  }
+
+  // Shrink mode: the slots whose expert's PE is masked by now (or was at the dispatch) are left
+  // out of the sum.
+  void keep_live_experts() {
+    kept_ids_.assign(in_.expert_ids, in_.expert_ids + row_at_.size());
+    for (std::size_t i = 0; i < kept_ids_.size(); ++i) {
+      if (kept_ids_[i] >= 0 && (s_.plan.positions[i] < 0 || !live_.live(kept_ids_[i] / L())))
+        kept_ids_[i] = -1;
+    }
+  }
+
+  void plan_engine() {
+    std::vector<std::size_t> seg(static_cast<std::size_t>(L()) * s_.n_pes);
+    std::int32_t prev = 0;
+    for (std::size_t b = 0; b < seg.size(); ++b) {
+      seg[b] = static_cast<std::size_t>(in_.ep_recv_count[b] - prev) * s_.row_bytes;
+      prev = in_.ep_recv_count[b];
+    }
+    by_engine_ = segments_for_copy_engine(seg, c_.doubleplane_threshold);
+  }
+
+  // Pull: this worker's tokens, each slot's row read where its expert's PE holds it.
+  void pull_and_reduce(int id, int nw) {
+    const auto [first, last] = my_tokens(id, nw);
+    const std::int32_t* ids = kept_ids_.empty() ? in_.expert_ids : kept_ids_.data();
+    for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
+      const std::int64_t pos = s_.plan.positions[i];
+      row_at_[i] = pos < 0 || ids[i] < 0 ? nullptr
+                                         : s_.peer_recv_rows[ids[i] / L()] +
+                                               static_cast<std::size_t>(pos) * s_.row_bytes;
+    }
+    reduce_weighted_rows({c_.dtype, c_.hidden, c_.topk, nullptr, s_.row_bytes, ids,
+                          in_.expert_scales, in_.x_out, row_at_.data(), in_.x_out_float32},
+                         first, last);
+  }
+
+  // Pull: no PE may overwrite its window (the next dispatch) before every reader is done.
+  void wait_for_readers(Clock::time_point t0) {
+    s_.combine_done.all_reach(s_.me, g_, "combine reads", &waits_, s_.late_set(live_));
+    s_.keep_only_late(live_);
+    comm_us_ = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  }
+
+  // Push: this worker's share of the received rows, each to its token's slot at its source PE.
+  void push_rows(int id, int nw) {
+    const std::size_t r0 = rows_ * id / nw, r1 = rows_ * (id + 1) / nw;
     std::vector<kernel::RemoteCopy> engine_copies;
     std::size_t block = 0;
     for (std::size_t r = r0; r < r1; ++r) {
-      while (static_cast<std::size_t>(in.ep_recv_count[block]) <= r) ++block;
-      const std::int32_t src = in.assist_info[3 * r], t = in.assist_info[3 * r + 1],
-                         k = in.assist_info[3 * r + 2];
-      void* to = s.combine_rows + (static_cast<std::size_t>(t) * c.topk + k) * s.row_bytes;
-      const void* row = static_cast<const std::byte*>(in.expand_x) + r * s.row_bytes;
-      if (!by_engine.empty() && by_engine[block]) {
-        engine_copies.push_back({to, row, s.row_bytes, src});
+      while (static_cast<std::size_t>(in_.ep_recv_count[block]) <= r) ++block;
+      const std::int32_t src = in_.assist_info[3 * r], t = in_.assist_info[3 * r + 1],
+                         k = in_.assist_info[3 * r + 2];
+      void* to = s_.combine_rows + (static_cast<std::size_t>(t) * c_.topk + k) * s_.row_bytes;
+      const void* row = static_cast<const std::byte*>(in_.expand_x) + r * s_.row_bytes;
+      if (!by_engine_.empty() && by_engine_[block]) {
+        engine_copies.push_back({to, row, s_.row_bytes, src});
       } else {
-        shmem_putmem(to, row, s.row_bytes, src);
+        shmem_putmem(to, row, s_.row_bytes, src);
       }
     }
-    s.engine->submit(std::move(engine_copies));
+    s_.engine->submit(std::move(engine_copies));
     shmem_quiet();
-    w.barrier();
-    if (id == 0) {
-      s.engine->quiet();
-      shmem_fence();
-      s.combine_done.all_reach(s.me, g, "combine payload", &waits);
-      comm_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    }
-    w.barrier();
-    // Reduce this worker's tokens: fp32, slots in increasing order.
-    reduce_weighted_rows({c.dtype, c.hidden, c.topk, s.combine_rows, s.row_bytes, in.expert_ids,
-                          in.expert_scales, in.x_out, nullptr, in.x_out_float32},
-                         first, last);
-  };
-  s.pool->launch({0, c.workers.vector}, kernel);
-  if (!mine.empty()) throw MoeError(mine);
-  if (!refusing.empty()) throw MoeError(refused_elsewhere(refusing));
-  if (!mode_error.empty()) throw MoeError(mode_error);
-  for (int i = 0; i < c.workers.vector; ++i)
-    s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
-  s.timing.comm_us = comm_us;
-  s.timing.source_wait_us = waits.us();
-  s.timing.bytes_sent = rows * s.row_bytes;
-  for (std::size_t b = 0; b < by_engine.size(); ++b) {
-    if (by_engine[b]) {
-      s.timing.bytes_via_copy_engine +=
-          static_cast<std::size_t>(in.ep_recv_count[b] - (b ? in.ep_recv_count[b - 1] : 0)) *
-          s.row_bytes;
-    }
   }
+
+  void wait_for_rows(Clock::time_point t0) {
+    s_.engine->quiet();
+    shmem_fence();
+    s_.combine_done.all_reach(s_.me, g_, "combine payload", &waits_);
+    comm_us_ = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  }
+
+  MoeContext::State& s_;
+  const MoeConfig& c_;
+  const CombineArgs& in_;
+  const bool double_plane_;
+  const std::string mask_error_;
+  const LiveSet live_;
+  const std::string mine_;  // this PE's refusal of its inputs
+  const std::uint64_t g_;
+  const std::size_t rows_;  // rows this PE's experts return
+  const bool pull_here_;
+  SourceWaits waits_;
+  std::vector<int> refusing_;
+  std::vector<int> modes_;  // every PE's caller_mode
+  std::string mode_error_;  // they differ: nothing moves, every PE throws
+  bool pull_ = false;
+  std::vector<const std::byte*> row_at_;  // with pull: row (t, k) in its expert's window
+  // Shrink mode: the routing the sum uses, with -1 for the slots of masked experts' PEs.
+  std::vector<std::int32_t> kept_ids_;
+  std::vector<bool> by_engine_;  // per (expert, source) block of expand_x
+  double comm_us_ = 0;
+};
+
+void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
+  auto& s = ctx.state();
+  CombineCall call(s, in, double_plane);
+  s.pool->launch({0, s.cfg.workers.vector}, [&call](kernel::KernelContext& w) { call(w); });
+  call.finish();
 }
 
 }  // namespace

@@ -112,175 +112,233 @@ void exchange_and_plan(MoeContext::State& s, const DispatchArgs& in, const Dispa
     std::copy(s.plan.counts.begin(), s.plan.counts.end(), out.all_counts);
 }
 
-int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out,
-                 bool double_plane) {
-  auto& s = ctx.state();
-  const auto& c = s.cfg;
-  const std::uint64_t g = ++s.dispatch_generation;
-  const int P = s.n_pes, L = c.experts_per_pe;
-  const std::size_t side = static_cast<std::size_t>(c.token_side_bytes);
-  s.timing = OpTiming{};
-  s.error.clear();
-  s.retry = false;
-  s.dispatched = false;
-  std::vector<bool> by_engine;  // per (destination, expert) segment of mine
-  std::size_t engine_bytes = 0;
-  double comm_us = 0;
-  int total_rows = 0;
-  SourceWaits waits(P);
-  // A pe_mask where none belongs (shrink mode off) is refused on every PE through the header; in
-  // shrink mode a PE without a usable mask cannot take part: it throws at once, and the others
-  // mask it at their bound.
-  const std::string mask_error = s.check_mask("dispatch", in.pe_mask);
-  if (!mask_error.empty() && s.shrink()) throw MoeError(mask_error);
-  DispatchArgs args = in;
-  if (!mask_error.empty()) args.verdict = CallVerdict::kRefuse;
-  const LiveSet live = s.live_set(in.pe_mask);
-  // Shrink mode: each received row's place in the window (fixed slots), in expand_x's order.
-  std::vector<std::int64_t> window_row;
-  // A payload larger than the cache goes around it: ordinary stores would read every line of the
-  // receive window before overwriting it, a third of the traffic.
-  bool bypass_cache = false;
+// One dispatch call: the state it carries between its phases, a method per phase, and the
+// barriers between them in operator(), which each vector worker runs.
+class DispatchCall {
+ public:
+  DispatchCall(MoeContext::State& s, const DispatchArgs& in, const DispatchOutputs& out,
+               bool double_plane)
+      : s_(s),
+        c_(s.cfg),
+        in_(in),
+        out_(out),
+        double_plane_(double_plane),
+        g_(++s.dispatch_generation),
+        waits_(s.n_pes),
+        // A pe_mask where none belongs (shrink mode off) is refused on every PE through the
+        // header; in shrink mode a PE without a usable mask cannot take part: it throws at once,
+        // and the others mask it at their bound.
+        mask_error_(s.check_mask("dispatch", in.pe_mask)),
+        args_(in),
+        live_(s.live_set(in.pe_mask)) {
+    s_.timing = OpTiming{};
+    s_.error.clear();
+    s_.retry = false;
+    s_.dispatched = false;
+    if (!mask_error_.empty() && s_.shrink()) throw MoeError(mask_error_);
+    if (!mask_error_.empty()) args_.verdict = CallVerdict::kRefuse;
+  }
 
-  auto kernel = [&](kernel::KernelContext& w) {
-    const int id = w.kind_id(), nw = w.kind_count();
-    auto t0 = Clock::now();
-    if (id == 0) {
-      exchange_and_plan(s, args, out, g, waits, live);
-      if (s.error.empty() && double_plane) {
-        std::vector<std::size_t> seg(static_cast<std::size_t>(P) * L);
-        for (int dst = 0; dst < P; ++dst) {
-          for (int e = 0; e < L; ++e)
-            seg[static_cast<std::size_t>(dst) * L + e] = s.row_bytes * s.plan.count(s.me, dst, e);
-        }
-        by_engine = segments_for_copy_engine(seg, c.doubleplane_threshold);
-      }
-      if (s.error.empty()) {
-        const auto sent = std::count_if(s.plan.positions.begin(), s.plan.positions.end(),
-                                        [](std::int64_t pos) { return pos >= 0; });
-        bypass_cache = static_cast<std::size_t>(sent) * s.row_bytes >= kStreamingCopyThreshold;
-      }
+  void operator()(kernel::KernelContext& w) {
+    const auto t0 = Clock::now();
+    if (w.kind_id() == 0) plan();
+    w.barrier();
+    if (!s_.error.empty() || s_.retry) return;
+    send_rows(w.kind_id(), w.kind_count());
+    w.barrier();
+    if (w.kind_id() == 0) {
+      s_.engine->quiet();
+      shmem_fence();
+      s_.dispatch_done.all_reach(s_.me, g_, "dispatch payload", &waits_, live_);
+      comm_us_ = us_since(t0);
+      count_received();
     }
     w.barrier();
-    if (!s.error.empty() || s.retry) return;
+    copy_out(w.kind_id(), w.kind_count());
+  }
 
-    // Payload: the (token, slot) pairs are split evenly over the workers.
-    const std::size_t pairs = s.plan.positions.size();
+  // After the launch: the call's result (rows received, or kDispatchRetry) and its timing.
+  int finish() {
+    if (!s_.error.empty()) throw MoeError(mask_error_.empty() ? s_.error : mask_error_);
+    if (s_.retry) return kDispatchRetry;
+    const auto& ids = in_.expert_ids;
+    s_.dispatched_ids.assign(ids, ids + static_cast<std::size_t>(in_.bs) * c_.topk);
+    s_.dispatched = true;
+    record_timing();
+    return total_rows_;
+  }
+
+ private:
+  // Steps 1 and 2 (worker 0), then which segments go to the copy engine and whether the
+  // payload bypasses the cache.
+  void plan() {
+    exchange_and_plan(s_, args_, out_, g_, waits_, live_);
+    if (!s_.error.empty()) return;
+    const int P = s_.n_pes, L = c_.experts_per_pe;
+    if (double_plane_) {
+      std::vector<std::size_t> seg(static_cast<std::size_t>(P) * L);
+      for (int dst = 0; dst < P; ++dst) {
+        for (int e = 0; e < L; ++e)
+          seg[static_cast<std::size_t>(dst) * L + e] = s_.row_bytes * s_.plan.count(s_.me, dst, e);
+      }
+      by_engine_ = segments_for_copy_engine(seg, c_.doubleplane_threshold);
+    }
+    // A payload larger than the cache goes around it: ordinary stores would read every line of
+    // the receive window before overwriting it, a third of the traffic.
+    bypass_cache_ = rows_sent() * s_.row_bytes >= kStreamingCopyThreshold;
+  }
+
+  std::size_t rows_sent() const {
+    return static_cast<std::size_t>(std::count_if(s_.plan.positions.begin(),
+                                                  s_.plan.positions.end(),
+                                                  [](std::int64_t pos) { return pos >= 0; }));
+  }
+
+  // Step 3: this worker's share of the (token, slot) pairs, each row and its side-band.
+  void send_rows(int id, int nw) {
+    const int L = c_.experts_per_pe;
+    const std::size_t side = static_cast<std::size_t>(c_.token_side_bytes);
+    const std::size_t pairs = s_.plan.positions.size();
     const std::size_t lo = pairs * id / nw, hi = pairs * (id + 1) / nw;
     std::vector<kernel::RemoteCopy> engine_copies;
-    std::vector<std::byte> band(s.band_bytes);  // one row's side-band, sent in one put
+    std::vector<std::byte> band(s_.band_bytes);  // one row's side-band, sent in one put
     for (std::size_t i = lo; i < hi; ++i) {
-      const std::int64_t pos = s.plan.positions[i];
+      const std::int64_t pos = s_.plan.positions[i];
       if (pos < 0) continue;
-      const int e = in.expert_ids[i], dst = e / L;
-      const int t = static_cast<int>(i / c.topk), k = static_cast<int>(i % c.topk);
+      const int e = in_.expert_ids[i], dst = e / L;
+      const int t = static_cast<int>(i / c_.topk), k = static_cast<int>(i % c_.topk);
       const void* row =
-          static_cast<const std::byte*>(in.x) + static_cast<std::size_t>(t) * s.row_bytes;
-      void* to = s.recv_rows + static_cast<std::size_t>(pos) * s.row_bytes;
-      if (!by_engine.empty() && by_engine[e]) {
-        engine_copies.push_back({to, row, s.row_bytes, dst, bypass_cache});
-      } else if (bypass_cache && s.peer_recv_rows[dst] != nullptr) {
-        copy_non_temporal(s.peer_recv_rows[dst] + static_cast<std::size_t>(pos) * s.row_bytes, row,
-                          s.row_bytes);
+          static_cast<const std::byte*>(in_.x) + static_cast<std::size_t>(t) * s_.row_bytes;
+      void* to = s_.recv_rows + static_cast<std::size_t>(pos) * s_.row_bytes;
+      if (!by_engine_.empty() && by_engine_[e]) {
+        engine_copies.push_back({to, row, s_.row_bytes, dst, bypass_cache_});
+      } else if (bypass_cache_ && s_.peer_recv_rows[dst] != nullptr) {
+        copy_non_temporal(s_.peer_recv_rows[dst] + static_cast<std::size_t>(pos) * s_.row_bytes,
+                          row, s_.row_bytes);
       } else {
-        shmem_putmem(to, row, s.row_bytes, dst);
+        shmem_putmem(to, row, s_.row_bytes, dst);
       }
-      const RowMeta meta{s.me, t, k, in.expert_scales ? in.expert_scales[i] : 1.0f};
+      const RowMeta meta{s_.me, t, k, in_.expert_scales ? in_.expert_scales[i] : 1.0f};
       std::memcpy(band.data(), &meta, sizeof meta);
       if (side > 0) {
         std::memcpy(
             band.data() + sizeof meta,
-            static_cast<const std::byte*>(in.token_side) + static_cast<std::size_t>(t) * side,
+            static_cast<const std::byte*>(in_.token_side) + static_cast<std::size_t>(t) * side,
             side);
       }
-      shmem_putmem(s.recv_band + static_cast<std::size_t>(pos) * s.band_bytes, band.data(),
-                   s.band_bytes, dst);
+      shmem_putmem(s_.recv_band + static_cast<std::size_t>(pos) * s_.band_bytes, band.data(),
+                   s_.band_bytes, dst);
     }
-    s.engine->submit(std::move(engine_copies));
+    s_.engine->submit(std::move(engine_copies));
     // This thread's stores, non-temporal ones included, before the barrier (a quiet over UCX
     // alone would not fence the ones into this PE's own window).
-    if (bypass_cache) fence_non_temporal();
+    if (bypass_cache_) fence_non_temporal();
     shmem_quiet();
-    w.barrier();
-    if (id == 0) {
-      s.engine->quiet();
-      shmem_fence();
-      s.dispatch_done.all_reach(s.me, g, "dispatch payload", &waits, live);
-      comm_us = us_since(t0);
-      // Outputs that come from the counts alone (a source masked by now counts none).
-      std::int32_t running = 0;
-      for (int e = 0; e < L; ++e) {
-        std::int32_t expert_total = 0;
-        for (int src = 0; src < P; ++src) {
-          const std::int32_t n = live.live(src) ? s.plan.count(src, s.me, e) : 0;
-          if (s.shrink()) {
-            const std::int64_t slot0 = fixed_slot(P, c.max_bs, e, src);
-            for (std::int32_t j = 0; j < n; ++j) window_row.push_back(slot0 + j);
-          }
-          running += n;
-          expert_total += n;
-          out.ep_recv_count[e * P + src] = running;
+  }
+
+  // Step 4's outputs that come from the counts alone (a source masked by now counts none), and
+  // in shrink mode where each received row lies in the window (fixed slots, expand_x's order).
+  void count_received() {
+    const int P = s_.n_pes, L = c_.experts_per_pe;
+    std::int32_t running = 0;
+    for (int e = 0; e < L; ++e) {
+      std::int32_t expert_total = 0;
+      for (int src = 0; src < P; ++src) {
+        const std::int32_t n = live_.live(src) ? s_.plan.count(src, s_.me, e) : 0;
+        if (s_.shrink()) {
+          const std::int64_t slot0 = fixed_slot(P, c_.max_bs, e, src);
+          for (std::int32_t j = 0; j < n; ++j) window_row_.push_back(slot0 + j);
         }
-        out.expert_token_nums[e] = expert_total;
+        running += n;
+        expert_total += n;
+        out_.ep_recv_count[e * P + src] = running;
       }
-      total_rows = running;
+      out_.expert_token_nums[e] = expert_total;
     }
-    w.barrier();
-    // Copy-out, split by rows.
-    const std::size_t rows = static_cast<std::size_t>(total_rows);
+    total_rows_ = running;
+  }
+
+  // Where expand_x's row r lies in the window: at r, or (shrink mode) in its fixed slot.
+  std::size_t in_window(std::size_t r) const {
+    return window_row_.empty() ? r : static_cast<std::size_t>(window_row_[r]);
+  }
+
+  // Step 4's copy-out, split by rows: the rows (unless the caller reads the window), then each
+  // row's side-band into the outputs.
+  void copy_out(int id, int nw) {
+    const std::size_t side = static_cast<std::size_t>(c_.token_side_bytes);
+    const std::size_t rows = static_cast<std::size_t>(total_rows_);
     const std::size_t r0 = rows * id / nw, r1 = rows * (id + 1) / nw;
-    // Where expand_x's row r lies in the window: at r, or (shrink mode) in its fixed slot.
-    auto in_window = [&](std::size_t r) {
-      return window_row.empty() ? r : static_cast<std::size_t>(window_row[r]);
-    };
     // Shrink mode with the window as expand_x: the rows stay in their slots, and their
     // side-band goes to the same rows of the outputs.
-    const bool in_slots = !window_row.empty() && out.expand_x == s.recv_rows;
+    const bool in_slots = !window_row_.empty() && out_.expand_x == s_.recv_rows;
+    auto* expand_x = static_cast<std::byte*>(out_.expand_x);
     if (in_slots) {
       // nothing to copy
-    } else if (!window_row.empty()) {
+    } else if (!window_row_.empty()) {
       for (std::size_t r = r0; r < r1; ++r) {
-        std::memcpy(static_cast<std::byte*>(out.expand_x) + r * s.row_bytes,
-                    s.recv_rows + in_window(r) * s.row_bytes, s.row_bytes);
+        std::memcpy(expand_x + r * s_.row_bytes, s_.recv_rows + in_window(r) * s_.row_bytes,
+                    s_.row_bytes);
       }
-    } else if (out.expand_x != s.recv_rows) {
-      std::memcpy(static_cast<std::byte*>(out.expand_x) + r0 * s.row_bytes,
-                  s.recv_rows + r0 * s.row_bytes, (r1 - r0) * s.row_bytes);
+    } else if (out_.expand_x != s_.recv_rows) {
+      std::memcpy(expand_x + r0 * s_.row_bytes, s_.recv_rows + r0 * s_.row_bytes,
+                  (r1 - r0) * s_.row_bytes);
     }
     for (std::size_t row = r0; row < r1; ++row) {
-      const std::byte* at = s.recv_band + in_window(row) * s.band_bytes;
+      const std::byte* at = s_.recv_band + in_window(row) * s_.band_bytes;
       const std::size_t r = in_slots ? in_window(row) : row;
       RowMeta m;
       std::memcpy(&m, at, sizeof m);
-      if (out.expand_side != nullptr && side > 0)
-        std::memcpy(static_cast<std::byte*>(out.expand_side) + r * side, at + sizeof m, side);
-      out.assist_info[3 * r] = m.src_pe;
-      out.assist_info[3 * r + 1] = m.token;
-      out.assist_info[3 * r + 2] = m.slot;
-      if (out.expand_scales != nullptr) out.expand_scales[r] = m.scale;
+      if (out_.expand_side != nullptr && side > 0)
+        std::memcpy(static_cast<std::byte*>(out_.expand_side) + r * side, at + sizeof m, side);
+      out_.assist_info[3 * r] = m.src_pe;
+      out_.assist_info[3 * r + 1] = m.token;
+      out_.assist_info[3 * r + 2] = m.slot;
+      if (out_.expand_scales != nullptr) out_.expand_scales[r] = m.scale;
     }
-  };
-  s.pool->launch({0, c.workers.vector}, kernel);
-  if (!s.error.empty()) throw MoeError(mask_error.empty() ? s.error : mask_error);
-  if (s.retry) return kDispatchRetry;
-  s.dispatched_ids.assign(in.expert_ids, in.expert_ids + static_cast<std::size_t>(in.bs) * c.topk);
-  s.dispatched = true;
-  s.timing.worker_us.clear();
-  for (int i = 0; i < c.workers.vector; ++i)
-    s.timing.worker_us.push_back(s.pool->last_worker_seconds()[i] * 1e6);
-  s.timing.comm_us = comm_us;
-  s.timing.source_wait_us = waits.us();
-  s.timing.rows_received = total_rows;
-  std::size_t sent = 0;
-  for (auto p : s.plan.positions) sent += p >= 0;
-  s.timing.bytes_sent = sent * s.row_bytes;
-  for (std::size_t e = 0; e < by_engine.size(); ++e) {
-    if (by_engine[e])
-      engine_bytes +=
-          s.row_bytes * s.plan.count(s.me, static_cast<int>(e) / L, static_cast<int>(e) % L);
   }
-  s.timing.bytes_via_copy_engine = engine_bytes;
-  return total_rows;
+
+  void record_timing() {
+    const int L = c_.experts_per_pe;
+    s_.timing.worker_us.clear();
+    for (int i = 0; i < c_.workers.vector; ++i)
+      s_.timing.worker_us.push_back(s_.pool->last_worker_seconds()[i] * 1e6);
+    s_.timing.comm_us = comm_us_;
+    s_.timing.source_wait_us = waits_.us();
+    s_.timing.rows_received = total_rows_;
+    s_.timing.bytes_sent = rows_sent() * s_.row_bytes;
+    std::size_t engine_bytes = 0;
+    for (std::size_t e = 0; e < by_engine_.size(); ++e) {
+      if (by_engine_[e])
+        engine_bytes +=
+            s_.row_bytes * s_.plan.count(s_.me, static_cast<int>(e) / L, static_cast<int>(e) % L);
+    }
+    s_.timing.bytes_via_copy_engine = engine_bytes;
+  }
+
+  MoeContext::State& s_;
+  const MoeConfig& c_;
+  const DispatchArgs& in_;
+  const DispatchOutputs& out_;
+  const bool double_plane_;
+  const std::uint64_t g_;
+  SourceWaits waits_;
+  const std::string mask_error_;
+  DispatchArgs args_;  // in_, with a refusal verdict where the mask is refused
+  const LiveSet live_;
+  std::vector<bool> by_engine_;  // per (destination, expert) segment of mine
+  bool bypass_cache_ = false;
+  std::vector<std::int64_t> window_row_;  // shrink mode: each row's slot, in expand_x's order
+  double comm_us_ = 0;
+  int total_rows_ = 0;
+};
+
+int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out,
+                 bool double_plane) {
+  auto& s = ctx.state();
+  DispatchCall call(s, in, out, double_plane);
+  s.pool->launch({0, s.cfg.workers.vector}, [&call](kernel::KernelContext& w) { call(w); });
+  return call.finish();
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "common/env.hpp"
+
 namespace shmoe::tools {
 namespace {
 
@@ -28,9 +30,8 @@ std::string free_loopback_port() {
 }  // namespace
 
 TorchRendezvous torch_rendezvous(bool whole_job) {
-  const char* addr = std::getenv("MASTER_ADDR");
-  const char* port = std::getenv("MASTER_PORT");
-  if (addr != nullptr && *addr != '\0' && port != nullptr && *port != '\0') return {addr, port};
+  const auto addr = env::get("MASTER_ADDR"), port = env::get("MASTER_PORT");
+  if (addr && !addr->empty() && port && !port->empty()) return {*addr, *port};
   if (!whole_job) return {};
   return {"127.0.0.1", free_loopback_port()};
 }

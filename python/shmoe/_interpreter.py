@@ -10,6 +10,14 @@ from . import _build_info
 
 def mismatch(cause: ImportError) -> ImportError:
     """The ImportError to raise, from the one importing numpy or the module raised."""
+    if "libshmoe.so" in str(cause):
+        return ImportError(f"shmoe cannot load here: {cause}. The extension finds libshmoe.so "
+                           "relative to itself: reinstall shmoe (pip install, or cmake --install)")
+    if "cannot open shared object file" in str(cause):  # a system library, not the interpreter
+        return ImportError(
+            f"shmoe cannot load here: {cause}. That system library (UCX, PMIx, oneDNN, libcrypto, "
+            "fmt or GCC's OpenMP runtime) must be installed: scripts/install-deps.sh from shmoe's "
+            "source installs them on Debian")
     built = f"{_build_info.PYTHON} ({_build_info.SOABI})"
     if _build_info.EXECUTABLE:
         built = f"{_build_info.EXECUTABLE}, {built}"

@@ -32,3 +32,13 @@ def test_build_info_matches_this_interpreter():
 
     assert _build_info.SOABI == sysconfig.get_config_var("SOABI")
     assert _build_info.PYTHON.endswith(f"{sys.version_info[0]}.{sys.version_info[1]}")
+
+
+def test_a_missing_system_library_is_named():
+    """libshmoe.so's dependency missing: the loader's error reaches the user with what to do."""
+    code = ("import sys, shmoe._interpreter as i; "
+            "e = i.mismatch(ImportError('libucp.so.0: cannot open shared object file')); "
+            "print(e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "libucp.so.0: cannot open shared object file" in out.stdout, out.stdout
+    assert "scripts/install-deps.sh" in out.stdout and "built for" not in out.stdout, out.stdout

@@ -29,6 +29,7 @@
 #include "common/error.hpp"
 #include "common/settings.hpp"
 #include "shmem/segment_size.hpp"
+#include "system_libraries.hpp"
 
 namespace shmoe::tools::config {
 namespace fs = std::filesystem;
@@ -373,6 +374,26 @@ void check_ucx(Report& r) {
   r.json["ucx"] = j;
 }
 
+// The system libraries a wheel cannot carry, each where the loader finds it, and whether the
+// installation's libshmoe.so loads with them (its dlerror names a missing one).
+void check_system_libraries(const Layout& layout, Report& r) {
+  Json j = Json::object();
+  for (const SystemLibrary& lib : system_libraries()) {
+    j[lib.soname] = {{"what", lib.what}, {"path", lib.path.empty() ? Json(nullptr) : Json(lib.path)}};
+    if (lib.path.empty()) {
+      r.problem(fmt::format("{} ({}) is missing: apt-get install {} (Debian), or run "
+                            "scripts/install-deps.sh from shmoe's source",
+                            lib.soname, lib.what, lib.package));
+    }
+  }
+  if (fs::exists(layout.library)) {
+    const std::string why = load_error(layout.library);
+    j["libshmoe_loads"] = why.empty();
+    if (!why.empty()) r.problem(fmt::format("{} does not load: {}", layout.library.string(), why));
+  }
+  r.json["system_libraries"] = j;
+}
+
 }  // namespace
 
 // Descriptors held at the same time, by the busiest process of an N-PE job on this host:
@@ -403,6 +424,7 @@ Diagnosis diagnose(const Layout& layout, const DiagnoseOptions& options) {
   check_stale_segments(r);
   check_open_files(options.pes, r);
   check_ucx(r);
+  check_system_libraries(layout, r);
   Diagnosis d;
   d.healthy = r.next_steps.empty();
   r.json["healthy"] = d.healthy;

@@ -49,6 +49,25 @@ case $case_name in
     ;;
   diagnose_parses)
     diagnose --pes 2
+    # The system libraries, each found where this process loaded it, and the library loads.
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["system_libraries"]; \
+      assert d["libshmoe_loads"] is True, d; \
+      names = [k for k in d if k.startswith("lib") and k != "libshmoe_loads"]; \
+      assert sorted(names) == sorted(["libucp.so.0", "libpmix.so.2", "libdnnl.so.2", \
+        "libcrypto.so.3", "libfmt.so.9", "libgomp.so.1"]), names; \
+      assert all(d[k]["path"] and d[k]["path"].startswith("/") for k in names), d' "$out" \
+      || fail "system_libraries lists no loaded path for some library"
+    ;;
+  broken_library)
+    # An installed layout whose libshmoe.so cannot load: the next step says why.
+    prefix=$(mktemp -d)
+    mkdir -p "$prefix/bin" "$prefix/lib" "$prefix/include/shmoe"
+    cp "$tool" "$prefix/bin/shmoe-config"
+    echo "not an ELF file" >"$prefix/lib/libshmoe.so"
+    tool="$prefix/bin/shmoe-config" diagnose --pes 1
+    rm -rf "$prefix"
+    [ "$status" -eq 1 ] || fail "a libshmoe.so that cannot load was not reported"
+    grep -q 'libshmoe.so does not load: .*libshmoe.so' "$out" || fail "no next step naming the load error"
     ;;
   too_large_heap)
     SHMEM_SYMMETRIC_SIZE=100T diagnose --pes 4

@@ -12,6 +12,7 @@ packages=(
   libssl-dev  # libcrypto's HMAC-SHA256 for the config store's job key (src/bootstrap/store_auth.cpp)
   util-linux  # setpriv: tests/security runs a stranger as user nobody
   clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz) and their sanitizer runtimes
+  clang-format  # 14: scripts/format-check.sh, a stage of .ci/run
   # The Python package (python/): the interpreter's headers and venv. Its tests run in the
   # project's venv (scripts/venv.sh: torch, numpy 2, pytest, mypy, matplotlib from PyPI), and
   # once more under Debian's python3 with its numpy 1.x (tests/python: python.numpy1).

@@ -9,34 +9,35 @@
 #include <stdint.h>
 
 /* Table 5 of OpenSHMEM 1.5: standard RMA types. */
-#define SHMOE_RMA_TYPES(X)          \
-  X(float, float)                   \
-  X(double, double)                 \
-  X(long double, longdouble)        \
-  X(char, char)                     \
-  X(signed char, schar)             \
-  X(short, short)                   \
-  X(int, int)                       \
-  X(long, long)                     \
-  X(long long, longlong)            \
-  X(unsigned char, uchar)           \
-  X(unsigned short, ushort)         \
-  X(unsigned int, uint)             \
-  X(unsigned long, ulong)           \
-  X(unsigned long long, ulonglong)  \
-  X(int8_t, int8)                   \
-  X(int16_t, int16)                 \
-  X(int32_t, int32)                 \
-  X(int64_t, int64)                 \
-  X(uint8_t, uint8)                 \
-  X(uint16_t, uint16)               \
-  X(uint32_t, uint32)               \
-  X(uint64_t, uint64)               \
-  X(size_t, size)                   \
+#define SHMOE_RMA_TYPES(X)         \
+  X(float, float)                  \
+  X(double, double)                \
+  X(long double, longdouble)       \
+  X(char, char)                    \
+  X(signed char, schar)            \
+  X(short, short)                  \
+  X(int, int)                      \
+  X(long, long)                    \
+  X(long long, longlong)           \
+  X(unsigned char, uchar)          \
+  X(unsigned short, ushort)        \
+  X(unsigned int, uint)            \
+  X(unsigned long, ulong)          \
+  X(unsigned long long, ulonglong) \
+  X(int8_t, int8)                  \
+  X(int16_t, int16)                \
+  X(int32_t, int32)                \
+  X(int64_t, int64)                \
+  X(uint8_t, uint8)                \
+  X(uint16_t, uint16)              \
+  X(uint32_t, uint32)              \
+  X(uint64_t, uint64)              \
+  X(size_t, size)                  \
   X(ptrdiff_t, ptrdiff)
 
 /* The sized RMA forms: X(BITS, C type of that width). */
-#define SHMOE_RMA_SIZES(X) X(8, uint8_t) X(16, uint16_t) X(32, uint32_t) X(64, uint64_t) X(128, shmoe_u128_t)
+#define SHMOE_RMA_SIZES(X) \
+  X(8, uint8_t) X(16, uint16_t) X(32, uint32_t) X(64, uint64_t) X(128, shmoe_u128_t)
 
 /* Table 6: standard AMO types (all atomic operations). */
 #define SHMOE_AMO_STANDARD_TYPES(X) \
@@ -60,13 +61,13 @@
   SHMOE_AMO_STANDARD_TYPES(X)
 
 /* Table 8: bitwise AMO types (and, or, xor). */
-#define SHMOE_AMO_BITWISE_TYPES(X)  \
-  X(unsigned int, uint)             \
-  X(unsigned long, ulong)           \
-  X(unsigned long long, ulonglong)  \
-  X(int32_t, int32)                 \
-  X(int64_t, int64)                 \
-  X(uint32_t, uint32)               \
+#define SHMOE_AMO_BITWISE_TYPES(X) \
+  X(unsigned int, uint)            \
+  X(unsigned long, ulong)          \
+  X(unsigned long long, ulonglong) \
+  X(int32_t, int32)                \
+  X(int64_t, int64)                \
+  X(uint32_t, uint32)              \
   X(uint64_t, uint64)
 
 /* Point-to-point synchronization types (wait_until, test and their _all/_any/_some/_vector

@@ -1,8 +1,8 @@
 #include "bootstrap/job_key.hpp"
 
 #include "bootstrap/store_auth.hpp"
-#include "common/settings.hpp"
 #include "common/error.hpp"
+#include "common/settings.hpp"
 
 namespace shmoe::bootstrap {
 namespace {

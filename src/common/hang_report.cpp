@@ -8,10 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/settings.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/output_path.hpp"
+#include "common/settings.hpp"
 #include "common/wait_registry.hpp"
 
 namespace shmoe {

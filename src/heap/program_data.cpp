@@ -109,9 +109,10 @@ DataRange find_program_data(std::string* why) {
   std::uintptr_t covered = begin;
   for (; i < maps.size(); ++i) {
     if (!maps[i].writable || maps[i].begin > covered) {
-      *why = fmt::format("the executable's data [{:#x}, {:#x}) is not one read-write run in "
-                         "/proc/self/maps (at {:#x})",
-                         begin, end, std::max(covered, maps[i].begin));
+      *why = fmt::format(
+          "the executable's data [{:#x}, {:#x}) is not one read-write run in "
+          "/proc/self/maps (at {:#x})",
+          begin, end, std::max(covered, maps[i].begin));
       return {};
     }
     covered = std::max(covered, maps[i].end);

@@ -62,16 +62,18 @@ class HeldLocks {
   void refuse_if_held(const Lock& l, const char* fn) {
     std::lock_guard g(mutex_);
     if (held_.count(l.off) != 0) {
-      shmoe::api_error(fn, "this PE already holds the lock at symmetric offset {:#x} (OpenSHMEM "
-                           "locks are not recursive: shmem_clear_lock it first)",
+      shmoe::api_error(fn,
+                       "this PE already holds the lock at symmetric offset {:#x} (OpenSHMEM "
+                       "locks are not recursive: shmem_clear_lock it first)",
                        l.off);
     }
   }
   void released(const Lock& l, const char* fn) {
     std::lock_guard g(mutex_);
     if (held_.erase(l.off) == 0) {
-      shmoe::api_error(fn, "this PE does not hold the lock at symmetric offset {:#x}: only the "
-                           "PE whose shmem_set_lock or shmem_test_lock took it may clear it",
+      shmoe::api_error(fn,
+                       "this PE does not hold the lock at symmetric offset {:#x}: only the "
+                       "PE whose shmem_set_lock or shmem_test_lock took it may clear it",
                        l.off);
     }
   }

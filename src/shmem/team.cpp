@@ -136,9 +136,8 @@ Team* TeamRegistry::resolve(shmem_team_t handle, const char* fn, const char* par
 }
 
 std::string TeamRegistry::split(Team& parent, const std::vector<PeSet>& sets,
-                                const std::vector<shmem_team_config_t>& configs,
-                                std::uint64_t call, const std::string& refusal,
-                                std::vector<shmem_team_t>& out) {
+                                const std::vector<shmem_team_config_t>& configs, std::uint64_t call,
+                                const std::string& refusal, std::vector<shmem_team_t>& out) {
   out.assign(sets.size(), SHMEM_TEAM_INVALID);
   // One reduction answers three questions: which slots are in use anywhere, whether every
   // member passed the same arguments (all calls agree iff OR(call) == call and OR(~call) ==
@@ -167,9 +166,10 @@ std::string TeamRegistry::split(Team& parent, const std::vector<PeSet>& sets,
     if ((all[0] & (std::uint64_t{1} << s)) == 0) slots.push_back(s);
   }
   if (slots.size() < sets.size()) {
-    return fmt::format("no free team slot: at most {} teams besides SHMEM_TEAM_WORLD and "
-                       "SHMEM_TEAM_SHARED exist at once (destroy one first)",
-                       kTeamSlots - 2);
+    return fmt::format(
+        "no free team slot: at most {} teams besides SHMEM_TEAM_WORLD and "
+        "SHMEM_TEAM_SHARED exist at once (destroy one first)",
+        kTeamSlots - 2);
   }
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < sets.size(); ++i) {

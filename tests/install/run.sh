@@ -170,7 +170,7 @@ case $case_name in
     ;;
 
   headers)
-    # The installed shmem.h and pshmem.h are flat prototypes (generated from shmoe/functions.h,
+    # The installed shmem.h and pshmem.h are flat prototypes (generated from cmake/api/functions.h,
     # which is not installed), and libshmoe.so exports those and the shmoe API only.
     inc=$prefix/include
     grep -qxF 'void shmem_long_put(long *dest, const long *source, size_t nelems, int pe);' \

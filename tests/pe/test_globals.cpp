@@ -80,8 +80,8 @@ TEST_F(Globals, InitialisedDataKeepsItsValuesUntilWritten) {
   shmem_long_p(&g_initialised[me], encode<long>(seed, me, right, me), right);
   shmem_barrier_all();
   for (std::size_t i = 0; i < kLen; ++i) {
-    long want = i == static_cast<std::size_t>(left) ? encode<long>(seed, left, me, left)
-                                                    : initial_value(i);
+    long want =
+        i == static_cast<std::size_t>(left) ? encode<long>(seed, left, me, left) : initial_value(i);
     ASSERT_EQ(g_initialised[i], want) << i;
   }
 }

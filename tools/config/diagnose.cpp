@@ -219,10 +219,9 @@ void shm_problem(const SymmetricSize& size, int pes, std::uint64_t needed, std::
       "SHMEM_SYMMETRIC_SIZE to at most {}M per PE (e.g. export SHMEM_SYMMETRIC_SIZE={}M), plan "
       "for fewer PEs (--pes), or enlarge {} (mount -o remount,size=... {}; in Docker, "
       "--shm-size)",
-      pes, human_bytes(needed), pes,
-      human_bytes(size.bytes), size.source, kShmDir,
-      human_bytes(free), per_pe >> 20,
-      std::max<std::uint64_t>(1, (per_pe >> 20) * 9 / 10), kShmDir, kShmDir));
+      pes, human_bytes(needed), pes, human_bytes(size.bytes), size.source, kShmDir,
+      human_bytes(free), per_pe >> 20, std::max<std::uint64_t>(1, (per_pe >> 20) * 9 / 10), kShmDir,
+      kShmDir));
 }
 
 // Heap segments are sparse tmpfs files: a job starts even when they do not fit, and dies with
@@ -261,9 +260,9 @@ void check_shared_memory(int pes, Report& r) {
   if (needed > free) shm_problem(size, pes, needed, free, r);
 }
 
-// Segments named /shmoe-PID-RANK (and -data) whose PE is gone. Names are normally removed as soon as every
-// PE mapped them, so a leftover comes from a PE that died during start-up without shmoerun to
-// sweep it, and it holds /dev/shm space until removed. (A PID from another PID namespace reads
+// Segments named /shmoe-PID-RANK (and -data) whose PE is gone. Names are normally removed as soon
+// as every PE mapped them, so a leftover comes from a PE that died during start-up without shmoerun
+// to sweep it, and it holds /dev/shm space until removed. (A PID from another PID namespace reads
 // as gone too, hence "probably".)
 void check_stale_segments(Report& r) {
   static const std::regex name(R"(shmoe-(\d+)-\d+(-data)?)");

@@ -378,11 +378,13 @@ void check_ucx(Report& r) {
 void check_system_libraries(const Layout& layout, Report& r) {
   Json j = Json::object();
   for (const SystemLibrary& lib : system_libraries()) {
-    j[lib.soname] = {{"what", lib.what}, {"path", lib.path.empty() ? Json(nullptr) : Json(lib.path)}};
+    j[lib.soname] = {{"what", lib.what},
+                     {"path", lib.path.empty() ? Json(nullptr) : Json(lib.path)}};
     if (lib.path.empty()) {
-      r.problem(fmt::format("{} ({}) is missing: apt-get install {} (Debian), or run "
-                            "scripts/install-deps.sh from shmoe's source",
-                            lib.soname, lib.what, lib.package));
+      r.problem(
+          fmt::format("{} ({}) is missing: apt-get install {} (Debian), or run "
+                      "scripts/install-deps.sh from shmoe's source",
+                      lib.soname, lib.what, lib.package));
     }
   }
   if (fs::exists(layout.library)) {

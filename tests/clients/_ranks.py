@@ -49,20 +49,22 @@ def spawn_ranks(scenario, n=RANKS, *args):
         pytest.fail("\n".join(lines) or "a rank failed")
 
 
-def close_enough(what, got, ref, scale, ulps):
+def close_enough(what, got, ref, scale, ulps, scale_name="max |reference|"):
     """|got - ref| <= ulps * BF16_U * scale elementwise, scale being the largest reference value
     of the tensor: two bf16 computations of the same sums, rounded in other places, differ by a
     few roundings of the terms they sum, which the tensor's largest value bounds (an element
-    whose terms cancel keeps the error of its terms, not of its small result). Rank 0 prints the
-    worst error found, as a fraction of the bound."""
+    whose terms cancel keeps the error of its terms, not of its small result); or, as
+    scale_name says, a per-element magnitude of the terms. Rank 0 prints the worst error found,
+    as a fraction of the bound."""
     import torch
 
+    got, ref = got.detach(), ref.detach()
     err = (got.double() - ref.double()).abs()
-    bound = ulps * BF16_U * scale.double()
+    bound = ulps * BF16_U * scale.detach().double()
     worst = float((err / bound.clamp_min(1e-30)).max()) if err.numel() else 0.0
     if dist.get_rank() == 0:
         print(f"  {what}: max |err| {float(err.max()) if err.numel() else 0.0:.3e}, "
-              f"{worst:.2f} of the bound ({ulps} x 2^-8 x max |reference|)", flush=True)
+              f"{worst:.2f} of the bound ({ulps} x 2^-8 x {scale_name})", flush=True)
     bad = err > bound
     if bool(bad.any()):
         at = tuple(int(i) for i in bad.nonzero()[0])

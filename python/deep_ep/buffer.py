@@ -56,6 +56,7 @@ class Buffer:
         self._normal = normal.Normal(self.group_size, self.rank)
         self._shrink = shrink.Shrink(call, self.group_size, self.rank, ms) if ms else None
         self._low_latency = low_latency.LowLatency(self.group_size, self._shrink)
+        self._local_bytes: dict = {}
         self._destroyed = False
 
     # ---- Lifetime ---------------------------------------------------------------------------
@@ -76,6 +77,36 @@ class Buffer:
     def _require_live(self, call: str) -> None:
         if self._destroyed:
             raise RuntimeError(f"{call}: the buffer has been destroyed")
+
+    def get_local_buffer_tensor(self, dtype: torch.dtype, size: Optional[torch.Size] = None,
+                                offset: int = 0, use_rdma_buffer: bool = False) -> torch.Tensor:
+        """DeepEP's view of this rank's NVL (or, with use_rdma_buffer, RDMA) buffer as `dtype`
+        from byte `offset` on, shaped `size` when given: here a CPU byte area of the Buffer's
+        num_nvl_bytes (num_rdma_bytes), kept for the Buffer's life, so that every call sees the
+        same memory. It is this rank's own memory; no other rank reads it."""
+        call = "deep_ep.Buffer.get_local_buffer_tensor"
+        self._require_live(call)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"{call}: dtype={dtype!r} must be a torch.dtype")
+        total = self.num_rdma_bytes if use_rdma_buffer else self.num_nvl_bytes
+        name = "num_rdma_bytes" if use_rdma_buffer else "num_nvl_bytes"
+        offset = integer(call, "offset", offset)
+        item = torch.empty(0, dtype=dtype).element_size()
+        if offset > total or offset % item:
+            raise ValueError(f"{call}: offset={offset} must be a multiple of {item} (the size of "
+                             f"{dtype}) in 0..{total} ({name})")
+        area = self._local_bytes.get(name)
+        if area is None:
+            area = self._local_bytes[name] = torch.zeros(total, dtype=torch.uint8)
+        whole = area[offset:offset + (total - offset) // item * item].view(dtype)
+        if size is None:
+            return whole
+        shape = torch.Size(size)
+        if shape.numel() > whole.numel():
+            raise ValueError(f"{call}: size={list(shape)} needs {shape.numel()} elements of "
+                             f"{dtype}; the {name}={total} buffer holds {whole.numel()} from "
+                             f"offset {offset}")
+        return whole[:shape.numel()].view(shape)
 
     # ---- Static helpers ---------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""EventOverlap and the event handle (DeepEP's deep_ep.utils names). On the CPU every operation
-has completed when it returns, so events are complete at once."""
+"""EventOverlap, the event handle and check_nvlink_connections (DeepEP's deep_ep.utils names). On
+the CPU every operation has completed when it returns, so events are complete at once."""
 
 from __future__ import annotations
 
@@ -30,3 +30,8 @@ class EventOverlap:
 
     def __exit__(self, *exc: Any) -> None:
         self.current_stream_wait()
+
+
+def check_nvlink_connections(group: Any) -> None:
+    """DeepEP checks that the GPUs of `group` are connected by NVLink; the ranks of a deep_ep
+    group share one host's memory, so there is nothing to check."""

@@ -440,3 +440,67 @@ def test_cpu_event_times():
     with pytest.raises(RuntimeError, match="enable_timing"):
         torch.cpu.Event().elapsed_time(e1)
     assert deep_ep.topk_idx_t == torch.int64
+
+
+def test_every_import_spelling():
+    """The spellings the frameworks use (torchtitan 0.2, Megatron-core's fused_a2a) and DeepEP's
+    own, and the static helpers they call before any Buffer exists."""
+    import deep_ep
+    from deep_ep import Buffer, Config, EventHandle, EventOverlap, topk_idx_t  # noqa: F401
+    from deep_ep.buffer import Buffer as BufferAgain
+    from deep_ep.utils import EventHandle as Handle2, EventOverlap as Overlap2
+    from deep_ep.utils import check_nvlink_connections
+
+    assert BufferAgain is Buffer and Handle2 is EventHandle and Overlap2 is EventOverlap
+    assert topk_idx_t == torch.int64 and deep_ep.Config is Config
+    assert Buffer.is_sm90_compiled() is False
+    assert check_nvlink_connections(None) is None
+    with EventOverlap(EventHandle()) as ev:
+        ev.current_stream_wait()
+    before = Buffer.num_sms
+    try:
+        Buffer.set_num_sms(24)
+        assert Buffer.get_dispatch_config(2).num_sms == 24
+        for bad_value in (0, 3, -2, 2.0, True):
+            with pytest.raises(ValueError, match=f"new_num_sms={bad_value!r} must be a positive "
+                                                 "even int"):
+                Buffer.set_num_sms(bad_value)
+    finally:
+        Buffer.set_num_sms(before)
+    # The size hints the frameworks size their Buffer with: bytes per token x ranks x tokens.
+    config = Buffer.get_combine_config(4)
+    assert config.get_nvl_buffer_size_hint(7168 * 2, 4) == 7168 * 2 * 4 * 256
+
+
+def _second_buffer(rank, n, buffer):
+    """torchtitan and Megatron-core make a new Buffer on the same group when their size hints
+    grow, and drop the old one without destroy(): both must work, each on its own operators."""
+    import deep_ep
+
+    _normal_mode(rank, n, buffer)
+    again = deep_ep.Buffer(buffer.group, int(128e6), int(1e6))
+    _normal_mode(rank, n, again)
+    _normal_mode(rank, n, buffer)
+    # The local buffer tensor: one byte area per Buffer and kind, the same memory at every call.
+    g = torch.Generator().manual_seed(rank)
+    t = again.get_local_buffer_tensor(torch.float32, torch.Size([4, 8]), offset=64)
+    values = torch.randn((4, 8), generator=g)
+    t.copy_(values)
+    whole = again.get_local_buffer_tensor(torch.uint8)
+    assert whole.shape == (int(128e6),)
+    assert torch.equal(whole[64:64 + 128].view(torch.float32).view(4, 8), values)
+    rdma = again.get_local_buffer_tensor(torch.bfloat16, use_rdma_buffer=True)
+    assert rdma.shape == (int(1e6) // 2,) and rdma.data_ptr() != whole.data_ptr()
+    assert buffer.get_local_buffer_tensor(torch.int32, use_rdma_buffer=True).numel() == 0
+    with pytest.raises(ValueError, match=r"offset=3 must be a multiple of 4 .* in 0\.\.128000000"):
+        again.get_local_buffer_tensor(torch.float32, offset=3)
+    with pytest.raises(ValueError, match=r"size=\[1000, 1000\] needs 1000000 elements of "
+                                         r"torch.float32; the num_rdma_bytes=1000000 buffer "
+                                         r"holds 250000"):
+        again.get_local_buffer_tensor(torch.float32, (1000, 1000), use_rdma_buffer=True)
+    with pytest.raises(ValueError, match="dtype='float32' must be a torch.dtype"):
+        again.get_local_buffer_tensor("float32")
+
+
+def test_a_second_buffer_on_the_same_group():
+    _run(2, _second_buffer)

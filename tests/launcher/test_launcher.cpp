@@ -276,6 +276,15 @@ TEST(Launcher, ForeignOptionsAreRefusedByNameWithAdvice) {
   }
 }
 
+// No PE count: the error names the spellings users type, not CLI11's option name.
+TEST(Launcher, MissingPeCountIsNamed) {
+  Result r = run(fmt::format("{} {} ok", SHMOERUN, PE_FAULTS));
+  EXPECT_EQ(r.status, 2) << r.output;
+  expect_match(
+      r, "shmoerun: -n N \\(or -np N\\) is required: how many PEs to start \\(1\\.\\.1024\\)");
+  EXPECT_EQ(r.output.find("pid="), std::string::npos) << "started PEs:\n" << r.output;
+}
+
 // -np=N, -n=N and `--` as mpirun takes them; a program named without a path is found in PATH and
 // then in the working directory.
 TEST(Launcher, MpirunSpellingsAndProgramLookup) {

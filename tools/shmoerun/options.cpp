@@ -116,7 +116,9 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
       "same words is printed once, with how many more PEs reported it.\n"
       "Each PE gets SHMOE_RANK, SHMOE_SIZE, SHMOE_STORE (the config store this launcher runs)\n"
       "and SHMOE_JOB_KEY (the job's secret, new for every job, which the store asks every\n"
-      "process to prove). Launchers that share one store (--store, --size, --store-only) need\n"
+      "process to prove), and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+      "MASTER_ADDR and MASTER_PORT (the last two where this shmoerun starts the whole job). "
+      "Launchers that share one store (--store, --size, --store-only) need\n"
       "the same SHMOE_JOB_KEY in their environment (e.g. from `openssl rand -hex 16`).\n"
       "If a PE fails, the others are stopped within a few seconds and shmoerun exits non-zero.\n"
       "SIGUSR1 to shmoerun makes every PE write its hang report, and shmoerun prints which PE\n"
@@ -132,6 +134,11 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
   }
   try {
     app.parse(split.own);
+  } catch (const CLI::RequiredError& e) {
+    if (app.get_option("--np")->count() > 0) return app.exit(e);
+    std::fprintf(stderr,
+                 "shmoerun: -n N (or -np N) is required: how many PEs to start (1..1024)\n");
+    return 2;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

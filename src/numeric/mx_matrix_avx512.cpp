@@ -194,30 +194,23 @@ struct Bf16Lookup {
   }
 };
 
-// The BF16 kernel reads its codes through common/read_ahead, one call per 64-byte line. The
-// kernel spends so long on each line that the misses it has in flight (what the reorder window
-// holds) do not cover the memory's latency: with no prefetch it read at 0.6-0.7x of a plain
-// streaming read. With one prefetch per line 12 KiB ahead it read at 0.55-0.89x of four
-// interleaved streams with no prefetch (the read limit then); with read_ahead (6 KiB ahead per
-// line, and one line per page 16 KiB ahead) at 0.88-1.07x of them, 1.2-1.6x as fast (in-process
-// A/B, 23 experts of DeepSeek-V2-Lite's weights and 25 of Qwen3-30B-A3B's, two processes at once,
-// 1 to 4 rows of a, medians of 8 runs), and as fast with one group at a time as with two groups
-// far apart (two streams of codes, which had helped with the per-line prefetch alone).
+// The BF16 kernel reads its codes through common/read_ahead, one call per 64-byte line: it spends
+// so long on each line that the misses it has in flight do not cover the memory's latency, and
+// without the prefetches it reads well below a streaming read; with them it keeps up, one group
+// at a time (the measurements: docs/performance/2026-12-05-mx-kernel.md).
 
 // A block's scale moved into its values' bf16 exponents, relative to the matrix's largest scale
 // (the finished sums are multiplied by that one): the exponents go down by the difference, a
 // saturating subtraction that leaves +0 at +0 (the matrix stores no -0; decodable() in
 // mx_matrix.cpp keeps every other value normal). Against scaling each block's dot product with
 // a multiply-add, this takes 2 instructions per 64 codes instead of 2 per 64 codes and row of a:
-// at 4 rows of a, 1.4x as fast in cache and 1.3x out of it (weights on huge pages); at 1 row,
-// 3-6% slower in cache and 1-2% out of it.
+// faster from 2 rows of a on, a few percent slower at 1.
 //
 // The drops come from a table of every scale's, each in both halves of 32 bits, so that a block's
 // is broadcast straight from memory: one load, where a drop computed in a general register costs
 // a move to the vector unit and a shuffle. At one row of a the kernel is bound by its loads and
-// its vector instructions about equally; this and the codes' single load (Bf16Lookup::decode)
-// took it in cache (64 x 2048, bench/mx_kernel) from 62 to 72 G products/s at 1 row of a and
-// from 157 to 179 at 4.
+// its vector instructions about equally, so both this and the codes' single load
+// (Bf16Lookup::decode) count.
 struct ExponentDrops {
   alignas(64) std::array<std::uint32_t, 256> by_scale{};
   explicit ExponentDrops(std::uint8_t max_scale) {
@@ -236,9 +229,8 @@ SHMOE_AVX512_BF16 inline __m512bh scaled(__m512i bf16_bits, const ExponentDrops&
 
 // The sums of a row of a against a group's 4 rows of w, each times `times` (exact: a power of
 // two), stored together: the 4 accumulators are added as a transposition (lanes 4i..4i+3 of each,
-// then the 128-bit quarters), 13 instructions where adding each one's 16 lanes apart took 36: the
-// kernel 1.03-1.33x as fast in cache at 1 to 4 rows of a in 23 of 24 in-process A/B cases (one
-// 0.89), most on short rows (768 and 256 columns: a group's sums every 12 and 4 chunks). (The
+// then the 128-bit quarters), 13 instructions where adding each one's 16 lanes apart took 36,
+// which counts most on short rows (a group's sums every few chunks). (The
 // other kernels add their lanes in the order the header states, shared with the portable kernel;
 // this one's order is its own, the same whatever the number of rows of a.)
 SHMOE_AVX512_BF16 inline void store_group_sums(const __m512 (&acc)[kGroup], float times, float* out,

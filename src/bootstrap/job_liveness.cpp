@@ -37,6 +37,13 @@ std::string JobLiveness::admit(const Hello& h, std::uint64_t conn) {
   }
   if (auto it = live_.find(h.rank); it != live_.end()) {
     const Hello& other = it->second.hello;
+    // The same process initializing again (shmem_init after shmem_finalize): its goodbye on the
+    // old connection was answered before it reconnected, but the old connection's close may not
+    // have been read yet. That is the one holder a new claim replaces.
+    if (other.pid == h.pid && other.host == h.host && departed_.contains(h.rank)) {
+      live_.erase(it);
+      return admit(h, conn);
+    }
     return fmt::format(
         "two processes claim PE rank {}: pid {} on {} (connected first) and pid {} on {}", h.rank,
         other.pid, other.host, h.pid, h.host);

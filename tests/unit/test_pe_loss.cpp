@@ -55,6 +55,24 @@ TEST(JobLivenessTest, AbortModeEndsTheJobNamingThePe) {
   EXPECT_EQ(job.lost_list(), "");
 }
 
+// shmem_init after shmem_finalize: the process's goodbye was answered on its old connection, whose
+// close the store may read after the new hello. The same process, having said goodbye, takes its
+// rank again; anyone else (or the same process without a goodbye) is still a second claimant.
+TEST(JobLivenessTest, AProcessThatSaidGoodbyeMayClaimItsRankAgain) {
+  JobLiveness job(2);
+  ASSERT_EQ(job.admit(pe_hello(0, 2, 500), 1), "");
+  ASSERT_EQ(job.admit(pe_hello(1, 2, 501), 2), "");
+  EXPECT_CONTAINS(job.admit(pe_hello(1, 2, 501), 3), "two processes claim PE rank 1");
+  EXPECT_CONTAINS(job.admit(pe_hello(1, 2, 777), 3), "two processes claim PE rank 1");
+  job.depart(1);
+  EXPECT_CONTAINS(job.admit(pe_hello(1, 2, 777), 3), "two processes claim PE rank 1");
+  EXPECT_CONTAINS(job.admit(pe_hello(1, 2, 501, "node8"), 3), "two processes claim PE rank 1");
+  EXPECT_EQ(job.admit(pe_hello(1, 2, 501), 3), "");
+  // The old connection's close, read late, neither removes the new one nor aborts the job.
+  EXPECT_FALSE(job.closed(pe_hello(1, 2, 501), 2, true, "").abort.has_value());
+  EXPECT_CONTAINS(job.admit(pe_hello(1, 2, 502), 4), "two processes claim PE rank 1");
+}
+
 TEST(JobLivenessTest, ContinueModeLosesThePeAndGoesOn) {
   JobLiveness job(3, true);
   for (int r = 0; r < 3; ++r) ASSERT_EQ(job.admit(pe_hello(r, 3), 10 + r), "");

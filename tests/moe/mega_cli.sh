@@ -148,11 +148,29 @@ fi
 csv=$(mktemp -u --suffix=.csv)
 trap 'rm -f "$trace" "$csv"' EXIT
 out=$("$moe" mega --pes 2 "${small[@]}" --perf --warmup 0 --loops 1 --csv "$csv" 2>&1)
-if [[ $(head -1 "$csv" 2>/dev/null) == variant,pes,tokens,* ]] && [[ $(grep -c "^fused,2,4,32,64,2,2,e4m3," "$csv") == 1 ]]; then
+if [[ $(head -1 "$csv" 2>/dev/null) == run_id,time,variant,pes,tokens,* ]] &&
+   [[ $(grep -cE "^[0-9]+-[0-9]+,[0-9T:-]+Z,fused,2,4,32,64,2,2,e4m3," "$csv") == 1 ]]; then
   echo "ok: csv"
 else
   echo "FAIL: csv ($out):"
   cat "$csv"
+  failures=$((failures + 1))
+fi
+# The same file gathers a second run; a file of other columns is refused.
+"$moe" mega --pes 2 "${small[@]}" --perf --warmup 0 --loops 1 --csv "$csv" >/dev/null 2>&1
+if [[ $(grep -c "^run_id," "$csv") == 1 ]] && [[ $(grep -c ",fused,2,4,32,64,2,2,e4m3," "$csv") == 2 ]]; then
+  echo "ok: csv gathers runs"
+else
+  echo "FAIL: the second run was not appended:"
+  cat "$csv"
+  failures=$((failures + 1))
+fi
+echo "variant,pes,tokens" >"$csv"
+out=$("$moe" mega --pes 2 "${small[@]}" --perf --warmup 0 --loops 1 --csv "$csv" 2>&1)
+if (($? != 0)) && grep -q "holds rows of other columns" <<<"$out"; then
+  echo "ok: csv of other columns refused"
+else
+  echo "FAIL: a CSV of other columns was not refused: $out" | head -5
   failures=$((failures + 1))
 fi
 ((failures == 0))

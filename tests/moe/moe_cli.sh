@@ -144,7 +144,7 @@ if python3 - "$csv" "$dir/a/b/dispatch_waits_pes2_bs8_h16_topk2_epp2_int32.csv" 
 import csv, sys
 for path, rows_per_run in ((sys.argv[1], 2), (sys.argv[2], 4)):
     rows = list(csv.reader(open(path)))
-    assert rows[0][:2] == ["RunId", "Time"], rows[0]
+    assert rows[0][:2] == ["run_id", "time"], rows[0]
     assert all(r != rows[0] for r in rows[1:]), "the header is repeated"
     ids = [r[0] for r in rows[1:]]
     assert len(set(ids)) == 2 and all(ids.count(i) == rows_per_run for i in ids), ids
@@ -157,7 +157,7 @@ else
   failures=$((failures + 1))
 fi
 # A CSV of other columns (an older version's, say) is refused, not mixed with.
-echo "DataSize/B,PEs" >"$dir/a/b/dispatch_pes2_bs4_h16_topk2_epp2_int32.csv"
+echo "RunId,Time,DataSize/B,PEs" >"$dir/a/b/dispatch_pes2_bs4_h16_topk2_epp2_int32.csv"
 out=$("$moe" dispatch --pes 2 --bs 4 --hidden 16 --perf --warmup 0 --loops 1 --output-dir "$dir/a/b" --timeout 60 2>&1)
 if (($? != 0)) && grep -q "dispatch_pes2_bs4_h16_topk2_epp2_int32.csv holds rows of other columns" <<<"$out"; then
   echo "ok: csv of other columns refused"

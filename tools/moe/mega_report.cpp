@@ -16,6 +16,7 @@
 #include "common/huge_pages.hpp"
 #include "common/stream_read.hpp"
 #include "median.hpp"
+#include "run_csv.hpp"
 
 namespace shmoe::tools {
 
@@ -120,17 +121,16 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
   fmt::print("mega{}: {} {}{}\n", std::string(variant) == "unfused" ? " (unfused chain)" : "",
              shape, verdict, perf);
   if (!p.timed || o.csv.empty()) return;
-  const bool fresh = !std::ifstream(o.csv).good();
-  std::ofstream f(o.csv, std::ios::app);
   auto fail = [&] {
     throw std::runtime_error(fmt::format("cannot write --csv={}: {}", o.csv, std::strerror(errno)));
   };
-  if (!f) fail();
-  if (fresh) {
-    f << "variant,pes,tokens,model_dim,ffn_dim,topk,experts_per_pe,mode,e2e_avg_ms,e2e_min_ms,"
-         "e2e_max_ms,kernel_avg_ms,kernel_min_ms,kernel_max_ms,loops,weights,weight_read_bytes,"
-         "read_gbps\n";
-  }
+  std::ofstream f = open_run_csv(
+      o.csv,
+      "run_id,time,variant,pes,tokens,model_dim,ffn_dim,topk,experts_per_pe,mode,e2e_avg_ms,"
+      "e2e_min_ms,e2e_max_ms,kernel_avg_ms,kernel_min_ms,kernel_max_ms,loops,weights,"
+      "weight_read_bytes,read_gbps");
+  const RunStamp& run = run_stamp();
+  f << run.id << ',' << run.time << ',';
   f << fmt::format(
       "{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{},{:.0f},{:.3f}\n",
       variant, shmem_n_pes(), o.tokens, o.model_dim, o.ffn_dim, o.topk, o.experts_per_pe,

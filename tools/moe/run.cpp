@@ -165,7 +165,7 @@ void report_waits(const MoeRunOptions& o, const MoeCase& c, const std::string& n
   const SlowPeVerdict verdict = judge_slow_pe(wait_us, P);
   fmt::print("{}", wait_matrix_text(wait_us, P, verdict));
   const std::string path = csv_path(o, c, name + "_waits");
-  std::ofstream f = open_run_csv(path, "RunId,Time,waiting_pe,source_pe,wait_us_per_call,slow_pe");
+  std::ofstream f = open_run_csv(path, "run_id,time,waiting_pe,source_pe,wait_us_per_call,slow_pe");
   const RunStamp& run = run_stamp();
   for (int r = 0; r < P; ++r) {
     for (int s = 0; s < P; ++s)
@@ -184,10 +184,11 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
   std::error_code ignored;
   std::filesystem::create_directories(o.output_dir, ignored);
   std::string header =
-      "RunId,Time,DataSize/B,PEs,Workers,Bandwidth/GB/s,CoreMaxTime/us,Metric,GlobalDataSize/B,"
-      "PerPeBandwidth/GB/s,BS,H,TopK,ExpertPerPe,Dtype,Warmup,Loops";
+      "run_id,time,data_size_bytes,pes,workers,bandwidth_gbps,core_max_time_us,metric,"
+      "global_data_size_bytes,per_pe_bandwidth_gbps,bs,hidden,topk,experts_per_pe,dtype,warmup,"
+      "loops";
   for (int p = 0; p < P; ++p)
-    for (int w = 0; w < workers; ++w) header += fmt::format(",Time_pe{}_w{}/us", p, w);
+    for (int w = 0; w < workers; ++w) header += fmt::format(",time_pe{}_w{}_us", p, w);
   std::ofstream f = open_run_csv(path, header);
   const RunStamp& run = run_stamp();
   for (const char* metric : {"full_op", "comm_only"}) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace shmoe::tools {
@@ -21,12 +22,23 @@ const RunStamp& run_stamp() {
   return stamp;
 }
 
+namespace {
+
+// The first line of a regular file, empty for anything else (a device such as /dev/full reads
+// without end).
+std::string header_of(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return "";
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
 std::ofstream open_run_csv(const std::string& path, const std::string& header) {
-  std::string existing;
-  {
-    std::ifstream in(path);
-    std::getline(in, existing);
-  }
+  const std::string existing = header_of(path);
   if (!existing.empty() && existing != header) {
     throw std::runtime_error(fmt::format(
         "{} holds rows of other columns (its header is \"{}\", this run writes \"{}\"): move it "

@@ -15,7 +15,7 @@ struct RunStamp {
 };
 const RunStamp& run_stamp();
 
-// `path` opened for appending, its header (which starts with "RunId,Time,") written if the file
+// `path` opened for appending, its header (which starts with "run_id,time,") written if the file
 // is new or empty. Throws std::runtime_error naming the file when it holds another header (other
 // columns): the rows would not line up; or when it cannot be opened.
 std::ofstream open_run_csv(const std::string& path, const std::string& header);

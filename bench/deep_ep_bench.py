@@ -103,7 +103,7 @@ def _worker(rank, n, port, o):
             num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
         buffer.combine(recv_x, handle)
 
-    by_rank = shmoe.moe.Buffer(o.tokens, o.hidden, n, n, "bfloat16")
+    by_rank = shmoe.MoeBuffer(o.tokens, o.hidden, n, n, "bfloat16")
     ranks = torch.arange(n, dtype=torch.int32).expand(o.tokens, n)
     routes = torch.where(in_rank, ranks, torch.full_like(ranks, -1))
     bare_normal = _bare(by_rank.operator, 1, n, x, routes, torch.ones((o.tokens, n)))
@@ -114,7 +114,7 @@ def _worker(rank, n, port, o):
         values = recv[0].to(torch.bfloat16) if use_fp8 else recv  # the experts' input dtype
         buffer.low_latency_combine(values, idx, w, handle)
 
-    by_expert = shmoe.moe.Buffer(o.tokens, o.hidden, experts, o.topk, "bfloat16")
+    by_expert = shmoe.MoeBuffer(o.tokens, o.hidden, experts, o.topk, "bfloat16")
     bare_ll = _bare(by_expert.operator, o.experts_per_rank, n, x, idx, w)
 
     normal_times = _time({"deep_ep": normal, "C++": bare_normal}, o.warmup, o.loops, o.rounds)

@@ -1,4 +1,4 @@
-"""The Python side of bench/python_moe_bench.sh: dispatch + combine through shmoe.moe.Buffer,
+"""The Python side of bench/python_moe_bench.sh: dispatch + combine through shmoe.MoeBuffer,
 timed as bench/python_moe_bench_cxx.cpp times the C++ call (a barrier, then the host clock around
 one dispatch and one combine, the received rows going back as the experts' output).
 
@@ -45,7 +45,7 @@ def main():
 
         x = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
         idx, w = torch.from_numpy(idx), torch.from_numpy(w)
-    buf = moe.Buffer(o.tokens, o.hidden, experts, o.topk, "bfloat16")
+    buf = moe.MoeBuffer(o.tokens, o.hidden, experts, o.topk, "bfloat16")
 
     def binding():
         recv_x, _, _, _, handle = buf.dispatch(x, idx, w)

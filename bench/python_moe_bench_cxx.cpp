@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     c.hidden = hidden;
     c.topk = topk;
     c.dtype = moe::DType::kBFloat16;
-    moe::MoeContext ctx(c);
+    moe::MoeBuffer ctx(c);
     const std::size_t cap = ctx.recv_capacity(), row = static_cast<std::size_t>(hidden) * 2;
 
     std::mt19937 rng(1234 + me);

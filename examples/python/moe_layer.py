@@ -47,7 +47,7 @@ def expert(e, rows):
     return ((gate / (1 + np.exp(-gate))) * up) @ w_out[e].T
 
 
-buf = moe.Buffer(TOKENS, HIDDEN, E, TOPK, "float32")
+buf = moe.MoeBuffer(TOKENS, HIDDEN, E, TOPK, "float32")
 recv_x, recv_expert, _, counts, handle = buf.dispatch(x, topk_idx, topk_weights)
 y = np.empty_like(recv_x)
 first = 0

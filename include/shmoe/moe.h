@@ -1,12 +1,16 @@
 /* shmoe MoE operators: the C API (for C programs and language bindings; shmoe/moe.hpp wraps it
  * for C++). Link with -lshmoe, after shmem_init().
  *
- * Two operators, each behind an opaque handle:
- *   - shmoe_moe_t, expert-parallel dispatch and combine: dispatch sends each token to the PEs
- *     that own its top-k experts, combine brings the experts' outputs back and sums them,
- *     weighted, at the token's home PE. Expert e lives on PE e / experts_per_pe.
- *   - shmoe_mega_moe_t, MegaMoE: a whole MoE layer (route, dispatch, MX FP8 quantization, GEMM1,
+ * Two operators, each behind an opaque handle, each with one name in every language (C
+ * shmoe_<name>_t is C++ shmoe::<Name> and Python shmoe.<Name>):
+ *   - shmoe_moe_buffer_t (MoeBuffer), expert-parallel dispatch and combine: dispatch sends each
+ *     token to the PEs that own its top-k experts, combine brings the experts' outputs back and
+ *     sums them, weighted, at the token's home PE.
+ *   - shmoe_mega_moe_t (MegaMoE): a whole MoE layer (route, dispatch, MX FP8 quantization, GEMM1,
  *     SwiGLU, GEMM2, combine) as one call.
+ * The words are DeepEP's (num_experts_per_pe, max_tokens_per_pe, hidden, num_topk, topk_idx,
+ * topk_weights, recv_x, ...); docs/moe.md's glossary maps them to the seed's (bs, expand_x,
+ * assist_info, ...).
  *
  * Every call except the queries (recv_capacity, receive_window, last_error, the MX and FP8
  * token-row helpers) is collective: all PEs make it, in the same order, with the same
@@ -33,7 +37,7 @@ typedef enum {
   SHMOE_MOE_REFUSED = -1,
   /* Failed for another reason on this PE (out of memory, the symmetric heap is full, ...). */
   SHMOE_MOE_FAILED = -2,
-  /* Not a failure: some PE's shmoe_dispatch_ex asked for a retry (SHMOE_CALL_RETRY), so every
+  /* Not a failure: some PE's shmoe_moe_dispatch asked for a retry (SHMOE_CALL_RETRY), so every
    * PE's call returns this with nothing moved, and all can switch to another operator together. */
   SHMOE_MOE_RETRY = -3
 } shmoe_moe_status_t;
@@ -41,9 +45,23 @@ typedef enum {
 /* The text of this thread's last failed call ("" if none failed). */
 SHMOE_API const char* shmoe_moe_last_error(void);
 
+/* ---- Extensible structs ------------------------------------------------------------------- */
+
+/* Every struct passed to or filled by the MoE API starts with struct_size, which the caller sets
+ * to sizeof the struct as its header declares it (SHMOE_STRUCT_INIT does, and zeroes the rest).
+ * New fields are only ever appended, and 0 means "the default" for every field that has one, so
+ * a caller built against an older header (a smaller struct_size) keeps working: the library reads
+ * and writes only the caller's struct_size bytes and takes the defaults for the fields beyond.
+ * A struct_size the library does not know (too small for the first version, or larger with
+ * nonzero bytes past the fields it knows) is refused, naming both sizes. */
+#define SHMOE_STRUCT_INIT(type) ((type){.struct_size = sizeof(type)})
+
 /* ---- Dispatch and combine ----------------------------------------------------------------- */
 
-typedef struct shmoe_moe* shmoe_moe_t;
+/* The operator behind dispatch and combine: an MoE buffer (C++ shmoe::MoeBuffer, Python
+ * shmoe.MoeBuffer), which owns the symmetric windows they move rows through. Expert e lives on
+ * PE e / num_experts_per_pe. */
+typedef struct shmoe_moe_buffer* shmoe_moe_buffer_t;
 
 typedef enum {
   SHMOE_DTYPE_INT32 = 0,
@@ -52,21 +70,22 @@ typedef enum {
   SHMOE_DTYPE_FLOAT32 = 3
 } shmoe_dtype_t;
 
-/* Classic: the workers move every row. Double: segments of at least doubleplane_threshold bytes
+/* Classic: the workers move every row. Double: segments of at least double_plane_threshold bytes
  * go by the copy engine while the workers carry on. Both give the same results. */
 typedef enum { SHMOE_PLANE_CLASSIC = 0, SHMOE_PLANE_DOUBLE = 1 } shmoe_plane_t;
 
 typedef struct {
-  int experts_per_pe;
-  int max_bs; /* the most tokens any call passes on any PE */
-  int hidden; /* elements per token row */
-  int topk;
+  size_t struct_size;
+  int num_experts_per_pe;
+  int max_tokens_per_pe; /* the most tokens any call passes on any PE */
+  int hidden;            /* elements per token row */
+  int num_topk;
   shmoe_dtype_t dtype;
-  size_t max_recv_rows; /* 0: n_pes * max_bs * topk, which never overflows */
+  size_t max_recv_rows; /* 0: n_pes * max_tokens_per_pe * num_topk, which never overflows */
   int matrix_workers;   /* 0 and 0: the cores this PE can fairly use */
   int vector_workers;
-  size_t doubleplane_threshold; /* bytes; 0: 2 MiB */
-  /* shmoe_dispatch_ex only (0 for neither): bytes of caller data that travel with each of a
+  size_t double_plane_threshold; /* bytes; 0: 2 MiB */
+  /* Dispatch's side channels (0 for neither): bytes of caller data that travel with each of a
    * token's rows (0..65536), and int32 values each PE adds to the call's header, which every PE
    * receives from every PE in the same step (0..65536). */
   int token_side_bytes;
@@ -74,140 +93,139 @@ typedef struct {
   /* Shrink mode (elastic expert parallelism) when > 0: a dispatch, combine or
    * shmoe_moe_sync_live waits at most this long (1..the hang timeout, ms) for a PE its pe_mask
    * has live; one that has not arrived by then is masked and the call goes on without it. Each
-   * PE's receive window then holds experts_per_pe x n_pes x max_bs rows, a fixed slot per
-   * (local expert, source PE, token), so that PEs whose masks differ never misplace rows
-   * (max_recv_rows must be 0). Every heap must be mapped here (one host). 0: off. */
+   * PE's receive window then holds num_experts_per_pe x n_pes x max_tokens_per_pe rows, a fixed
+   * slot per (local expert, source PE, token), so that PEs whose masks differ never misplace
+   * rows (max_recv_rows must be 0). Every heap must be mapped here (one host). 0: off. */
   int shrink_timeout_ms;
 } shmoe_moe_config_t;
 
-/* Collective. Allocates the operator's symmetric windows. */
-SHMOE_API int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe);
+/* Collective. Allocates the buffer's symmetric windows. */
+SHMOE_API int shmoe_moe_buffer_create(const shmoe_moe_config_t* config, shmoe_moe_buffer_t* buffer);
 /* Collective. */
-SHMOE_API void shmoe_moe_destroy(shmoe_moe_t moe);
-/* Rows expand_x, assist_info and expand_scales of a dispatch must hold. */
-SHMOE_API size_t shmoe_moe_recv_capacity(shmoe_moe_t moe);
+SHMOE_API void shmoe_moe_buffer_destroy(shmoe_moe_buffer_t buffer);
+/* Rows a dispatch's recv_x, recv_src_info and recv_weights must hold. */
+SHMOE_API size_t shmoe_moe_recv_capacity(shmoe_moe_buffer_t buffer);
 
-/* Local query. The receive window: recv_capacity rows of `hidden` elements in expand_x's layout,
+/* Local query. The receive window: recv_capacity rows of `hidden` elements in recv_x's layout,
  * where dispatch's rows land. Sets *window to it and *capacity_rows to its rows. Passed to a
- * dispatch as expand_x, the rows are not copied out: they are read where they landed; the experts
- * may then write their outputs over them in place, and a combine given the window as expand_x
- * (on every PE) reads them from there. Its rows are valid until the next dispatch on this moe,
- * and must not be written while a combine runs. Refused if moe, window or capacity_rows is NULL. */
-SHMOE_API int shmoe_moe_receive_window(shmoe_moe_t moe, void** window, size_t* capacity_rows);
+ * dispatch as recv_x, the rows are not copied out: they are read where they landed; the experts
+ * may then write their outputs over them in place, and a combine given the window as x (on every
+ * PE) reads them from there. Its rows are valid until the next dispatch on this buffer, and must
+ * not be written while a combine runs. This is the one statement of the window's contract; the
+ * other languages refer to it. Refused if buffer, window or capacity_rows is NULL. */
+SHMOE_API int shmoe_moe_receive_window(shmoe_moe_buffer_t buffer, void** window,
+                                       size_t* capacity_rows);
 
-/* x [bs, hidden] of dtype; expert_ids [bs, topk] (-1: no expert); expert_scales [bs, topk] or
- * NULL. Outputs on the receiving PE: expand_x [rows, hidden] grouped by local expert, then source
- * PE; assist_info [rows, 3] (source PE, source token, top-k slot); ep_recv_count
- * [experts_per_pe * n_pes], an inclusive prefix over (expert, source PE); expert_token_nums
- * [experts_per_pe]; expand_scales [rows] or NULL. Returns the rows received, or a status < 0. */
-SHMOE_API int shmoe_dispatch(shmoe_moe_t moe, shmoe_plane_t plane, const void* x,
-                             const int32_t* expert_ids, const float* expert_scales, int bs,
-                             void* expand_x, int32_t* assist_info, int32_t* ep_recv_count,
-                             int32_t* expert_token_nums, float* expand_scales);
-
-/* What a PE says of a shmoe_dispatch_ex call before any data moves; every PE learns every PE's. */
+/* What a PE says of a dispatch or combine before any data moves; every PE learns every PE's. */
 typedef enum {
   SHMOE_CALL_PROCEED = 0,
   /* its caller found its inputs wrong: every PE's call is refused, naming it */
   SHMOE_CALL_REFUSE = 1,
-  SHMOE_CALL_RETRY = 2 /* it needs another operator (larger, or of another shape) */
+  SHMOE_CALL_RETRY = 2 /* dispatch only: it needs another buffer (larger, or of another shape) */
 } shmoe_call_verdict_t;
 
-/* shmoe_dispatch's inputs, and what a layer over it (such as DeepEP's normal mode) needs to
- * learn in the same exchange: token_side [bs, token_side_bytes] (NULL when 0) travels with each
- * of a token's rows; header_ints [header_ints] (NULL when 0) goes to every PE in the call's
- * header. With a verdict other than SHMOE_CALL_PROCEED no other input is read. */
+/* A dispatch's inputs. x [num_tokens, hidden] of dtype; topk_idx [num_tokens, num_topk] (-1: no
+ * expert); topk_weights [num_tokens, num_topk] or NULL, each travelling with its row. What a
+ * layer over dispatch (such as DeepEP's normal mode) needs to learn in the same exchange:
+ * token_side [num_tokens, token_side_bytes] (NULL when 0) travels with each of a token's rows;
+ * header_ints [header_ints] (NULL when 0) goes to every PE in the call's header. With a verdict
+ * other than SHMOE_CALL_PROCEED no other input is read. */
 typedef struct {
+  size_t struct_size;
+  shmoe_plane_t plane;
   const void* x;
-  const int32_t* expert_ids;
-  const float* expert_scales; /* or NULL */
-  int bs;
+  const int32_t* topk_idx;
+  const float* topk_weights; /* or NULL */
+  int num_tokens;
   const void* token_side;
   const int32_t* header_ints;
   shmoe_call_verdict_t verdict;
   /* Shrink mode only (required there, NULL otherwise): [n_pes], nonzero for a masked PE, which
    * this call neither sends to nor waits for; the call adds the PEs it masked. This PE's own
    * entry must be 0. The rows of masked sources are left out of the outputs. Rows are copied
-   * out compactly into expand_x, unless expand_x is the receive window: then they stay in their
-   * fixed slots (the j-th row of local expert e from source PE s at (e * n_pes + s) * max_bs +
-   * j), and assist_info, expand_scales and expand_side are indexed the same way;
-   * ep_recv_count and expert_token_nums count as always. */
+   * out compactly into recv_x, unless recv_x is the receive window: then they stay in their
+   * fixed slots (the j-th row of local expert e from source PE s at
+   * (e * n_pes + s) * max_tokens_per_pe + j), and recv_src_info, recv_weights and
+   * recv_token_side are indexed the same way; recv_layout_prefix and num_recv_tokens_per_expert
+   * count as always. */
   int32_t* pe_mask;
 } shmoe_dispatch_args_t;
 
-/* shmoe_dispatch's outputs, and: expand_side [rows, token_side_bytes], all_header_ints [n_pes,
- * header_ints] (every PE's header ints, by PE) and all_counts [n_pes, n_pes, experts_per_pe]
- * (the rows each PE sends each PE's each local expert); each may be NULL. */
+/* A dispatch's outputs on the receiving PE. recv_x [rows, hidden], grouped by local expert, then
+ * source PE; recv_src_info [rows, 3] (source PE, source token, top-k slot); recv_layout_prefix
+ * [num_experts_per_pe * n_pes], an inclusive prefix of the rows over (local expert, source PE);
+ * num_recv_tokens_per_expert [num_experts_per_pe]; recv_weights [rows] (the weight of the top-k
+ * slot each row serves) or NULL; recv_token_side [rows, token_side_bytes], all_header_ints
+ * [n_pes, header_ints] (every PE's header ints, by PE) and all_counts [n_pes, n_pes,
+ * num_experts_per_pe] (the rows each PE sends each PE's each local expert), each or NULL. */
 typedef struct {
-  void* expand_x;
-  int32_t* assist_info;
-  int32_t* ep_recv_count;
-  int32_t* expert_token_nums;
-  float* expand_scales; /* or NULL */
-  void* expand_side;
+  size_t struct_size;
+  void* recv_x;
+  int32_t* recv_src_info;
+  int32_t* recv_layout_prefix;
+  int32_t* num_recv_tokens_per_expert;
+  float* recv_weights;
+  void* recv_token_side;
   int32_t* all_header_ints;
   int32_t* all_counts;
 } shmoe_dispatch_outputs_t;
 
-/* shmoe_dispatch with the arguments above. Returns the rows received, SHMOE_MOE_RETRY on every
- * PE when some PE's verdict was SHMOE_CALL_RETRY, or another status < 0. */
-SHMOE_API int shmoe_dispatch_ex(shmoe_moe_t moe, shmoe_plane_t plane,
-                                const shmoe_dispatch_args_t* args,
-                                const shmoe_dispatch_outputs_t* outputs);
+/* Collective. Returns the rows received, SHMOE_MOE_RETRY on every PE when some PE's verdict was
+ * SHMOE_CALL_RETRY, or another status < 0. */
+SHMOE_API int shmoe_moe_dispatch(shmoe_moe_buffer_t buffer, const shmoe_dispatch_args_t* args,
+                                 const shmoe_dispatch_outputs_t* outputs);
 
-/* expand_x: the experts' outputs in dispatch's expand_x layout, with dispatch's assist_info and
- * ep_recv_count; expert_ids and expert_scales [bs, topk]: this PE's own routing. Writes
- * x_out [bs, hidden] = sum over k of expert_scales[t, k] * (expert output of token t, slot k). */
-SHMOE_API int shmoe_combine(shmoe_moe_t moe, shmoe_plane_t plane, const void* expand_x,
-                            const int32_t* assist_info, const int32_t* ep_recv_count,
-                            const int32_t* expert_ids, const float* expert_scales, int bs,
-                            void* x_out);
-
-/* shmoe_combine's inputs, and: x_out_float32 (nonzero: x_out gets the fp32 sums [bs, hidden],
- * not rounded to dtype, for a caller that adds a bias before it rounds); caller_mode (0..127,
- * the same on every PE, or every PE's call is refused before anything moves: a caller that
- * decides by it what follows the call never diverges); verdict (SHMOE_CALL_REFUSE: the caller
- * found this PE's inputs wrong, every PE's call is refused naming it and no other input is read;
- * SHMOE_CALL_RETRY is not one of combine's). */
+/* A combine's inputs. x: the experts' outputs in dispatch's recv_x layout (or the receive
+ * window), with that dispatch's recv_src_info and recv_layout_prefix; topk_idx and topk_weights
+ * [num_tokens, num_topk]: this PE's own routing. Writes combined_x [num_tokens, hidden] = sum over
+ * k of topk_weights[t, k] * (expert output of token t, slot k). combined_x_float32 (nonzero:
+ * combined_x gets the fp32 sums, not rounded to dtype, for a caller that adds a bias before it
+ * rounds); caller_mode (0..127, the same on every PE, or every PE's call is refused before
+ * anything moves: a caller that decides by it what follows the call never diverges); verdict
+ * (SHMOE_CALL_REFUSE: the caller found this PE's inputs wrong, every PE's call is refused naming
+ * it and no other input is read; SHMOE_CALL_RETRY is not one of combine's). */
 typedef struct {
-  const void* expand_x;
-  const int32_t* assist_info;
-  const int32_t* ep_recv_count;
-  const int32_t* expert_ids;
-  const float* expert_scales;
-  int bs;
-  void* x_out;
-  int x_out_float32;
+  size_t struct_size;
+  shmoe_plane_t plane;
+  const void* x;
+  const int32_t* src_info;
+  const int32_t* layout_prefix;
+  const int32_t* topk_idx;
+  const float* topk_weights;
+  int num_tokens;
+  void* combined_x;
+  int combined_x_float32;
   int caller_mode;
   shmoe_call_verdict_t verdict;
   /* Shrink mode only, as shmoe_dispatch_args_t's: a token's slots whose expert lives on a PE
    * masked when the call's rows are read are left out of its sum. The call must repeat the
-   * routing of the last dispatch; expand_x may be the receive window in its fixed-slot layout
-   * (rows of local expert e from source PE s at (e * n_pes + s) * max_bs), or dispatch's
-   * expand_x layout. */
+   * routing of the last dispatch; x may be the receive window in its fixed-slot layout, or
+   * dispatch's recv_x layout. */
   int32_t* pe_mask;
 } shmoe_combine_args_t;
 
-SHMOE_API int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane,
-                               const shmoe_combine_args_t* args);
+/* Collective. */
+SHMOE_API int shmoe_moe_combine(shmoe_moe_buffer_t buffer, const shmoe_combine_args_t* args);
 
 /* Shrink mode: a barrier of the PEs pe_mask has live (DeepEP's clean_low_latency_buffer), which
  * masks those that do not arrive within the bound. Collective over the live PEs. */
-SHMOE_API int shmoe_moe_sync_live(shmoe_moe_t moe, int32_t* pe_mask);
+SHMOE_API int shmoe_moe_sync_live(shmoe_moe_buffer_t buffer, int32_t* pe_mask);
 
 /* Shrink mode: a barrier of every PE, masked or not, for a PE that was masked and is back (a
  * stopped PE that resumed): the PEs that arrive within the bound are unmasked in pe_mask and go
  * on from the same call counters; the others are masked. Collective over all PEs, which must
  * make the same rejoins; a PE that misses one must not call it later. */
-SHMOE_API int shmoe_moe_rejoin(shmoe_moe_t moe, int32_t* pe_mask);
-/* The same for a layer of several operators: those in others[n_others] (at most 31 shrink-mode
- * operators of the same PEs, the same on every PE) go on from the same call counters too, after
+SHMOE_API int shmoe_moe_rejoin(shmoe_moe_buffer_t buffer, int32_t* pe_mask);
+/* The same for a layer of several buffers: those in others[n_others] (at most 31 shrink-mode
+ * buffers of the same PEs, the same on every PE) go on from the same call counters too, after
  * one bounded wait. */
-SHMOE_API int shmoe_moe_rejoin_with(shmoe_moe_t moe, int32_t* pe_mask, const shmoe_moe_t* others,
-                                    int n_others);
+SHMOE_API int shmoe_moe_rejoin_with(shmoe_moe_buffer_t buffer, int32_t* pe_mask,
+                                    const shmoe_moe_buffer_t* others, int n_others);
 
-/* What the last dispatch or combine on this moe measured on this PE (local query). */
+/* What the last dispatch or combine on this buffer measured on this PE (local query; the library
+ * fills the caller's struct_size bytes). */
 typedef struct {
+  size_t struct_size;
   double worker_us_max; /* the slowest worker, whole kernel */
   int workers;
   double comm_us;    /* payload and control protocol only */
@@ -215,12 +233,12 @@ typedef struct {
   size_t bytes_via_copy_engine;
   int rows_received;
 } shmoe_moe_timing_t;
-SHMOE_API int shmoe_moe_last_timing(shmoe_moe_t moe, shmoe_moe_timing_t* timing);
+SHMOE_API int shmoe_moe_last_timing(shmoe_moe_buffer_t buffer, shmoe_moe_timing_t* timing);
 /* How long this PE waited, in microseconds, for each source PE's part of the last dispatch or
- * combine on this moe (its header or entry, then its payload-done flag): wait_us[src] for the
+ * combine on this buffer (its header or entry, then its payload-done flag): wait_us[src] for the
  * n_pes PEs, n_pes = shmem_n_pes(). A PE the others wait for in every call is a slow PE; the
  * rows of all PEs form the wait matrix (local query; 0 everywhere before the first call). */
-SHMOE_API int shmoe_moe_last_source_waits(shmoe_moe_t moe, double* wait_us, int n_pes);
+SHMOE_API int shmoe_moe_last_source_waits(shmoe_moe_buffer_t buffer, double* wait_us, int n_pes);
 
 /* ---- MX FP8 rows (the weights of MegaMoE) ------------------------------------------------- */
 
@@ -263,8 +281,8 @@ typedef struct shmoe_mega_moe* shmoe_mega_moe_t;
  * parameter, read directly by the GEMMs of small batches (decode is bound by reading them); it
  * wins where an expert gets up to about 4 rows a call. BF16: expanded once to bfloat16 (fp32 where
  * the CPU has no bf16 dot products) and packed for oneDNN, 2 (4) bytes per parameter; it wins from
- * about 8 rows (at 6 the two are even). AUTO: FP8 where tokens * topk <= 4 * experts_per_pe, BF16
- * above. */
+ * about 8 rows (at 6 the two are even). AUTO: FP8 where max_tokens_per_pe * num_topk <= 4 *
+ * num_experts_per_pe, BF16 above. */
 typedef enum {
   SHMOE_MEGA_WEIGHTS_AUTO = 0,
   SHMOE_MEGA_WEIGHTS_FP8 = 1,
@@ -272,38 +290,40 @@ typedef enum {
 } shmoe_mega_weights_t;
 
 typedef struct {
-  int tokens; /* the most tokens any call passes on any PE */
-  int model_dim;
-  int ffn_dim; /* even: GEMM1's output is split in two halves for SwiGLU */
-  int topk;
-  int experts_per_pe;
+  size_t struct_size;    /* see "Extensible structs" */
+  int max_tokens_per_pe; /* the most tokens any call passes on any PE */
+  int hidden;
+  int intermediate_hidden; /* even: GEMM1's output is split in two halves for SwiGLU */
+  int num_topk;
+  int num_experts_per_pe;
   shmoe_fp8_format_t format;
-  size_t max_received_tokens; /* 0: n_pes * tokens * topk, which never overflows */
-  int matrix_workers;         /* 0 and 0: 1 and 2; otherwise vector_workers = 2 * matrix */
+  size_t max_recv_rows; /* 0: n_pes * max_tokens_per_pe * num_topk, which never overflows */
+  int matrix_workers;   /* 0 and 0: 1 and 2; otherwise vector_workers = 2 * matrix */
   int vector_workers;
   int wave_rows;                /* rows per GEMM tile; 0: 128 */
   shmoe_mega_weights_t weights; /* 0: SHMOE_MEGA_WEIGHTS_AUTO */
 } shmoe_mega_moe_config_t;
 
-/* Collective. w1 and w2 hold experts_per_pe pointers, one per local expert, to MX FP8 rows
- * (shmoe_mx_quantize_rows) along the reduction dimension: w1[e] is ffn_dim rows of model_dim
- * elements, w2[e] model_dim rows of ffn_dim / 2. The weights are copied (config.weights says in
- * which form) at creation and may be freed after it. */
+/* Collective. w1 and w2 hold num_experts_per_pe pointers, one per local expert, to MX FP8 rows
+ * (shmoe_mx_quantize_rows) along the reduction dimension: w1[e] is intermediate_hidden rows of
+ * hidden elements, w2[e] hidden rows of intermediate_hidden / 2. The weights are copied
+ * (config.weights says in which form) at creation and may be freed after it. */
 SHMOE_API int shmoe_mega_moe_create(const shmoe_mega_moe_config_t* config, const uint8_t* const* w1,
                                     const uint8_t* const* w2, shmoe_mega_moe_t* mega);
 /* Collective. */
 SHMOE_API void shmoe_mega_moe_destroy(shmoe_mega_moe_t mega);
-/* Collective. x [tokens, model_dim] BF16 bit patterns; expert_ids [tokens, topk] (-1: none);
- * routing_weights [tokens, topk]. Writes y [tokens, model_dim] BF16 and, if not NULL,
- * expert_token_counts [experts_per_pe] (rows each local expert received). */
-SHMOE_API int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x,
-                                 const int32_t* expert_ids, const float* routing_weights,
-                                 int tokens, uint16_t* y, int32_t* expert_token_counts);
+/* Collective. x [num_tokens, hidden] BF16 bit patterns; topk_idx [num_tokens, num_topk] (-1:
+ * none); topk_weights [num_tokens, num_topk]. Writes y [num_tokens, hidden] BF16 and, if not
+ * NULL, num_recv_tokens_per_expert [num_experts_per_pe] (rows each local expert received). */
+SHMOE_API int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* topk_idx,
+                                 const float* topk_weights, int num_tokens, uint16_t* y,
+                                 int32_t* num_recv_tokens_per_expert);
 /* As shmoe_mega_moe_run, through the unfused chain of operators (the same bits; for checks and
  * comparisons). */
 SHMOE_API int shmoe_mega_moe_run_unfused(shmoe_mega_moe_t mega, const uint16_t* x,
-                                         const int32_t* expert_ids, const float* routing_weights,
-                                         int tokens, uint16_t* y, int32_t* expert_token_counts);
+                                         const int32_t* topk_idx, const float* topk_weights,
+                                         int num_tokens, uint16_t* y,
+                                         int32_t* num_recv_tokens_per_expert);
 /* Local: microseconds the last run spent in its kernel on this PE (0 before the first). */
 SHMOE_API double shmoe_mega_moe_last_kernel_us(shmoe_mega_moe_t mega);
 /* Symmetric heap bytes each of n_pes PEs needs for this config (SHMEM_SYMMETRIC_SIZE). */

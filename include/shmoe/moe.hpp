@@ -1,36 +1,27 @@
 // shmoe MoE operators: the C++ API. Owning handles over the C API of shmoe/moe.h (whose comments
-// give each buffer's shape), with errors as exceptions: a refused or failed call throws
-// shmoe::MoeError carrying shmoe_moe_last_error()'s text and the status. Header-only, so the
-// library's binary interface stays the C one.
+// give each buffer's shape and each contract), with errors as exceptions: a refused or failed
+// call throws shmoe::Error carrying shmoe_moe_last_error()'s text and the status. The argument
+// structs are the C ones with struct_size set, so the two languages share one vocabulary.
+// Header-only, so the library's binary interface stays the C one.
 #pragma once
 
 #include <shmem.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "shmoe/moe.h"
+#include "shmoe/runtime.hpp"
 
 namespace shmoe {
 
-class MoeError : public std::runtime_error {
- public:
-  MoeError(shmoe_moe_status_t status, const std::string& what)
-      : std::runtime_error(what), status_(status) {}
-  shmoe_moe_status_t status() const noexcept { return status_; }
-
- private:
-  shmoe_moe_status_t status_;
-};
-
 namespace detail {
-// A C call's result, or MoeError.
+// A C call's result, or Error.
 inline int checked(int result) {
-  if (result < 0) throw MoeError(static_cast<shmoe_moe_status_t>(result), shmoe_moe_last_error());
+  if (result < 0) throw Error(shmoe_moe_last_error(), result);
   return result;
 }
 
@@ -58,52 +49,28 @@ class Owned {
  private:
   Handle h_ = nullptr;
 };
+
+// A C struct of shmoe/moe.h with struct_size set and every other field 0 (its default).
+template <typename C>
+struct Extensible : C {
+  Extensible() : C{} { this->struct_size = sizeof(C); }
+};
 }  // namespace detail
 
-// shmoe_dispatch_args_t and shmoe_dispatch_outputs_t (shmoe/moe.h), with defaults.
-struct DispatchInput {
-  const void* x = nullptr;
-  const std::int32_t* expert_ids = nullptr;
-  const float* expert_scales = nullptr;  // or null
-  int bs = 0;
-  const void* token_side = nullptr;           // with config.token_side_bytes > 0
-  const std::int32_t* header_ints = nullptr;  // with config.header_ints > 0
-  shmoe_call_verdict_t verdict = SHMOE_CALL_PROCEED;
-  std::int32_t* pe_mask = nullptr;  // shrink mode: [n_pes], updated (shmoe_dispatch_args_t)
-};
+using MoeConfig = detail::Extensible<shmoe_moe_config_t>;
+using DispatchArgs = detail::Extensible<shmoe_dispatch_args_t>;
+using DispatchOutputs = detail::Extensible<shmoe_dispatch_outputs_t>;
+using CombineArgs = detail::Extensible<shmoe_combine_args_t>;
+using MoeTiming = detail::Extensible<shmoe_moe_timing_t>;
+using MegaMoEConfig = detail::Extensible<shmoe_mega_moe_config_t>;
 
-struct DispatchOutput {
-  void* expand_x = nullptr;
-  std::int32_t* assist_info = nullptr;
-  std::int32_t* ep_recv_count = nullptr;
-  std::int32_t* expert_token_nums = nullptr;
-  float* expand_scales = nullptr;  // or null
-  void* expand_side = nullptr;     // the rest: or null
-  std::int32_t* all_header_ints = nullptr;
-  std::int32_t* all_counts = nullptr;
-};
-
-struct CombineInput {
-  const void* expand_x = nullptr;
-  const std::int32_t* assist_info = nullptr;
-  const std::int32_t* ep_recv_count = nullptr;
-  const std::int32_t* expert_ids = nullptr;
-  const float* expert_scales = nullptr;
-  int bs = 0;
-  void* x_out = nullptr;
-  bool x_out_float32 = false;  // the rest: shmoe_combine_args_t
-  int caller_mode = 0;
-  shmoe_call_verdict_t verdict = SHMOE_CALL_PROCEED;
-  std::int32_t* pe_mask = nullptr;  // shrink mode: [n_pes], updated (shmoe_combine_args_t)
-};
-
-// Dispatch and combine on symmetric windows sized by the config. Collective to create and to
-// destroy; every call collective.
+// Dispatch and combine on symmetric windows sized by the config (shmoe_moe_buffer_t). Collective
+// to create and to destroy; every call collective.
 class MoeBuffer {
  public:
-  explicit MoeBuffer(const shmoe_moe_config_t& config) {
-    shmoe_moe_t h = nullptr;
-    detail::checked(shmoe_moe_create(&config, &h));
+  explicit MoeBuffer(const MoeConfig& config) {
+    shmoe_moe_buffer_t h = nullptr;
+    detail::checked(shmoe_moe_buffer_create(&config, &h));
     owned_ = Owned(h);
   }
 
@@ -114,24 +81,12 @@ class MoeBuffer {
   static constexpr int kRetry = -1;
 
   // Returns the rows this PE received, or kRetry.
-  int dispatch(const DispatchInput& in, const DispatchOutput& out,
-               shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
-    const shmoe_dispatch_args_t args{in.x,          in.expert_ids,  in.expert_scales, in.bs,
-                                     in.token_side, in.header_ints, in.verdict,       in.pe_mask};
-    const shmoe_dispatch_outputs_t outs{out.expand_x,          out.assist_info,   out.ep_recv_count,
-                                        out.expert_token_nums, out.expand_scales, out.expand_side,
-                                        out.all_header_ints,   out.all_counts};
-    const int rows = shmoe_dispatch_ex(owned_.get(), plane, &args, &outs);
+  int dispatch(const DispatchArgs& args, const DispatchOutputs& outputs) {
+    const int rows = shmoe_moe_dispatch(owned_.get(), &args, &outputs);
     return rows == SHMOE_MOE_RETRY ? kRetry : detail::checked(rows);
   }
 
-  void combine(const CombineInput& in, shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
-    const shmoe_combine_args_t args{
-        in.expand_x,      in.assist_info, in.ep_recv_count, in.expert_ids,
-        in.expert_scales, in.bs,          in.x_out,         in.x_out_float32 ? 1 : 0,
-        in.caller_mode,   in.verdict,     in.pe_mask};
-    detail::checked(shmoe_combine_ex(owned_.get(), plane, &args));
-  }
+  void combine(const CombineArgs& args) { detail::checked(shmoe_moe_combine(owned_.get(), &args)); }
 
   // Shrink mode: a barrier of the live PEs that masks those that do not arrive in time.
   void sync_live(std::int32_t* pe_mask) {
@@ -140,13 +95,13 @@ class MoeBuffer {
 
   // Shrink mode: every PE, masked or not, meets again; those that arrive in time are unmasked.
   void rejoin(std::int32_t* pe_mask) { detail::checked(shmoe_moe_rejoin(owned_.get(), pe_mask)); }
-  // ... bringing the operators of `others` to the same call counters in the same step.
-  void rejoin(std::int32_t* pe_mask, const std::vector<shmoe_moe_t>& others) {
+  // ... bringing the buffers of `others` to the same call counters in the same step.
+  void rejoin(std::int32_t* pe_mask, const std::vector<shmoe_moe_buffer_t>& others) {
     detail::checked(shmoe_moe_rejoin_with(owned_.get(), pe_mask, others.data(),
                                           static_cast<int>(others.size())));
   }
 
-  // The receive window: recv_capacity() rows in expand_x's layout (shmoe_moe_receive_window).
+  // The receive window: recv_capacity() rows in recv_x's layout (shmoe_moe_receive_window).
   void* receive_window() const {
     void* window = nullptr;
     std::size_t rows = 0;
@@ -155,8 +110,8 @@ class MoeBuffer {
   }
 
   // What the last dispatch or combine measured on this PE.
-  shmoe_moe_timing_t last_timing() const {
-    shmoe_moe_timing_t t{};
+  MoeTiming last_timing() const {
+    MoeTiming t;
     detail::checked(shmoe_moe_last_timing(owned_.get(), &t));
     return t;
   }
@@ -170,15 +125,15 @@ class MoeBuffer {
     return us;
   }
 
-  shmoe_moe_t handle() const { return owned_.get(); }
-  shmoe_moe_t release() noexcept { return owned_.release(); }
+  shmoe_moe_buffer_t handle() const { return owned_.get(); }
+  shmoe_moe_buffer_t release() noexcept { return owned_.release(); }
 
  private:
-  using Owned = detail::Owned<shmoe_moe_t, shmoe_moe_destroy>;
+  using Owned = detail::Owned<shmoe_moe_buffer_t, shmoe_moe_buffer_destroy>;
   Owned owned_;
 };
 
-// Rows of MX FP8 (the weight layout of MegaMoELayer).
+// Rows of MX FP8 (the weight layout of MegaMoE).
 inline std::size_t mx_row_bytes(int elems) {
   return shmoe_mx_row_bytes(elems);
 }
@@ -212,48 +167,49 @@ inline std::vector<std::uint8_t> fp8_quantize_token_rows(const std::uint16_t* sr
   return out;
 }
 
-struct MegaMoEInput {
+// shmoe_mega_moe_run's arguments (shmoe/moe.h).
+struct MegaMoEArgs {
   const std::uint16_t* x = nullptr;  // BF16 bit patterns
-  const std::int32_t* expert_ids = nullptr;
-  const float* routing_weights = nullptr;
-  int tokens = 0;
-  std::uint16_t* y = nullptr;                   // written, BF16
-  std::int32_t* expert_token_counts = nullptr;  // written, or null
+  const std::int32_t* topk_idx = nullptr;
+  const float* topk_weights = nullptr;
+  int num_tokens = 0;
+  std::uint16_t* y = nullptr;                          // written, BF16
+  std::int32_t* num_recv_tokens_per_expert = nullptr;  // written, or null
 };
 
-// A whole MoE layer. w1 and w2: one pointer per local expert to its MX FP8 rows (shmoe/moe.h).
-class MegaMoELayer {
+// A whole MoE layer (shmoe_mega_moe_t). w1 and w2: one pointer per local expert to its MX FP8
+// rows (shmoe/moe.h).
+class MegaMoE {
  public:
-  MegaMoELayer(const shmoe_mega_moe_config_t& config, const std::vector<const std::uint8_t*>& w1,
-               const std::vector<const std::uint8_t*>& w2) {
+  MegaMoE(const MegaMoEConfig& config, const std::vector<const std::uint8_t*>& w1,
+          const std::vector<const std::uint8_t*>& w2) {
     const auto expected =
-        static_cast<std::size_t>(config.experts_per_pe > 0 ? config.experts_per_pe : 0);
+        static_cast<std::size_t>(config.num_experts_per_pe > 0 ? config.num_experts_per_pe : 0);
     if (w1.size() != expected || w2.size() != expected) {
-      throw MoeError(SHMOE_MOE_REFUSED, "shmoe::MegaMoELayer: w1 and w2 need experts_per_pe=" +
-                                            std::to_string(config.experts_per_pe) +
-                                            " pointers, not " + std::to_string(w1.size()) +
-                                            " and " + std::to_string(w2.size()));
+      throw Error("shmoe::MegaMoE: w1 and w2 need num_experts_per_pe=" +
+                      std::to_string(config.num_experts_per_pe) + " pointers, not " +
+                      std::to_string(w1.size()) + " and " + std::to_string(w2.size()),
+                  SHMOE_MOE_REFUSED);
     }
     shmoe_mega_moe_t h = nullptr;
     detail::checked(shmoe_mega_moe_create(&config, w1.data(), w2.data(), &h));
     owned_ = Owned(h);
   }
 
-  void run(const MegaMoEInput& in) {
-    detail::checked(shmoe_mega_moe_run(owned_.get(), in.x, in.expert_ids, in.routing_weights,
-                                       in.tokens, in.y, in.expert_token_counts));
+  void run(const MegaMoEArgs& a) {
+    detail::checked(shmoe_mega_moe_run(owned_.get(), a.x, a.topk_idx, a.topk_weights, a.num_tokens,
+                                       a.y, a.num_recv_tokens_per_expert));
   }
 
   // The same bits through the unfused chain of operators.
-  void run_unfused(const MegaMoEInput& in) {
-    detail::checked(shmoe_mega_moe_run_unfused(owned_.get(), in.x, in.expert_ids,
-                                               in.routing_weights, in.tokens, in.y,
-                                               in.expert_token_counts));
+  void run_unfused(const MegaMoEArgs& a) {
+    detail::checked(shmoe_mega_moe_run_unfused(owned_.get(), a.x, a.topk_idx, a.topk_weights,
+                                               a.num_tokens, a.y, a.num_recv_tokens_per_expert));
   }
 
   double last_kernel_us() const { return shmoe_mega_moe_last_kernel_us(owned_.get()); }
 
-  static std::size_t symmetric_bytes(const shmoe_mega_moe_config_t& config, int n_pes) {
+  static std::size_t symmetric_bytes(const MegaMoEConfig& config, int n_pes) {
     return shmoe_mega_moe_symmetric_bytes(&config, n_pes);
   }
 

@@ -15,11 +15,18 @@
 
 namespace shmoe {
 
-// A collective call refused on every PE: what() says why (the refusing PE's reason, or which PE
-// refused and its reason, or which values the PEs disagree on).
-class Refused : public std::runtime_error {
+// shmoe's one error type in C++ (Python's shmoe.Error): a call of the C API that failed, with
+// its status and what() its last-error text. A collective call refused on every PE says why on
+// every PE (the refusing PE's reason, or which PE refused and its reason, or which values the PEs
+// disagree on); status() is then -1 (SHMOE_MOE_REFUSED for the MoE calls).
+class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what, int status = -1)
+      : std::runtime_error(what), status_(status) {}
+  int status() const noexcept { return status_; }
+
+ private:
+  int status_;
 };
 
 // One value every member of the team must pass alike, and the name a message gives it.
@@ -29,7 +36,7 @@ struct AgreedValue {
 };
 
 // Collective over `team`: returns when no member refuses `call` (refusal: this PE's reason, or
-// empty) and every member passed the same `values`; throws Refused on every member otherwise.
+// empty) and every member passed the same `values`; throws Error on every member otherwise.
 inline void agree(shmem_team_t team, const char* call, const std::string& refusal,
                   std::initializer_list<AgreedValue> values = {}) {
   if (values.size() > SHMOE_AGREE_MAX_VALUES) {
@@ -44,7 +51,7 @@ inline void agree(shmem_team_t team, const char* call, const std::string& refusa
     v[n++] = a.value;
   }
   if (shmoe_agree(team, call, refusal.empty() ? nullptr : refusal.c_str(), v, names, n) != 0) {
-    throw Refused(shmoe_last_error());
+    throw Error(shmoe_last_error());
   }
 }
 

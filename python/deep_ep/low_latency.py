@@ -82,7 +82,7 @@ class _Areas:
         # A local expert gets at most one row per token of each rank.
         self.max_rows = min(self.local_experts, shape.num_topk) * self.slots
         self.bf16 = self._buffer(shape.hidden, "bfloat16")
-        self.fp8: Optional[shmoe.moe.Buffer] = None
+        self.fp8: Optional[shmoe.MoeBuffer] = None
         self.fp8_rows: Optional[np.ndarray] = None
         self._results: Dict[Any, List[torch.Tensor]] = {}
         self._turn = 0
@@ -96,15 +96,15 @@ class _Areas:
         self.wide_rows: Optional[np.ndarray] = None
         self.compact: Optional[torch.Tensor] = None
 
-    def _buffer(self, hidden: int, dtype: str) -> shmoe.moe.Buffer:
+    def _buffer(self, hidden: int, dtype: str) -> shmoe.MoeBuffer:
         s = self.shape
         if self.shrink_ms:  # a fixed slot per (local expert, source, token): no row limit
-            return shmoe.moe.Buffer(s.max_tokens, hidden, s.num_experts, s.num_topk, dtype,
+            return shmoe.MoeBuffer(s.max_tokens, hidden, s.num_experts, s.num_topk, dtype,
                                     shrink_timeout_ms=self.shrink_ms)
-        return shmoe.moe.Buffer(s.max_tokens, hidden, s.num_experts, s.num_topk, dtype,
+        return shmoe.MoeBuffer(s.max_tokens, hidden, s.num_experts, s.num_topk, dtype,
                                 max_recv_rows=self.max_rows)
 
-    def fp8_buffer(self) -> shmoe.moe.Buffer:
+    def fp8_buffer(self) -> shmoe.MoeBuffer:
         if self.fp8 is None:
             self.fp8 = self._buffer(fp8_row_bytes(self.shape.hidden) // 4, "int32")
         return self.fp8
@@ -254,7 +254,7 @@ class LowLatency:
         areas = self._areas(shape, call)
         tokens = xs.shape[0]
         with torch.profiler.record_function(_DISPATCH):
-            buf: shmoe.moe.Buffer = areas.bf16
+            buf: shmoe.MoeBuffer = areas.bf16
             payload: Any = xs
             if use_fp8:
                 if shrink is None:
@@ -401,7 +401,7 @@ class _Received:
         self.recv_count = torch.tensor(counts, dtype=torch.int32)
         # Which rows of each expert came from which rank: (begin << 32) | count, begin counted
         # from the expert's first row.
-        prefix = torch.from_numpy(handle.ep_recv_count.astype(np.int64))
+        prefix = torch.from_numpy(handle.layout_prefix.astype(np.int64))
         per_rank = torch.diff(prefix, prepend=torch.zeros(1, dtype=torch.int64)).view(L, n)
         self.layout_range = ((torch.cumsum(per_rank, dim=1) - per_rank) << 32) | per_rank
         self.src_info = torch.full((L, slots), -1, dtype=torch.int32)
@@ -409,7 +409,7 @@ class _Received:
     def complete(self) -> None:
         with torch.profiler.record_function(_DISPATCH):
             s = self.areas.shape
-            info = torch.from_numpy(self.handle.assist_info[:, 1])
+            info = torch.from_numpy(self.handle.src_info[:, 1])
             start = 0
             for e, count in enumerate(self.counts):
                 if count:
@@ -435,7 +435,7 @@ class _Received:
                 self.stats += self.recv_count
 
 
-def _add_waits(stats: Optional[torch.Tensor], buf: shmoe.moe.Buffer) -> None:
+def _add_waits(stats: Optional[torch.Tensor], buf: shmoe.MoeBuffer) -> None:
     """Adds to a *_wait_recv_cost_stats tensor, [num_ranks] int64, the nanoseconds the call
     waited on this rank for each rank (DeepEP counts GPU cycles). In shrink mode nothing comes
     before the operator's own steps, so a late rank shows there; otherwise each call first agrees

@@ -14,7 +14,7 @@ A rank whose arguments are wrong still joins the operator's call, refusing it, s
 raises at once (the refusing rank its own error, the others one naming it); a call the current
 operators cannot hold (more tokens, another shape) is retried on every rank after a collective
 replan.
-The operators are called directly (shmoe.moe.Buffer.operator) with arrays kept between calls,
+The operators are called directly (shmoe.MoeBuffer.operator) with arrays kept between calls,
 as DeepEP's Buffer calls its runtime: received rows and combined tokens come from the
 operator's pools of host blocks, which return when the last tensor over them dies."""
 
@@ -68,7 +68,7 @@ class _Plan:
         self.side_width = 2 * max(topk, 1)
         self.x = self._buffer(hidden, "bfloat16", token_side_bytes=4 * self.side_width,
                               header_ints=_HEADER + experts)
-        self.weights: Optional[shmoe.moe.Buffer] = None
+        self.weights: Optional[shmoe.MoeBuffer] = None
         self.ones = np.ones((capacity, n), np.float32)
         self.no_side = np.zeros((capacity, self.side_width), np.int32)  # a cached dispatch's
         self.no_ints = np.zeros(_HEADER + experts, np.int32)
@@ -78,11 +78,11 @@ class _Plan:
         return (hidden, experts) == (self.hidden, self.experts) and topk <= self.topk \
             and tokens <= self.capacity
 
-    def _buffer(self, hidden: int, dtype: str, **side: int) -> shmoe.moe.Buffer:
-        return shmoe.moe.Buffer(self.capacity, hidden, self.n, self.n, dtype,
+    def _buffer(self, hidden: int, dtype: str, **side: int) -> shmoe.MoeBuffer:
+        return shmoe.MoeBuffer(self.capacity, hidden, self.n, self.n, dtype,
                                 max_recv_rows=self.n * self.capacity, **side)
 
-    def float32_weights(self) -> shmoe.moe.Buffer:
+    def float32_weights(self) -> shmoe.MoeBuffer:
         """The float32 operator of the top-k weights' combine (top-k columns), made at first use
         (collective: every rank combines weights alike, see Normal.combine)."""
         if self.weights is None:
@@ -371,7 +371,7 @@ class Normal:
         return combined, combined_w
 
     @staticmethod
-    def _reduce(buf: shmoe.moe.Buffer, h: Handle, rows: np.ndarray, width: int, mode: int,
+    def _reduce(buf: shmoe.MoeBuffer, h: Handle, rows: np.ndarray, width: int, mode: int,
                 sums: bool = False) -> torch.Tensor:
         """buf's combine of `rows` on h's routing with weight 1: [tokens, width] of buf's
         dtype in a host block of its pool, or with `sums` the float32 sums in a fresh array;
@@ -383,7 +383,7 @@ class Normal:
             out = _host_array(buf.operator.take_token_rows(), dtype)[:h.tokens * width]
         try:
             buf.operator.combine(False, rows, h.assist, h.ep_recv, h.routes,
-                                 h.plan.ones[:h.tokens], h.tokens, out, x_out_float32=sums,
+                                 h.plan.ones[:h.tokens], h.tokens, out, combined_x_float32=sums,
                                  caller_mode=mode)
         except shmoe.Error as e:
             if "caller_mode" not in str(e):

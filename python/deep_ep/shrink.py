@@ -91,7 +91,7 @@ class Shrink:
         self.cleared = False
         self.mask_np: np.ndarray = self.mask.numpy()  # the operators write the tensor's memory
         try:
-            self.sync = shmoe.moe.Buffer(1, 1, num_ranks, 1, "int32", shrink_timeout_ms=ms)
+            self.sync = shmoe.MoeBuffer(1, 1, num_ranks, 1, "int32", shrink_timeout_ms=ms)
         except shmoe.Error as e:
             raise ValueError(f"{call}: {ENV}={ms}: {e}") from e
 
@@ -131,7 +131,7 @@ class Shrink:
         return any(not int(self.mask[r]) for r in self.unmasked) or (
             self.cleared and not self.any_masked())
 
-    def barrier(self, others: List[shmoe.moe.Buffer]) -> None:
+    def barrier(self, others: List[shmoe.MoeBuffer]) -> None:
         """clean_low_latency_buffer's step: a rejoin of every rank that brings `others` (the
         Buffer's operators) to the same counters, or a barrier of the live ranks."""
         if self.rejoin_wanted():

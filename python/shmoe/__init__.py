@@ -7,7 +7,8 @@
     shmoe.barrier_all()
     shmoe.finalize()
 
-Submodules: shmoe.moe (dispatch/combine Buffer, MegaMoE), shmoe.torch (symmetric tensors; needs
+Submodules: shmoe.moe (MoeBuffer: dispatch/combine, MegaMoE; both also shmoe.MoeBuffer and
+shmoe.MegaMoE), shmoe.torch (symmetric tensors; needs
 torch), shmoe.bfloat16 (bfloat16 bit patterns for numpy). Every call that takes an array also
 takes a CPU torch.Tensor where torch is in use."""
 
@@ -24,8 +25,9 @@ from .core import __all__ as _core_all
 from .teams import *  # noqa: F403
 from .teams import __all__ as _teams_all
 from . import bfloat16, moe  # noqa: E402
+from .moe import MegaMoE, MoeBuffer  # noqa: E402
 
-__all__ = ["Error", "bfloat16", "moe", *_core_all, *_teams_all]
+__all__ = ["Error", "MegaMoE", "MoeBuffer", "bfloat16", "moe", *_core_all, *_teams_all]
 
 
 def info():

@@ -1,6 +1,6 @@
 """MoE dispatch and combine with DeepEP's names and call shapes, and the fused MegaMoE layer.
 
-    buf = shmoe.moe.Buffer(max_tokens_per_pe, hidden, num_experts, num_topk, dtype)
+    buf = shmoe.MoeBuffer(max_tokens_per_pe, hidden, num_experts, num_topk, dtype)
     recv_x, recv_topk_idx, recv_topk_weights, counts, handle = buf.dispatch(x, topk_idx, w)
     ...                      # the local experts work on recv_x, giving y (same rows)
     combined_x = buf.combine(y, handle, w)
@@ -24,7 +24,7 @@ from ._arrays import (as_numpy, describe, from_numpy, is_tensor, loaded_torch, n
                       torch_dtype_name)
 from ._runtime import Error, add_resource, agreed, remove_resource, require_init, state
 
-__all__ = ["Buffer", "DispatchHandle", "MegaMoE", "quantize_mx", "dequantize_mx", "FP8_FORMATS"]
+__all__ = ["MoeBuffer", "DispatchHandle", "MegaMoE", "quantize_mx", "dequantize_mx", "FP8_FORMATS"]
 
 DTYPES = ("float32", "bfloat16", "float16", "int32")
 FP8_FORMATS = ("e4m3", "e5m2")
@@ -176,16 +176,16 @@ def _weights(call, obj, param, shape):
 
 class DispatchHandle:
     """What combine needs of a dispatch: where each received row came from, and this PE's
-    routing. `assist_info` [rows, 3] holds (source PE, source token, top-k slot) of each row."""
+    routing. `src_info` [rows, 3] holds (source PE, source token, top-k slot) of each row."""
 
-    def __init__(self, buffer: "Buffer", rows: int, assist_info: np.ndarray,
-                 ep_recv_count: np.ndarray, topk_idx: np.ndarray,
+    def __init__(self, buffer: "MoeBuffer", rows: int, src_info: np.ndarray,
+                 layout_prefix: np.ndarray, topk_idx: np.ndarray,
                  topk_weights: Optional[np.ndarray]) -> None:
         self.buffer = buffer
         self.num_recv_rows = rows
-        self.assist_info_all = assist_info  # [capacity, 3]: what combine passes on
-        self.assist_info = assist_info[:rows]
-        self.ep_recv_count = ep_recv_count  # inclusive prefix over (expert, source PE)
+        self.src_info_all = src_info  # [capacity, 3]: what combine passes on
+        self.src_info = src_info[:rows]
+        self.layout_prefix = layout_prefix  # inclusive prefix over (expert, source PE)
         self.topk_idx = topk_idx  # int32 [tokens, topk]
         self.topk_weights = topk_weights  # float32 [tokens, topk] or None
 
@@ -194,7 +194,7 @@ class DispatchHandle:
         return int(self.topk_idx.shape[0])
 
 
-class Buffer:
+class MoeBuffer:
     """Dispatch and combine across all PEs (DeepEP's Buffer, for expert parallelism over PEs).
 
     max_tokens_per_pe: the most tokens any PE passes to one dispatch; hidden: elements per token;
@@ -202,7 +202,7 @@ class Buffer:
     e // (num_experts / n_pes)); num_topk: experts per token; dtype: float32, bfloat16, float16
     or int32 (names, numpy dtypes or torch dtypes).
     Options: double_plane (large segments go through the asynchronous copy engine),
-    doubleplane_threshold (bytes), fp8 ("e4m3"/"e5m2": dispatch sends MX FP8 rows with E8M0
+    double_plane_threshold (bytes), fp8 ("e4m3"/"e5m2": dispatch sends MX FP8 rows with E8M0
     scales and returns recv_x as (codes, scales); needs dtype bfloat16), max_recv_rows (rows a PE
     can receive; default n_pes * max_tokens_per_pe * num_topk, which never overflows), workers
     ((matrix, vector) worker threads; default: this PE's fair share of the cores);
@@ -219,9 +219,9 @@ class Buffer:
     abandon() gives it up on this PE alone."""
 
     def __init__(self, max_tokens_per_pe, hidden, num_experts, num_topk, dtype="bfloat16", *,
-                 double_plane=False, doubleplane_threshold=None, fp8=None, max_recv_rows=0,
+                 double_plane=False, double_plane_threshold=None, fp8=None, max_recv_rows=0,
                  workers=None, token_side_bytes=0, header_ints=0, shrink_timeout_ms=0):
-        call = "shmoe.moe.Buffer"
+        call = "shmoe.MoeBuffer"
         require_init(call)
 
         def check():
@@ -234,8 +234,8 @@ class Buffer:
                 raise ValueError(f"{call}: fp8={fp8!r} quantizes bfloat16 tokens; dtype is "
                                  f"{self.dtype}")
             self.double_plane = bool(double_plane)
-            self._threshold = 0 if doubleplane_threshold is None else _positive_int(
-                call, "doubleplane_threshold", doubleplane_threshold)
+            self._threshold = 0 if double_plane_threshold is None else _positive_int(
+                call, "double_plane_threshold", double_plane_threshold)
             self._max_recv_rows = _positive_int(call, "max_recv_rows", max_recv_rows, 0)
             self._workers = _worker_counts(call, workers)
             self._side = (_positive_int(call, "token_side_bytes", token_side_bytes, 0),
@@ -315,7 +315,7 @@ class Buffer:
     def get_dispatch_layout(self, topk_idx, num_experts):
         """(num_tokens_per_pe [n_pes], is_token_in_pe [tokens, n_pes], num_tokens_per_expert
         [num_experts]) of this PE's routing; local, no communication."""
-        call = "Buffer.get_dispatch_layout"
+        call = "MoeBuffer.get_dispatch_layout"
         self._require_open(call)
         if num_experts != self.num_experts:
             raise ValueError(f"{call}: num_experts={num_experts} but the buffer has "
@@ -349,7 +349,7 @@ class Buffer:
         when every PE does so, each PE's reduction reads its tokens' rows where they lie.
         pe_mask: shrink mode's (required there): the rows of masked PEs are left out, and PEs
         that miss the bound are masked in it. Not with zero_copy."""
-        call = "Buffer.dispatch"
+        call = "MoeBuffer.dispatch"
         self._require_open(call)
 
         def check():
@@ -370,11 +370,11 @@ class Buffer:
         xs, tensor, idx, w, mask = check() if self.shrink else agreed(call, check)
         tokens = xs.shape[0]
         L, P, cap = self.num_local_experts, state.n_pes, self.recv_capacity
-        # The side-band outputs in one allocation: assist_info [cap, 3], ep_recv_count [L * P],
+        # The side-band outputs in one allocation: src_info [cap, 3], layout_prefix [L * P],
         # expert token counts [L].
         meta = np.empty(cap * 3 + L * P + L, np.int32)
-        assist_info = meta[: cap * 3].reshape(cap, 3)
-        ep_recv_count = meta[cap * 3 : cap * 3 + L * P]
+        src_info = meta[: cap * 3].reshape(cap, 3)
+        layout_prefix = meta[cap * 3 : cap * 3 + L * P]
         counts = meta[cap * 3 + L * P :]
         scales = np.empty(cap, np.float32)
         if self.fp8:
@@ -383,8 +383,8 @@ class Buffer:
         else:
             ctx, source = self.operator, xs
         recv = self._window if zero_copy else np.frombuffer(ctx.take_rows(), np.uint8)
-        rows = ctx.dispatch(self.double_plane, source, idx, w, tokens, recv, assist_info,
-                            ep_recv_count, counts, scales, pe_mask=mask)
+        rows = ctx.dispatch(self.double_plane, source, idx, w, tokens, recv, src_info,
+                            layout_prefix, counts, scales, pe_mask=mask)
         if self.fp8:
             received = recv[: rows * self._fp8_row].reshape(rows, self._fp8_row)
             blocks = -(-self.hidden // MX_BLOCK)
@@ -395,7 +395,7 @@ class Buffer:
             recv_x = from_numpy(received.reshape(rows, self.hidden), tensor, self.dtype)
         recv_idx = np.repeat(np.arange(L, dtype=np.int64), counts)
         recv_w = None if w is None else from_numpy(scales[:rows], tensor)
-        handle = DispatchHandle(self, rows, assist_info, ep_recv_count, idx, w)
+        handle = DispatchHandle(self, rows, src_info, layout_prefix, idx, w)
         return recv_x, from_numpy(recv_idx, tensor), recv_w, counts.tolist(), handle
 
     def combine(self, y, handle, topk_weights=None, *, pe_mask=None):
@@ -407,7 +407,7 @@ class Buffer:
         FP8, say, and combined in BF16). pe_mask: shrink mode's (required there): the terms of
         experts on masked PEs are left out of the sums; handle must then be the last dispatch's
         of this buffer."""
-        call = "Buffer.combine"
+        call = "MoeBuffer.combine"
         self._require_open(call)
 
         def check():
@@ -430,14 +430,14 @@ class Buffer:
 
         ys, tensor, w, mask = check() if self.shrink else agreed(call, check)
         out = np.empty((handle.num_tokens, self.hidden), numpy_dtype(self.dtype))
-        self.operator.combine(self.double_plane, ys, handle.assist_info_all, handle.ep_recv_count,
+        self.operator.combine(self.double_plane, ys, handle.src_info_all, handle.layout_prefix,
                               handle.topk_idx, w, handle.num_tokens, out, pe_mask=mask)
         return from_numpy(out, tensor, self.dtype)
 
     def sync_live(self, pe_mask):
         """Shrink mode: a barrier of the PEs pe_mask has live; those that do not arrive within
         shrink_timeout_ms are masked in it (collective over the live PEs)."""
-        call = "Buffer.sync_live"
+        call = "MoeBuffer.sync_live"
         self._require_open(call)
         if not self.shrink:
             raise ValueError(f"{call}: the buffer is not in shrink mode (shrink_timeout_ms=0)")
@@ -449,14 +449,14 @@ class Buffer:
         and go on, with the shrink-mode Buffers in `others` (at most 31, the same on every PE),
         from the same call counters; the others are masked. For a PE that was masked and is
         back (a stopped PE that resumed)."""
-        call = "Buffer.rejoin"
+        call = "MoeBuffer.rejoin"
         self._require_open(call)
         if not self.shrink:
             raise ValueError(f"{call}: the buffer is not in shrink mode (shrink_timeout_ms=0)")
         others = list(others)
         for i, o in enumerate(others):
-            if not isinstance(o, Buffer) or not o.shrink:
-                raise ValueError(f"{call}: others[{i}]={o!r} is not a shrink-mode Buffer")
+            if not isinstance(o, MoeBuffer) or not o.shrink:
+                raise ValueError(f"{call}: others[{i}]={o!r} is not a shrink-mode MoeBuffer")
             o._require_open(call)
         self.operator.rejoin(_pe_mask(call, pe_mask, True), [o.operator for o in others])
 
@@ -467,11 +467,11 @@ class Buffer:
         by every PE, are read where they lie instead of being sent."""
         return self._window
 
-    def _routes_like(self, other: "Buffer") -> bool:
+    def _routes_like(self, other: "MoeBuffer") -> bool:
         """Whether a dispatch handle of `other` describes rows this buffer can combine: the same
         experts, top-k and capacity (an FP8 dispatch's rows combined in BF16, say)."""
         return other is self or (
-            isinstance(other, Buffer) and not other._closed
+            isinstance(other, MoeBuffer) and not other._closed
             and (other.num_experts, other.num_topk, other.max_tokens_per_pe, other.recv_capacity)
             == (self.num_experts, self.num_topk, self.max_tokens_per_pe, self.recv_capacity))
 
@@ -549,33 +549,33 @@ class MegaMoE:
     """A whole MoE layer (route, dispatch, MX FP8 quantization, GEMM1, SwiGLU, GEMM2, combine) as
     one operator launch on each PE.
 
-    tokens: the most tokens any PE passes; model_dim, ffn_dim (even: SwiGLU splits GEMM1's
-    output into gate and up halves); num_experts (divisible by the PE count), num_topk; mode:
-    "e4m3" or "e5m2". Options: max_received_tokens, workers ((matrix, vector), vector = 2 x
+    max_tokens_per_pe: the most tokens any PE passes; hidden, intermediate_hidden (even: SwiGLU
+    splits GEMM1's output into gate and up halves); num_experts (divisible by the PE count),
+    num_topk; mode: "e4m3" or "e5m2". Options: max_recv_rows, workers ((matrix, vector), vector = 2 x
     matrix), wave_rows, weights: how the experts' weights are kept, "fp8" (the codes and
     scales, 1.03 bytes per parameter, read directly: faster where an expert gets up to about 4
     rows a call), "bf16" (expanded and packed for oneDNN: faster from about 8) or "auto" (fp8
-    where tokens * num_topk <= 4 * the experts per PE). load_weights (collective) gives this PE's
+    where max_tokens_per_pe * num_topk <= 4 * the experts per PE). load_weights (collective) gives this PE's
     experts; then
     layer(x, topk_idx, topk_weights) (collective) returns the layer's output. Creating it is
     collective too (the PEs agree on its arguments)."""
 
-    def __init__(self, tokens, model_dim, ffn_dim, num_experts, num_topk, mode="e4m3", *,
-                 max_received_tokens=0, workers=None, wave_rows=128, weights="auto"):
-        call = "shmoe.moe.MegaMoE"
+    def __init__(self, max_tokens_per_pe, hidden, intermediate_hidden, num_experts, num_topk,
+                 mode="e4m3", *, max_recv_rows=0, workers=None, wave_rows=128, weights="auto"):
+        call = "shmoe.MegaMoE"
         require_init(call)
 
         def check():
-            self.tokens = _positive_int(call, "tokens", tokens)
-            self.model_dim = _positive_int(call, "model_dim", model_dim)
-            self.ffn_dim = _positive_int(call, "ffn_dim", ffn_dim, 2)
-            if self.ffn_dim % 2:
-                raise ValueError(f"{call}: ffn_dim={ffn_dim} must be even (SwiGLU splits it in "
-                                 "halves)")
+            self.max_tokens_per_pe = _positive_int(call, "max_tokens_per_pe", max_tokens_per_pe)
+            self.hidden = _positive_int(call, "hidden", hidden)
+            self.intermediate_hidden = _positive_int(call, "intermediate_hidden",
+                                                     intermediate_hidden, 2)
+            if self.intermediate_hidden % 2:
+                raise ValueError(f"{call}: intermediate_hidden={intermediate_hidden} must be even "
+                                 "(SwiGLU splits it in halves)")
             self.num_experts, self.num_topk = _expert_counts(call, num_experts, num_topk)
             self.mode = _fp8_format(call, "mode", mode)
-            self._max_received = _positive_int(call, "max_received_tokens", max_received_tokens,
-                                               0)
+            self._max_recv_rows = _positive_int(call, "max_recv_rows", max_recv_rows, 0)
             self._workers = _worker_counts(call, workers)
             self.wave_rows = _positive_int(call, "wave_rows", wave_rows)
             if weights not in ("auto", "fp8", "bf16"):
@@ -585,7 +585,7 @@ class MegaMoE:
         agreed(call, check)
         self.num_local_experts = self.num_experts // state.n_pes
         self._op = None
-        self.last_expert_token_counts = None
+        self.last_num_recv_tokens_per_expert = None
 
     def _expert_rows(self, call, name, w, rows, cols):
         """This PE's experts' weights `w` as MX rows [L, rows, mx_row_bytes(cols)]: floats
@@ -616,23 +616,24 @@ class MegaMoE:
         return _mx_rows(flat, self.mode).reshape(L, rows, -1)
 
     def load_weights(self, w1, w2):
-        """This PE's experts (collective): w1 [L, ffn_dim, model_dim] (GEMM1: h = x @ w1[e].T,
-        gate then up halves), w2 [L, model_dim, ffn_dim / 2] (GEMM2: y = act @ w2[e].T), as
+        """This PE's experts (collective): w1 [L, intermediate_hidden, hidden] (GEMM1:
+        h = x @ w1[e].T, gate then up halves), w2 [L, hidden, intermediate_hidden / 2] (GEMM2:
+        y = act @ w2[e].T), as
         floats (quantized here to MX FP8 of the layer's mode) or as (codes, scales)."""
         call = "MegaMoE.load_weights"
         require_init(call)
-        D, F = self.model_dim, self.ffn_dim
+        D, F = self.hidden, self.intermediate_hidden
         rows1, rows2 = agreed(call, lambda: (self._expert_rows(call, "w1", w1, F, D),
                                              self._expert_rows(call, "w2", w2, D, F // 2)))
         self.close()
         self._op = _shmoe.MegaMoE(
-            self.tokens, D, F, self.num_topk, self.num_local_experts, self.mode,
-            self._max_received, self._workers[0], self._workers[1], self.wave_rows,
+            self.max_tokens_per_pe, D, F, self.num_topk, self.num_local_experts, self.mode,
+            self._max_recv_rows, self._workers[0], self._workers[1], self.wave_rows,
             self.weights, rows1, rows2)
         add_resource(self)
 
     def __call__(self, x, topk_idx, topk_weights, *, fused=True):
-        """The layer's output y [tokens, model_dim] bfloat16 for x [tokens, model_dim] bfloat16
+        """The layer's output y [num_tokens, hidden] bfloat16 for x [num_tokens, hidden] bfloat16
         (collective). fused=False runs the unfused chain (same bits)."""
         call = "MegaMoE.__call__"
         require_init(call)
@@ -641,7 +642,7 @@ class MegaMoE:
             if self._op is None:
                 raise Error(f"{call}: call load_weights first")
             xs, tensor = _payload(call, x, "x", "bfloat16",
-                                  (("tokens", self.tokens), self.model_dim))
+                                  (("max_tokens_per_pe", self.max_tokens_per_pe), self.hidden))
             n = xs.shape[0]
             idx = _indices(call, topk_idx, "topk_idx", (n, self.num_topk), self.num_experts,
                            check_range=False)
@@ -649,10 +650,10 @@ class MegaMoE:
             return xs, tensor, idx, w
 
         xs, tensor, idx, w = agreed(call, check)
-        y = np.empty((xs.shape[0], self.model_dim), np.uint16)
+        y = np.empty((xs.shape[0], self.hidden), np.uint16)
         counts = np.empty(self.num_local_experts, np.int32)
         self._op.run(bool(fused), xs, idx, w, xs.shape[0], y, counts)
-        self.last_expert_token_counts = counts.tolist()
+        self.last_num_recv_tokens_per_expert = counts.tolist()
         return from_numpy(y, tensor, "bfloat16")
 
     def last_kernel_us(self):

@@ -17,16 +17,15 @@
 #include <utility>
 
 #include "shmoe/moe.h"
+#include "shmoe/runtime.hpp"
 
 namespace shmoe::python {
 
 namespace py = pybind11;
 
-// Raised in Python as shmoe.Error (module.cpp registers it).
-class Refused : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// shmoe's one error type (shmoe/runtime.hpp), raised in Python as shmoe.Error (module.cpp
+// registers it).
+using shmoe::Error;
 
 // A team handle, as Python holds it.
 struct TeamHandle {
@@ -58,12 +57,14 @@ auto released(F&& f) -> decltype(f()) {
   py::gil_scoped_release unlocked;
   try {
     return f();
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
-    throw Refused(e.what());
+    throw Error(e.what());
   }
 }
 
-// Owns a collective object of the C++ API (shmoe::MoeBuffer, shmoe::MegaMoELayer) whose
+// Owns a collective object of the C++ API (shmoe::MoeBuffer, shmoe::MegaMoE) whose
 // destruction happens in close(), which the package calls in the same order on every PE; one the
 // garbage collector finds still open gives its handle up and leaves it to the process's end,
 // rather than destroying it at a moment the other PEs know nothing of.
@@ -79,7 +80,7 @@ class Collective {
   Collective& operator=(const Collective&) = delete;
 
   T& get() const {
-    if (!object_) throw Refused(closed_);
+    if (!object_) throw Error(closed_);
     return *object_;
   }
   void close() {

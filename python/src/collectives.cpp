@@ -19,15 +19,15 @@ T* typed(const Bytes& b) {
   return reinterpret_cast<T*>(b.data);
 }
 
-#define SHMOE_PY_REDUCE(T, N, OP)                                                          \
-  m.def((std::string(#OP "_reduce_") + #N).c_str(),                                        \
-        [](const TeamHandle& team, const py::buffer& dest, const py::buffer& src) {        \
-          const Bytes d = bytes_of(dest, "dest", true), s = bytes_of(src, "src");          \
-          if (d.size != s.size) throw Refused(#OP "_reduce: dest and src differ in size"); \
-          return released([&] {                                                            \
-            return shmem_##N##_##OP##_reduce(team.team, typed<T>(d), typed<T>(s),          \
-                                             s.size / sizeof(T));                          \
-          });                                                                              \
+#define SHMOE_PY_REDUCE(T, N, OP)                                                        \
+  m.def((std::string(#OP "_reduce_") + #N).c_str(),                                      \
+        [](const TeamHandle& team, const py::buffer& dest, const py::buffer& src) {      \
+          const Bytes d = bytes_of(dest, "dest", true), s = bytes_of(src, "src");        \
+          if (d.size != s.size) throw Error(#OP "_reduce: dest and src differ in size"); \
+          return released([&] {                                                          \
+            return shmem_##N##_##OP##_reduce(team.team, typed<T>(d), typed<T>(s),        \
+                                             s.size / sizeof(T));                        \
+          });                                                                            \
         });
 #define SHMOE_PY_REDUCE_BITWISE(T, N) \
   SHMOE_PY_REDUCE(T, N, and) SHMOE_PY_REDUCE(T, N, or) SHMOE_PY_REDUCE(T, N, xor)

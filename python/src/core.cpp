@@ -26,8 +26,8 @@ void agree(const TeamHandle& team, const std::string& call,
            const std::optional<std::string>& refusal,
            const std::vector<std::pair<std::string, std::int64_t>>& values) {
   if (values.size() > SHMOE_AGREE_MAX_VALUES) {
-    throw Refused(call + ": at most " + std::to_string(SHMOE_AGREE_MAX_VALUES) +
-                  " values can be agreed on");
+    throw Error(call + ": at most " + std::to_string(SHMOE_AGREE_MAX_VALUES) +
+                " values can be agreed on");
   }
   std::int64_t v[SHMOE_AGREE_MAX_VALUES] = {};
   const char* names[SHMOE_AGREE_MAX_VALUES] = {};
@@ -39,7 +39,7 @@ void agree(const TeamHandle& team, const std::string& call,
   const int rc = released([&] {
     return shmoe_agree(team.team, call.c_str(), why, v, names, static_cast<int>(values.size()));
   });
-  if (rc != 0) throw Refused(shmoe_last_error());
+  if (rc != 0) throw Error(shmoe_last_error());
 }
 
 }  // namespace
@@ -55,7 +55,7 @@ void bind_core(py::module_& m) {
     int provided = 0;
     if (shmoe_init_from(rank, size, store.c_str(), key.c_str(), SHMEM_THREAD_MULTIPLE, &provided) !=
         0) {
-      throw Refused(shmoe_last_error());
+      throw Error(shmoe_last_error());
     }
     return provided;
   });
@@ -123,19 +123,19 @@ void bind_core(py::module_& m) {
 
   m.def("putmem", [](const py::buffer& dest, const py::buffer& src, int pe) {
     const Bytes d = bytes_of(dest, "dest"), s = bytes_of(src, "src");
-    if (d.size != s.size) throw Refused("putmem: dest and src differ in size");
+    if (d.size != s.size) throw Error("putmem: dest and src differ in size");
     released([&] { shmem_putmem(d.data, s.data, d.size, pe); });
   });
   m.def("getmem", [](const py::buffer& dest, const py::buffer& src, int pe) {
     const Bytes d = bytes_of(dest, "dest", true), s = bytes_of(src, "src");
-    if (d.size != s.size) throw Refused("getmem: dest and src differ in size");
+    if (d.size != s.size) throw Error("getmem: dest and src differ in size");
     released([&] { shmem_getmem(d.data, s.data, d.size, pe); });
   });
   m.def("putmem_signal", [](const py::buffer& dest, const py::buffer& src, const py::buffer& sig,
                             std::uint64_t value, int op, int pe) {
     const Bytes d = bytes_of(dest, "dest"), s = bytes_of(src, "src");
     auto* signal = reinterpret_cast<std::uint64_t*>(element_of(sig, 0, 8, true));
-    if (d.size != s.size) throw Refused("putmem_signal: dest and src differ in size");
+    if (d.size != s.size) throw Error("putmem_signal: dest and src differ in size");
     released([&] { shmem_putmem_signal(d.data, s.data, d.size, signal, value, op, pe); });
   });
   m.def("signal_fetch", [](const py::buffer& sig) {

@@ -65,9 +65,9 @@ void check_ranks(const std::string& call, const std::vector<std::int32_t>& ints,
   for (int j = 0; j < n; ++j) {
     const std::int32_t kj = ints[static_cast<std::size_t>(j) * width];
     if (kj != k) {
-      throw Refused(call + ": ranks disagree on num_topk: rank " + std::to_string(j) +
-                    " passed top-k indices of " + std::to_string(kj) + " columns, rank " +
-                    std::to_string(me) + " of " + std::to_string(k));
+      throw Error(call + ": ranks disagree on num_topk: rank " + std::to_string(j) +
+                  " passed top-k indices of " + std::to_string(kj) + " columns, rank " +
+                  std::to_string(me) + " of " + std::to_string(k));
     }
   }
   for (int j = 0; j < n; ++j) {
@@ -75,9 +75,9 @@ void check_ranks(const std::string& call, const std::vector<std::int32_t>& ints,
     for (int i = 0; i < n; ++i) rows += counts[static_cast<std::size_t>(i) * n + j];
     const std::int32_t worst = ints[static_cast<std::size_t>(j) * width + 1];
     if (worst > 0 && worst < rows) {
-      throw Refused(call + ": rank " + std::to_string(j) +
-                    " passed num_worst_tokens=" + std::to_string(worst) + ", fewer than the " +
-                    std::to_string(rows) + " tokens it receives");
+      throw Error(call + ": rank " + std::to_string(j) +
+                  " passed num_worst_tokens=" + std::to_string(worst) + ", fewer than the " +
+                  std::to_string(rows) + " tokens it receives");
     }
   }
 }
@@ -106,11 +106,11 @@ py::object normal_dispatch(Buffer& b, const std::string& call, int me, const py:
   const std::size_t tokens = xs.size / row, P = static_cast<std::size_t>(n);
   const std::size_t E = experts_in.size / 4, L = E / P, W = static_cast<std::size_t>(side_width);
   const std::size_t K = num_topk > 0 ? static_cast<std::size_t>(num_topk) : 0;
-  const std::size_t cap = b.capacity(), most = b.max_bs(), Kp = W / 2;
+  const std::size_t cap = b.capacity(), most = b.max_tokens_per_pe(), Kp = W / 2;
   if (tokens > most || xs.size != tokens * row || in_rank.size != tokens * P ||
       idx.size != tokens * K * 8 || w.size != tokens * K * 4 || (K > 0 && idx.data == nullptr) ||
       2 * K > W || b.token_side_bytes() != W * 4 || b.header_ints() != kHeader + E || L * P != E) {
-    throw Refused(call + ": the arrays do not match the operator's shape");
+    throw Error(call + ": the arrays do not match the operator's shape");
   }
   const auto* ids = idx.as<std::int64_t>();
   const auto* weights = w.as<std::int32_t>();  // the bits travel; the receiver reads floats
@@ -156,13 +156,21 @@ py::object normal_dispatch(Buffer& b, const std::string& call, int me, const py:
   std::byte* received = static_cast<std::byte*>(rows_block.cast<HostBlock&>().info().ptr);
   std::int32_t* assist = out.ptr<std::int32_t>(assist_at);
   std::int32_t nums = 0;
-  const int rows = released([&] {
-    return op.dispatch(
-        {xs.data, route, nullptr, static_cast<int>(tokens), side, ints, SHMOE_CALL_PROCEED,
-         nullptr},  // no pe_mask: normal mode is never in shrink mode
-        {received, assist, out.ptr<std::int32_t>(ep_recv_at), &nums, nullptr, side_out,
-         all_ints.data(), counts.data()});
-  });
+  DispatchArgs args;  // no pe_mask: normal mode is never in shrink mode
+  args.x = xs.data;
+  args.topk_idx = route;
+  args.num_tokens = static_cast<int>(tokens);
+  args.token_side = side;
+  args.header_ints = ints;
+  DispatchOutputs outs;
+  outs.recv_x = received;
+  outs.recv_src_info = assist;
+  outs.recv_layout_prefix = out.ptr<std::int32_t>(ep_recv_at);
+  outs.num_recv_tokens_per_expert = &nums;
+  outs.recv_token_side = side_out;
+  outs.all_header_ints = all_ints.data();
+  outs.all_counts = counts.data();
+  const int rows = released([&] { return op.dispatch(args, outs); });
   if (rows == MoeBuffer::kRetry) return py::none();
   check_ranks(call, all_ints, width, counts, n, me);
   const std::size_t R = static_cast<std::size_t>(rows);

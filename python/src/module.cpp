@@ -8,7 +8,7 @@ Bytes bytes_of(const py::buffer& b, const char* param, bool writable) {
   py::ssize_t expected = info.itemsize;
   for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
     if (info.shape[d] != 1 && info.strides[d] != expected) {
-      throw Refused(std::string(param) + " must be C-contiguous");
+      throw Error(std::string(param) + " must be C-contiguous");
     }
     expected *= info.shape[d];
   }
@@ -23,8 +23,8 @@ Bytes bytes_or_null(const py::object& b, const char* param, bool writable) {
 std::byte* element_of(const py::buffer& b, std::size_t offset, std::size_t bytes, bool writable) {
   const Bytes all = bytes_of(b, "a", writable);
   if (offset > all.size || bytes > all.size - offset) {
-    throw Refused("element at byte " + std::to_string(offset) + " lies outside the array's " +
-                  std::to_string(all.size) + " bytes");
+    throw Error("element at byte " + std::to_string(offset) + " lies outside the array's " +
+                std::to_string(all.size) + " bytes");
   }
   return all.data + offset;
 }
@@ -32,7 +32,7 @@ std::byte* element_of(const py::buffer& b, std::size_t offset, std::size_t bytes
 shmoe_fp8_format_t fp8_format_named(const std::string& name) {
   if (name == "e4m3") return SHMOE_FP8_E4M3;
   if (name == "e5m2") return SHMOE_FP8_E5M2;
-  throw Refused("FP8 format '" + name + "' is not one of e4m3, e5m2");
+  throw Error("FP8 format '" + name + "' is not one of e4m3, e5m2");
 }
 
 }  // namespace shmoe::python
@@ -40,7 +40,7 @@ shmoe_fp8_format_t fp8_format_named(const std::string& name) {
 PYBIND11_MODULE(_shmoe, m) {
   namespace py = shmoe::python::py;
   m.doc() = "shmoe's C and C++ API for the Python package shmoe (use the package, not this module)";
-  py::register_exception<shmoe::python::Refused>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<shmoe::Error>(m, "Error", PyExc_RuntimeError);
   shmoe::python::bind_core(m);
   shmoe::python::bind_amo(m);
   shmoe::python::bind_collectives(m);

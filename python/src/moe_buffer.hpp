@@ -90,25 +90,28 @@ class HostBlock {
 // blocks for dispatch's received rows.
 class Buffer : public Collective<MoeBuffer> {
  public:
-  Buffer(const shmoe_moe_config_t& c, std::size_t elem)
+  Buffer(const MoeConfig& c, std::size_t elem)
       : Collective(released([&] { return std::make_unique<MoeBuffer>(c); }),
                    "the MoE buffer is closed"),
         config_(c),
         elem_(elem),
         capacity_(get().recv_capacity()),
         rows_(std::make_shared<BlockPool>(capacity_ * row_bytes())),
-        tokens_(std::make_shared<BlockPool>(static_cast<std::size_t>(c.max_bs) * row_bytes())) {}
+        tokens_(std::make_shared<BlockPool>(static_cast<std::size_t>(c.max_tokens_per_pe) *
+                                            row_bytes())) {}
 
   std::size_t capacity() const { return capacity_; }
   std::size_t row_bytes() const { return static_cast<std::size_t>(config_.hidden) * elem_; }
-  int topk() const { return config_.topk; }
-  int experts_per_pe() const { return config_.experts_per_pe; }
+  int num_topk() const { return config_.num_topk; }
+  int num_experts_per_pe() const { return config_.num_experts_per_pe; }
   int hidden() const { return config_.hidden; }
   std::size_t token_side_bytes() const {
     return static_cast<std::size_t>(config_.token_side_bytes);
   }
   std::size_t header_ints() const { return static_cast<std::size_t>(config_.header_ints); }
-  std::size_t max_bs() const { return static_cast<std::size_t>(config_.max_bs); }
+  std::size_t max_tokens_per_pe() const {
+    return static_cast<std::size_t>(config_.max_tokens_per_pe);
+  }
   // A host block of `bytes` from a pool of that size (a layer's per-call output arrays, carved
   // from one block that returns when the last of them dies; deep_ep_normal.cpp): fresh arrays of
   // hundreds of KiB per call cost page faults at every call.
@@ -129,11 +132,11 @@ class Buffer : public Collective<MoeBuffer> {
   }
 
  private:
-  shmoe_moe_config_t config_;
+  MoeConfig config_;
   std::size_t elem_;
   std::size_t capacity_;
   std::shared_ptr<BlockPool> rows_;    // blocks of recv_capacity rows
-  std::shared_ptr<BlockPool> tokens_;  // blocks of max_bs rows (combine's output)
+  std::shared_ptr<BlockPool> tokens_;  // blocks of max_tokens_per_pe rows (combine's output)
   std::shared_ptr<BlockPool> blocks_;  // take_block's
   std::array<std::vector<std::int32_t>, 4> scratch_;
 };

@@ -4,15 +4,11 @@
 
 #include <fmt/format.h>
 
-#include <stdexcept>
 #include <string>
 
-namespace shmoe {
+#include "shmoe/runtime.hpp"  // shmoe::Error: one error type, inside and outside the library
 
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace shmoe {
 
 template <typename... Args>
 [[nodiscard]] Error make_error(fmt::format_string<Args...> f, Args&&... args) {

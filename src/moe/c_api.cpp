@@ -11,8 +11,8 @@
 #include "shmoe/moe.h"
 #include "shmoe/runtime.h"
 
-struct shmoe_moe {
-  shmoe::moe::MoeContext context;
+struct shmoe_moe_buffer {
+  shmoe::moe::MoeBuffer impl;
 };
 
 namespace shmoe::moe::c_api {
@@ -24,8 +24,22 @@ void set_last_error(std::string text) {
 }  // namespace shmoe::moe::c_api
 
 using shmoe::moe::c_api::guarded;
+using shmoe::moe::c_api::read_struct;
 using shmoe::moe::c_api::require;
 using shmoe::moe::c_api::require_nonnull;
+
+namespace {
+
+// The first version of each extensible struct ends with these fields (appended ones have 0 as
+// their default, so a caller that stops here keeps working).
+constexpr std::size_t kConfigFirst = SHMOE_FIRST_SIZE(shmoe_moe_config_t, double_plane_threshold);
+constexpr std::size_t kDispatchArgsFirst = SHMOE_FIRST_SIZE(shmoe_dispatch_args_t, num_tokens);
+constexpr std::size_t kDispatchOutputsFirst =
+    SHMOE_FIRST_SIZE(shmoe_dispatch_outputs_t, recv_weights);
+constexpr std::size_t kCombineArgsFirst = SHMOE_FIRST_SIZE(shmoe_combine_args_t, combined_x);
+constexpr std::size_t kTimingFirst = SHMOE_FIRST_SIZE(shmoe_moe_timing_t, rows_received);
+
+}  // namespace
 
 extern "C" {
 
@@ -33,216 +47,194 @@ const char* shmoe_moe_last_error(void) {
   return shmoe_last_error();
 }
 
-int shmoe_moe_create(const shmoe_moe_config_t* config, shmoe_moe_t* moe) {
+int shmoe_moe_buffer_create(const shmoe_moe_config_t* config, shmoe_moe_buffer_t* buffer) {
   return guarded([&] {
-    const auto& in = require(config, "shmoe_moe_create", "config");
-    auto& handle = require(moe, "shmoe_moe_create", "moe");
+    constexpr const char* fn = "shmoe_moe_buffer_create";
+    const auto in = read_struct(config, kConfigFirst, fn, "config");
+    auto& handle = require(buffer, fn, "buffer");
     shmoe::moe::MoeConfig c;
-    c.experts_per_pe = in.experts_per_pe;
-    c.max_bs = in.max_bs;
+    c.experts_per_pe = in.num_experts_per_pe;
+    c.max_bs = in.max_tokens_per_pe;
     c.hidden = in.hidden;
-    c.topk = in.topk;
+    c.topk = in.num_topk;
     const int dtype = shmoe::moe::c_api::raw_enum_value(in.dtype);
     if (dtype < SHMOE_DTYPE_INT32 || dtype > SHMOE_DTYPE_FLOAT32) {
-      throw shmoe::moe::MoeError("shmoe_moe_create: dtype=" + std::to_string(dtype) +
-                                 " is out of range (0..3, SHMOE_DTYPE_INT32..SHMOE_DTYPE_FLOAT32)");
+      throw shmoe::moe::Refused(std::string(fn) + ": config->dtype=" + std::to_string(dtype) +
+                                " is out of range (0..3, SHMOE_DTYPE_INT32..SHMOE_DTYPE_FLOAT32)");
     }
     c.dtype = static_cast<shmoe::moe::DType>(dtype);
     c.max_recv_rows = in.max_recv_rows;
     c.workers = {in.matrix_workers, in.vector_workers};
-    if (in.doubleplane_threshold != 0) c.doubleplane_threshold = in.doubleplane_threshold;
+    if (in.double_plane_threshold != 0) c.doubleplane_threshold = in.double_plane_threshold;
     c.token_side_bytes = in.token_side_bytes;
     c.header_ints = in.header_ints;
     c.shrink_timeout_ms = in.shrink_timeout_ms;
-    handle = new shmoe_moe{shmoe::moe::MoeContext(c)};
+    handle = new shmoe_moe_buffer{shmoe::moe::MoeBuffer(c)};
     return int{SHMOE_MOE_OK};
   });
 }
 
-void shmoe_moe_destroy(shmoe_moe_t moe) {
-  delete moe;
+void shmoe_moe_buffer_destroy(shmoe_moe_buffer_t buffer) {
+  delete buffer;
 }
 
-int shmoe_moe_last_timing(shmoe_moe_t moe, shmoe_moe_timing_t* timing) {
+int shmoe_moe_last_timing(shmoe_moe_buffer_t buffer, shmoe_moe_timing_t* timing) {
   return guarded([&] {
-    auto& m = require(moe, "shmoe_moe_last_timing", "moe");
-    auto& out = require(timing, "shmoe_moe_last_timing", "timing");
-    const shmoe::moe::OpTiming& t = m.context.last_timing();
-    out = shmoe_moe_timing_t{};
+    constexpr const char* fn = "shmoe_moe_last_timing";
+    auto& m = require(buffer, fn, "buffer");
+    const shmoe::moe::OpTiming& t = m.impl.last_timing();
+    shmoe_moe_timing_t out{};
     for (double us : t.worker_us) out.worker_us_max = std::max(out.worker_us_max, us);
     out.workers = static_cast<int>(t.worker_us.size());
     out.comm_us = t.comm_us;
     out.bytes_sent = t.bytes_sent;
     out.bytes_via_copy_engine = t.bytes_via_copy_engine;
     out.rows_received = t.rows_received;
+    shmoe::moe::c_api::write_struct(timing, out, kTimingFirst, fn, "timing");
     return int{SHMOE_MOE_OK};
   });
 }
 
-int shmoe_moe_last_source_waits(shmoe_moe_t moe, double* wait_us, int n_pes) {
+int shmoe_moe_last_source_waits(shmoe_moe_buffer_t buffer, double* wait_us, int n_pes) {
   return guarded([&] {
     constexpr const char* fn = "shmoe_moe_last_source_waits";
-    auto& m = require(moe, fn, "moe");
+    auto& m = require(buffer, fn, "buffer");
     require_nonnull(wait_us, fn, "wait_us");
     const int P = shmem_n_pes();
     if (n_pes != P) {
-      throw shmoe::moe::MoeError(
+      throw shmoe::moe::Refused(
           fmt::format("{}: n_pes={} is not the job's PE count {} (wait_us holds one value per PE)",
                       fn, n_pes, P));
     }
-    const auto& us = m.context.last_timing().source_wait_us;
+    const auto& us = m.impl.last_timing().source_wait_us;
     for (int src = 0; src < P; ++src)
       wait_us[src] = us.empty() ? 0.0 : us[static_cast<std::size_t>(src)];
     return int{SHMOE_MOE_OK};
   });
 }
 
-size_t shmoe_moe_recv_capacity(shmoe_moe_t moe) {
-  return moe == nullptr ? 0 : moe->context.recv_capacity();
+size_t shmoe_moe_recv_capacity(shmoe_moe_buffer_t buffer) {
+  return buffer == nullptr ? 0 : buffer->impl.recv_capacity();
 }
 
-int shmoe_moe_receive_window(shmoe_moe_t moe, void** window, size_t* capacity_rows) {
+int shmoe_moe_receive_window(shmoe_moe_buffer_t buffer, void** window, size_t* capacity_rows) {
   return guarded([&] {
-    auto& m = require(moe, "shmoe_moe_receive_window", "moe");
+    auto& m = require(buffer, "shmoe_moe_receive_window", "buffer");
     auto& out_window = require(window, "shmoe_moe_receive_window", "window");
     auto& out_rows = require(capacity_rows, "shmoe_moe_receive_window", "capacity_rows");
-    out_window = m.context.receive_window();
-    out_rows = m.context.recv_capacity();
+    out_window = m.impl.receive_window();
+    out_rows = m.impl.recv_capacity();
     return int{SHMOE_MOE_OK};
   });
 }
 
-int shmoe_dispatch(shmoe_moe_t moe, shmoe_plane_t plane, const void* x, const int32_t* expert_ids,
-                   const float* expert_scales, int bs, void* expand_x, int32_t* assist_info,
-                   int32_t* ep_recv_count, int32_t* expert_token_nums, float* expand_scales) {
+int shmoe_moe_dispatch(shmoe_moe_buffer_t buffer, const shmoe_dispatch_args_t* args,
+                       const shmoe_dispatch_outputs_t* outputs) {
   return guarded([&] {
-    auto& m = require(moe, "shmoe_dispatch", "moe");
-    shmoe::moe::DispatchArgs in{x, expert_ids, expert_scales, bs};
-    shmoe::moe::DispatchOutputs out{expand_x, assist_info, ep_recv_count, expert_token_nums,
-                                    expand_scales};
-    return plane == SHMOE_PLANE_DOUBLE ? shmoe::moe::dispatch_doubleplane(m.context, in, out)
-                                       : shmoe::moe::dispatch_classic(m.context, in, out);
-  });
-}
-
-int shmoe_dispatch_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_dispatch_args_t* args,
-                      const shmoe_dispatch_outputs_t* outputs) {
-  return guarded([&] {
-    auto& m = require(moe, "shmoe_dispatch_ex", "moe");
-    const auto& a = require(args, "shmoe_dispatch_ex", "args");
-    const auto& o = require(outputs, "shmoe_dispatch_ex", "outputs");
+    constexpr const char* fn = "shmoe_moe_dispatch";
+    auto& m = require(buffer, fn, "buffer");
+    const auto a = read_struct(args, kDispatchArgsFirst, fn, "args");
     const int verdict = shmoe::moe::c_api::raw_enum_value(a.verdict);
     const bool known = verdict >= SHMOE_CALL_PROCEED && verdict <= SHMOE_CALL_RETRY;
     shmoe::moe::DispatchArgs in{
         a.x,
-        a.expert_ids,
-        a.expert_scales,
-        a.bs,
+        a.topk_idx,
+        a.topk_weights,
+        a.num_tokens,
         a.token_side,
         a.header_ints,
         known ? static_cast<shmoe::moe::CallVerdict>(verdict) : shmoe::moe::CallVerdict::kRefuse,
         a.pe_mask};
-    shmoe::moe::DispatchOutputs out{o.expand_x,          o.assist_info,   o.ep_recv_count,
-                                    o.expert_token_nums, o.expand_scales, o.expand_side,
-                                    o.all_header_ints,   o.all_counts};
+    shmoe::moe::DispatchOutputs out;
+    if (verdict == SHMOE_CALL_PROCEED) {  // with any other verdict no output is written
+      const auto o = read_struct(outputs, kDispatchOutputsFirst, fn, "outputs");
+      out = {o.recv_x,       o.recv_src_info,   o.recv_layout_prefix, o.num_recv_tokens_per_expert,
+             o.recv_weights, o.recv_token_side, o.all_header_ints,    o.all_counts};
+    }
+    const bool double_plane = shmoe::moe::c_api::raw_enum_value(a.plane) == SHMOE_PLANE_DOUBLE;
     auto run = [&] {
-      return plane == SHMOE_PLANE_DOUBLE ? shmoe::moe::dispatch_doubleplane(m.context, in, out)
-                                         : shmoe::moe::dispatch_classic(m.context, in, out);
+      return double_plane ? shmoe::moe::dispatch_doubleplane(m.impl, in, out)
+                          : shmoe::moe::dispatch_classic(m.impl, in, out);
     };
     if (!known) {
       // This PE joins the call as refusing it, so the others stop too, and says why.
       try {
         run();
-      } catch (const shmoe::moe::MoeError&) {
+      } catch (const shmoe::moe::Refused&) {
       }
-      throw shmoe::moe::MoeError("shmoe_dispatch_ex: args->verdict=" + std::to_string(verdict) +
-                                 " is out of range (0..2, SHMOE_CALL_PROCEED..SHMOE_CALL_RETRY)");
+      throw shmoe::moe::Refused(std::string(fn) + ": args->verdict=" + std::to_string(verdict) +
+                                " is out of range (0..2, SHMOE_CALL_PROCEED..SHMOE_CALL_RETRY)");
     }
     const int rows = run();
     return rows == shmoe::moe::kDispatchRetry ? int{SHMOE_MOE_RETRY} : rows;
   });
 }
 
-int shmoe_combine_ex(shmoe_moe_t moe, shmoe_plane_t plane, const shmoe_combine_args_t* args) {
+int shmoe_moe_combine(shmoe_moe_buffer_t buffer, const shmoe_combine_args_t* args) {
   return guarded([&] {
-    auto& m = require(moe, "shmoe_combine_ex", "moe");
-    const auto& a = require(args, "shmoe_combine_ex", "args");
+    constexpr const char* fn = "shmoe_moe_combine";
+    auto& m = require(buffer, fn, "buffer");
+    const auto a = read_struct(args, kCombineArgsFirst, fn, "args");
     const int verdict = shmoe::moe::c_api::raw_enum_value(a.verdict);
     std::string own;  // this PE's reason to refuse, where the caller's arguments give one
     if (verdict != SHMOE_CALL_PROCEED && verdict != SHMOE_CALL_REFUSE) {
-      own = "shmoe_combine_ex: args->verdict=" + std::to_string(verdict) +
+      own = std::string(fn) + ": args->verdict=" + std::to_string(verdict) +
             " is out of range (0..1, SHMOE_CALL_PROCEED or SHMOE_CALL_REFUSE)";
     } else if (a.caller_mode < 0 || a.caller_mode > 127) {
-      own = "shmoe_combine_ex: args->caller_mode=" + std::to_string(a.caller_mode) +
+      own = std::string(fn) + ": args->caller_mode=" + std::to_string(a.caller_mode) +
             " is out of range (0..127)";
     }
-    shmoe::moe::CombineArgs in{a.expand_x,
-                               a.assist_info,
-                               a.ep_recv_count,
-                               a.expert_ids,
-                               a.expert_scales,
-                               a.bs,
-                               a.x_out,
+    shmoe::moe::CombineArgs in{a.x,
+                               a.src_info,
+                               a.layout_prefix,
+                               a.topk_idx,
+                               a.topk_weights,
+                               a.num_tokens,
+                               a.combined_x,
                                verdict != SHMOE_CALL_PROCEED || !own.empty(),
-                               a.x_out_float32 != 0,
+                               a.combined_x_float32 != 0,
                                own.empty() ? a.caller_mode : 0,
                                a.pe_mask};
     try {
-      if (plane == SHMOE_PLANE_DOUBLE) {
-        shmoe::moe::combine_doubleplane(m.context, in);
+      if (shmoe::moe::c_api::raw_enum_value(a.plane) == SHMOE_PLANE_DOUBLE) {
+        shmoe::moe::combine_doubleplane(m.impl, in);
       } else {
-        shmoe::moe::combine_classic(m.context, in);
+        shmoe::moe::combine_classic(m.impl, in);
       }
-    } catch (const shmoe::moe::MoeError&) {
+    } catch (const shmoe::moe::Refused&) {
       if (own.empty()) throw;
-      throw shmoe::moe::MoeError(own);  // refused everywhere; here, say why
+      throw shmoe::moe::Refused(own);  // refused everywhere; here, say why
     }
     return int{SHMOE_MOE_OK};
   });
 }
 
-int shmoe_moe_sync_live(shmoe_moe_t moe, int32_t* pe_mask) {
+int shmoe_moe_sync_live(shmoe_moe_buffer_t buffer, int32_t* pe_mask) {
   return guarded([&] {
-    auto& m = require(moe, "shmoe_moe_sync_live", "moe");
-    shmoe::moe::sync_live(m.context, pe_mask);
+    auto& m = require(buffer, "shmoe_moe_sync_live", "buffer");
+    shmoe::moe::sync_live(m.impl, pe_mask);
     return int{SHMOE_MOE_OK};
   });
 }
 
-int shmoe_moe_rejoin(shmoe_moe_t moe, int32_t* pe_mask) {
-  return shmoe_moe_rejoin_with(moe, pe_mask, nullptr, 0);
+int shmoe_moe_rejoin(shmoe_moe_buffer_t buffer, int32_t* pe_mask) {
+  return shmoe_moe_rejoin_with(buffer, pe_mask, nullptr, 0);
 }
 
-int shmoe_moe_rejoin_with(shmoe_moe_t moe, int32_t* pe_mask, const shmoe_moe_t* others,
-                          int n_others) {
+int shmoe_moe_rejoin_with(shmoe_moe_buffer_t buffer, int32_t* pe_mask,
+                          const shmoe_moe_buffer_t* others, int n_others) {
   return guarded([&] {
     constexpr const char* fn = "shmoe_moe_rejoin_with";
-    auto& m = require(moe, fn, "moe");
+    auto& m = require(buffer, fn, "buffer");
     if (n_others < 0 || n_others > 31) {
-      throw shmoe::moe::MoeError(
+      throw shmoe::moe::Refused(
           fmt::format("{}: n_others={} is out of range (0..31)", fn, n_others));
     }
     if (n_others > 0) require_nonnull(others, fn, "others");
-    std::vector<shmoe::moe::MoeContext*> contexts;
+    std::vector<shmoe::moe::MoeBuffer*> contexts;
     for (int i = 0; i < n_others; ++i)
-      contexts.push_back(others[i] == nullptr ? nullptr : &others[i]->context);
-    shmoe::moe::rejoin(m.context, pe_mask, contexts);
-    return int{SHMOE_MOE_OK};
-  });
-}
-
-int shmoe_combine(shmoe_moe_t moe, shmoe_plane_t plane, const void* expand_x,
-                  const int32_t* assist_info, const int32_t* ep_recv_count,
-                  const int32_t* expert_ids, const float* expert_scales, int bs, void* x_out) {
-  return guarded([&] {
-    auto& m = require(moe, "shmoe_combine", "moe");
-    shmoe::moe::CombineArgs in{expand_x,      assist_info, ep_recv_count, expert_ids,
-                               expert_scales, bs,          x_out};
-    if (plane == SHMOE_PLANE_DOUBLE) {
-      shmoe::moe::combine_doubleplane(m.context, in);
-    } else {
-      shmoe::moe::combine_classic(m.context, in);
-    }
+      contexts.push_back(others[i] == nullptr ? nullptr : &others[i]->impl);
+    shmoe::moe::rejoin(m.impl, pe_mask, contexts);
     return int{SHMOE_MOE_OK};
   });
 }

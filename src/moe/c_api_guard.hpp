@@ -2,6 +2,8 @@
 // the text shmoe_moe_last_error() returns.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -25,13 +27,13 @@ int raw_enum_value(const E& e) {
 
 void set_last_error(std::string text);
 
-// Runs f (returning int) and maps a MoeError (a refused call) to SHMOE_MOE_REFUSED and any other
+// Runs f (returning int) and maps a Refused (a refused call) to SHMOE_MOE_REFUSED and any other
 // exception to SHMOE_MOE_FAILED, recording the message.
 template <typename F>
 int guarded(F&& f) {
   try {
     return f();
-  } catch (const MoeError& e) {
+  } catch (const Refused& e) {
     set_last_error(e.what());
     return SHMOE_MOE_REFUSED;
   } catch (const std::exception& e) {
@@ -42,7 +44,7 @@ int guarded(F&& f) {
 
 // A null handle or pointer: refused on the calling PE (the handle is needed to reach the others).
 inline void require_nonnull(const void* p, const char* fn, const char* param) {
-  if (p == nullptr) throw MoeError(std::string(fn) + ": " + param + " is NULL");
+  if (p == nullptr) throw Refused(std::string(fn) + ": " + param + " is NULL");
 }
 
 template <typename T>
@@ -50,5 +52,49 @@ T& require(T* p, const char* fn, const char* param) {
   require_nonnull(p, fn, param);
   return *p;
 }
+
+// The struct_size of a caller's extensible struct (shmoe/moe.h, "Extensible structs"), which must
+// be at least `first_size`, the size of the struct's first version (appending fields leaves it).
+inline std::size_t caller_size(const void* p, std::size_t first_size, const char* fn,
+                               const char* param) {
+  require_nonnull(p, fn, param);
+  std::size_t size = 0;
+  std::memcpy(&size, p, sizeof size);
+  if (size < first_size) {
+    throw Refused(std::string(fn) + ": " + param + "->struct_size=" + std::to_string(size) +
+                  " is less than the struct's first version (" + std::to_string(first_size) +
+                  " bytes): set it to sizeof the struct (SHMOE_STRUCT_INIT does)");
+  }
+  return size;
+}
+
+// The caller's struct: its struct_size bytes, the fields beyond taken as 0 (their defaults).
+template <typename T>
+T read_struct(const T* p, std::size_t first_size, const char* fn, const char* param) {
+  const std::size_t size = caller_size(p, first_size, fn, param);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  if (size > sizeof(T) &&
+      std::any_of(bytes + sizeof(T), bytes + size, [](unsigned char b) { return b != 0; })) {
+    throw Refused(std::string(fn) + ": " + param + "->struct_size=" + std::to_string(size) +
+                  " is more than this library's " + std::to_string(sizeof(T)) +
+                  " bytes and the fields beyond are set: the caller's header is newer than the "
+                  "library");
+  }
+  T out{};
+  std::memcpy(&out, p, std::min(size, sizeof(T)));
+  return out;
+}
+
+// Writes `value` into the caller's struct, as far as its struct_size reaches.
+template <typename T>
+void write_struct(T* p, const T& value, std::size_t first_size, const char* fn, const char* param) {
+  const std::size_t size = std::min(caller_size(p, first_size, fn, param), sizeof(T));
+  constexpr std::size_t skip = sizeof(std::size_t);  // struct_size stays the caller's
+  std::memcpy(reinterpret_cast<unsigned char*>(p) + skip,
+              reinterpret_cast<const unsigned char*>(&value) + skip, size - skip);
+}
+
+// The size of a struct's first version: up to and including `last`'s field.
+#define SHMOE_FIRST_SIZE(type, last) (offsetof(type, last) + sizeof(type::last))
 
 }  // namespace shmoe::moe::c_api

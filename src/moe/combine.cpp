@@ -38,11 +38,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string shrink_refusal(const MoeContext::State& s, const CombineArgs& in);
+std::string shrink_refusal(const MoeBuffer::State& s, const CombineArgs& in);
 
 // Whether this combine's routing is the last successful dispatch's, whose rows the receive
 // windows hold (what reading rows where they lie needs).
-bool repeats_last_dispatch(const MoeContext::State& s, const CombineArgs& in) {
+bool repeats_last_dispatch(const MoeBuffer::State& s, const CombineArgs& in) {
   const std::size_t pairs = static_cast<std::size_t>(in.bs) * s.cfg.topk;
   return s.dispatched && s.dispatched_ids.size() == pairs &&
          (pairs == 0 ||
@@ -50,7 +50,7 @@ bool repeats_last_dispatch(const MoeContext::State& s, const CombineArgs& in) {
 }
 
 // What is wrong with this PE's inputs, or "" (then every row can be sent as it stands).
-std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
+std::string refusal(const MoeBuffer::State& s, const CombineArgs& in) {
   const auto& c = s.cfg;
   const int P = s.n_pes, L = c.experts_per_pe;
   if (in.caller_refused) {
@@ -58,15 +58,16 @@ std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
                        s.me);
   }
   if (in.bs < 0 || in.bs > c.max_bs) {
-    return fmt::format("combine: PE {}: bs={} is out of range (0..{}, the context's max_bs)", s.me,
-                       in.bs, c.max_bs);
+    return fmt::format(
+        "combine: PE {}: num_tokens={} is out of range (0..{}, the buffer's max_tokens_per_pe)",
+        s.me, in.bs, c.max_bs);
   }
-  const char* null = in.assist_info == nullptr     ? "assist_info"
-                     : in.ep_recv_count == nullptr ? "ep_recv_count"
+  const char* null = in.assist_info == nullptr     ? "src_info"
+                     : in.ep_recv_count == nullptr ? "layout_prefix"
                      : in.bs == 0                  ? nullptr
-                     : in.expert_ids == nullptr    ? "expert_ids"
-                     : in.expert_scales == nullptr ? "expert_scales"
-                     : in.x_out == nullptr         ? "x_out"
+                     : in.expert_ids == nullptr    ? "topk_idx"
+                     : in.expert_scales == nullptr ? "topk_weights"
+                     : in.x_out == nullptr         ? "combined_x"
                                                    : nullptr;
   if (null != nullptr)
     return fmt::format("combine: PE {}: required tensor '{}' is null", s.me, null);
@@ -75,15 +76,14 @@ std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
     const std::int32_t end = in.ep_recv_count[b];
     if (end < prev || static_cast<std::size_t>(end) > s.recv_cap) {
       return fmt::format(
-          "combine: PE {}: ep_recv_count[{}]={} is out of range ({}..{}: the counts are "
+          "combine: PE {}: layout_prefix[{}]={} is out of range ({}..{}: the counts are "
           "cumulative, up to the rows the window holds)",
           s.me, b, end, prev, s.recv_cap);
     }
     prev = end;
   }
   if (prev > 0 && in.expand_x == nullptr) {
-    return fmt::format("combine: PE {}: required tensor 'expand_x' is null ({} rows to send)", s.me,
-                       prev);
+    return fmt::format("combine: PE {}: required tensor 'x' is null ({} rows to send)", s.me, prev);
   }
   // Shrink mode reads no assist_info (the rows' places come from the dispatch), which may be in
   // the fixed-slot layout.
@@ -91,7 +91,7 @@ std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
     const std::int32_t* a = in.assist_info + 3 * static_cast<std::size_t>(r);
     if (a[0] < 0 || a[0] >= P || a[1] < 0 || a[1] >= c.max_bs || a[2] < 0 || a[2] >= c.topk) {
       return fmt::format(
-          "combine: PE {}: assist_info[{}] = ({}, {}, {}) is out of range (source 0..{}, token "
+          "combine: PE {}: src_info[{}] = ({}, {}, {}) is out of range (source 0..{}, token "
           "0..{}, slot 0..{})",
           s.me, r, a[0], a[1], a[2], P - 1, c.max_bs - 1, c.topk - 1);
     }
@@ -103,12 +103,13 @@ std::string refusal(const MoeContext::State& s, const CombineArgs& in) {
 // Shrink mode reads every row where it lies (in the experts' windows, at the fixed slots the last
 // dispatch used), so the routing must be that dispatch's, and rows given in expand_x's layout
 // must fit their slots. Only asked of inputs that passed the common checks.
-std::string shrink_refusal(const MoeContext::State& s, const CombineArgs& in) {
+std::string shrink_refusal(const MoeBuffer::State& s, const CombineArgs& in) {
   const auto& c = s.cfg;
   if (!repeats_last_dispatch(s, in)) {
     return fmt::format(
-        "combine: PE {}: in shrink mode combine must repeat the routing (bs, expert_ids) of the "
-        "last dispatch on this context",
+        "combine: PE {}: in shrink mode combine must repeat the routing (num_tokens, topk_idx) of "
+        "the "
+        "last dispatch on this buffer",
         s.me);
   }
   if (in.expand_x == s.recv_rows) return "";
@@ -116,8 +117,8 @@ std::string shrink_refusal(const MoeContext::State& s, const CombineArgs& in) {
   for (int b = 0; b < c.experts_per_pe * s.n_pes; ++b) {
     if (in.ep_recv_count[b] - prev > c.max_bs) {
       return fmt::format(
-          "combine: PE {}: ep_recv_count[{}] - ep_recv_count[{}] = {} rows from one source for "
-          "one expert, more than max_bs={} (shrink mode's slots)",
+          "combine: PE {}: layout_prefix[{}] - layout_prefix[{}] = {} rows from one source for "
+          "one expert, more than max_tokens_per_pe={} (shrink mode's slots)",
           s.me, b, b - 1, in.ep_recv_count[b] - prev, c.max_bs);
     }
     prev = in.ep_recv_count[b];
@@ -127,7 +128,7 @@ std::string shrink_refusal(const MoeContext::State& s, const CombineArgs& in) {
 
 // Shrink mode, with expand_x in dispatch's layout: rows [r0, r1) copied to their fixed slots in
 // this PE's receive window, where the tokens' home PEs read them.
-void rows_to_fixed_slots(const MoeContext::State& s, const CombineArgs& in, std::size_t r0,
+void rows_to_fixed_slots(const MoeBuffer::State& s, const CombineArgs& in, std::size_t r0,
                          std::size_t r1) {
   const int P = s.n_pes;
   std::size_t block = 0;
@@ -164,7 +165,7 @@ std::string refused_elsewhere(const std::vector<int>& refusing) {
 // Whether this PE's part allows reading rows in place: its experts' outputs are in the receive
 // window, which holds the rows of the last dispatch, whose routing this call repeats, and every
 // PE's window is mapped here. Only asked of inputs that passed refusal().
-bool can_pull(const MoeContext::State& s, const CombineArgs& in) {
+bool can_pull(const MoeBuffer::State& s, const CombineArgs& in) {
   return in.expand_x == s.recv_rows && repeats_last_dispatch(s, in) &&
          std::none_of(s.peer_recv_rows.begin(), s.peer_recv_rows.end(),
                       [](const std::byte* p) { return p == nullptr; });
@@ -175,7 +176,7 @@ bool can_pull(const MoeContext::State& s, const CombineArgs& in) {
 // from the experts' windows where every PE allows it (can_pull), or pushed to their tokens' PEs.
 class CombineCall {
  public:
-  CombineCall(MoeContext::State& s, const CombineArgs& in, bool double_plane)
+  CombineCall(MoeBuffer::State& s, const CombineArgs& in, bool double_plane)
       : s_(s),
         c_(s.cfg),
         in_(in),
@@ -222,9 +223,9 @@ class CombineCall {
 
   // After the launch: the refusal, if any, on every PE alike; else the call's timing.
   void finish() {
-    if (!mine_.empty()) throw MoeError(mine_);
-    if (!refusing_.empty()) throw MoeError(refused_elsewhere(refusing_));
-    if (!mode_error_.empty()) throw MoeError(mode_error_);
+    if (!mine_.empty()) throw Refused(mine_);
+    if (!refusing_.empty()) throw Refused(refused_elsewhere(refusing_));
+    if (!mode_error_.empty()) throw Refused(mode_error_);
     for (int i = 0; i < c_.workers.vector; ++i)
       s_.timing.worker_us.push_back(s_.pool->last_worker_seconds()[i] * 1e6);
     s_.timing.comm_us = comm_us_;
@@ -243,9 +244,9 @@ class CombineCall {
   // A pe_mask where none belongs (shrink mode off) is refused on every PE like any input; in
   // shrink mode a PE without a usable mask cannot take part: it throws at once (before the call
   // takes a generation), and the others mask it at their bound.
-  static std::string checked_mask(MoeContext::State& s, const CombineArgs& in) {
+  static std::string checked_mask(MoeBuffer::State& s, const CombineArgs& in) {
     std::string error = s.check_mask("combine", in.pe_mask);
-    if (!error.empty() && s.shrink()) throw MoeError(error);
+    if (!error.empty() && s.shrink()) throw Refused(error);
     return error;
   }
 
@@ -349,7 +350,7 @@ class CombineCall {
     comm_us_ = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
 
-  MoeContext::State& s_;
+  MoeBuffer::State& s_;
   const MoeConfig& c_;
   const CombineArgs& in_;
   const bool double_plane_;
@@ -371,7 +372,7 @@ class CombineCall {
   double comm_us_ = 0;
 };
 
-void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
+void run_combine(MoeBuffer& ctx, const CombineArgs& in, bool double_plane) {
   auto& s = ctx.state();
   CombineCall call(s, in, double_plane);
   s.pool->launch({0, s.cfg.workers.vector}, [&call](kernel::KernelContext& w) { call(w); });
@@ -380,10 +381,10 @@ void run_combine(MoeContext& ctx, const CombineArgs& in, bool double_plane) {
 
 }  // namespace
 
-void combine_classic(MoeContext& ctx, const CombineArgs& in) {
+void combine_classic(MoeBuffer& ctx, const CombineArgs& in) {
   run_combine(ctx, in, false);
 }
-void combine_doubleplane(MoeContext& ctx, const CombineArgs& in) {
+void combine_doubleplane(MoeBuffer& ctx, const CombineArgs& in) {
   run_combine(ctx, in, true);
 }
 

@@ -1,4 +1,4 @@
-// The rules an operator's configuration must follow, written once: MoeContext and MegaMoE refuse
+// The rules an operator's configuration must follow, written once: MoeBuffer and MegaMoE refuse
 // a configuration that breaks one, and shmoe-moe checks its options against the same rules
 // before it starts any PE, naming each field as its user spells it.
 #pragma once
@@ -12,10 +12,10 @@ namespace shmoe::moe {
 
 // How the caller spells each field in a message.
 struct MoeConfigNames {
-  const char* experts_per_pe = "experts_per_pe";
-  const char* max_bs = "max_bs";
+  const char* experts_per_pe = "num_experts_per_pe";
+  const char* max_bs = "max_tokens_per_pe";
   const char* hidden = "hidden";
-  const char* topk = "topk";
+  const char* topk = "num_topk";
   const char* workers = "workers";
   const char* token_side_bytes = "token_side_bytes";
   const char* header_ints = "header_ints";
@@ -24,11 +24,11 @@ struct MoeConfigNames {
 };
 
 struct MegaConfigNames {
-  const char* tokens = "tokens";
-  const char* model_dim = "model_dim";
-  const char* ffn_dim = "ffn_dim";
-  const char* topk = "topk";
-  const char* experts_per_pe = "experts_per_pe";
+  const char* tokens = "max_tokens_per_pe";
+  const char* model_dim = "hidden";
+  const char* ffn_dim = "intermediate_hidden";
+  const char* topk = "num_topk";
+  const char* experts_per_pe = "num_experts_per_pe";
   const char* matrix_workers = "workers.matrix";
   const char* vector_workers = "workers.vector";
   const char* wave_rows = "wave_rows";

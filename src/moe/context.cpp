@@ -43,7 +43,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_pulls = l.take(flags);
   w.live_sync = l.take(flags);
   w.rejoin_flags = l.take(2 * flags);
-  w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeContext::State::kRejoinWords *
+  w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeBuffer::State::kRejoinWords *
                              sizeof(std::uint64_t));
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
   w.recv_rows = l.take(cap * row);
@@ -68,7 +68,7 @@ std::string shrink_bound_error(const MoeConfig& c) {
 
 }  // namespace
 
-std::string MoeContext::State::check_mask(const char* op, std::int32_t* pe_mask) {
+std::string MoeBuffer::State::check_mask(const char* op, std::int32_t* pe_mask) {
   if (!shrink()) {
     if (pe_mask == nullptr) return "";
     return fmt::format("{}: PE {}: pe_mask is given, but shrink mode is off (shrink_timeout_ms=0)",
@@ -86,14 +86,14 @@ std::string MoeContext::State::check_mask(const char* op, std::int32_t* pe_mask)
   return "";
 }
 
-LiveSet MoeContext::State::late_set(const LiveSet& live) {
+LiveSet MoeBuffer::State::late_set(const LiveSet& live) {
   if (!live.bounded()) return live;
   late_mask.assign(static_cast<std::size_t>(n_pes), 0);
   for (int pe = 0; pe < n_pes; ++pe) late_mask[static_cast<std::size_t>(pe)] = !live.live(pe);
   return LiveSet(late_mask.data(), live.bound());
 }
 
-void MoeContext::State::keep_only_late(const LiveSet& live) {
+void MoeBuffer::State::keep_only_late(const LiveSet& live) {
   for (int pe = 0; pe < n_pes && !late_mask.empty(); ++pe) {
     if (!live.live(pe)) late_mask[static_cast<std::size_t>(pe)] = 0;
   }
@@ -114,12 +114,12 @@ std::vector<bool> segments_for_copy_engine(const std::vector<std::size_t>& segme
   return engine;
 }
 
-MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>()) {
+MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()) {
   State& s = *state_;
   if (const std::string e = config_error(config, s.n_pes); !e.empty())
-    throw MoeError("MoeContext: " + e);
+    throw Refused("MoeBuffer: " + e);
   if (const std::string e = shrink_bound_error(config); !e.empty())
-    throw MoeError("MoeContext: " + e);
+    throw Refused("MoeBuffer: " + e);
   s.cfg = config;
   if (s.cfg.workers.total() == 0) s.cfg.workers = kernel::default_worker_counts(s.n_pes);
   if (s.cfg.workers.vector == 0) s.cfg.workers.vector = 1;
@@ -131,10 +131,10 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   const std::size_t off = wl.total;
   if (!s.open_window(off, {wl.headers, wl.combine_done, wl.recv_rows, wl.combine_rows},
                      c.experts_per_pe, c.header_ints)) {
-    throw MoeError(fmt::format(
-        "MoeContext: the symmetric windows need {} bytes per PE (recv rows {} x {} bytes, combine "
+    throw Refused(fmt::format(
+        "MoeBuffer: the symmetric windows need {} bytes per PE (recv rows {} x {} bytes, combine "
         "rows {} x {} bytes), more than is free in the symmetric heap: raise SHMEM_SYMMETRIC_SIZE "
-        "or lower max_recv_rows/max_bs",
+        "or lower max_recv_rows/max_tokens_per_pe",
         off, s.recv_cap, s.row_bytes, static_cast<std::size_t>(c.max_bs) * c.topk, s.row_bytes));
   }
   s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
@@ -154,39 +154,39 @@ MoeContext::MoeContext(const MoeConfig& config) : state_(std::make_unique<State>
   // this PE's window again. Every PE maps every heap, or none does (all on one host, or not).
   if (s.shrink() && std::count(s.peer_recv_rows.begin(), s.peer_recv_rows.end(), nullptr) > 0) {
     s.close();
-    throw MoeError(
-        "MoeContext: shrink mode (shrink_timeout_ms > 0) needs every PE's symmetric heap mapped "
+    throw Refused(
+        "MoeBuffer: shrink mode (shrink_timeout_ms > 0) needs every PE's symmetric heap mapped "
         "here (all PEs on one host, shared-memory transport); this job's are not");
   }
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
   s.engine = std::make_unique<kernel::CopyEngine>();
 }
 
-MoeContext::~MoeContext() {
+MoeBuffer::~MoeBuffer() {
   state_->engine.reset();
   state_->close();
 }
 
-std::size_t MoeContext::window_bytes(const MoeConfig& config, int n_pes) {
+std::size_t MoeBuffer::window_bytes(const MoeConfig& config, int n_pes) {
   return window_layout(config, n_pes).total;
 }
 
-const MoeConfig& MoeContext::config() const {
+const MoeConfig& MoeBuffer::config() const {
   return state_->cfg;
 }
-int MoeContext::n_pes() const {
+int MoeBuffer::n_pes() const {
   return state_->n_pes;
 }
-int MoeContext::my_pe() const {
+int MoeBuffer::my_pe() const {
   return state_->me;
 }
-std::size_t MoeContext::recv_capacity() const {
+std::size_t MoeBuffer::recv_capacity() const {
   return state_->recv_cap;
 }
-const OpTiming& MoeContext::last_timing() const {
+const OpTiming& MoeBuffer::last_timing() const {
   return state_->timing;
 }
-void* MoeContext::receive_window() {
+void* MoeBuffer::receive_window() {
   return state_->recv_rows;
 }
 
@@ -194,46 +194,46 @@ void* MoeContext::receive_window() {
 
 namespace shmoe::moe {
 
-void sync_live(MoeContext& ctx, std::int32_t* pe_mask) {
+void sync_live(MoeBuffer& ctx, std::int32_t* pe_mask) {
   auto& s = ctx.state();
   if (!s.shrink()) {
-    throw MoeError(fmt::format(
+    throw Refused(fmt::format(
         "sync_live: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
   }
-  if (const std::string e = s.check_mask("sync_live", pe_mask); !e.empty()) throw MoeError(e);
+  if (const std::string e = s.check_mask("sync_live", pe_mask); !e.empty()) throw Refused(e);
   s.live_sync.all_reach(s.me, ++s.sync_generation, "sync_live", nullptr, s.live_set(pe_mask));
 }
 
-void rejoin(MoeContext& ctx, std::int32_t* pe_mask, const std::vector<MoeContext*>& others) {
+void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>& others) {
   auto& s = ctx.state();
   if (!s.shrink()) {
-    throw MoeError(fmt::format(
+    throw Refused(fmt::format(
         "rejoin: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
   }
-  if (const std::string e = s.check_mask("rejoin", pe_mask); !e.empty()) throw MoeError(e);
+  if (const std::string e = s.check_mask("rejoin", pe_mask); !e.empty()) throw Refused(e);
   // The contexts whose counters this rejoin brings together: this one, then the others.
-  std::vector<MoeContext::State*> all{&s};
-  for (MoeContext* o : others) {
+  std::vector<MoeBuffer::State*> all{&s};
+  for (MoeBuffer* o : others) {
     if (o == nullptr || !o->state().shrink() || o->n_pes() != s.n_pes) {
-      throw MoeError(fmt::format(
+      throw Refused(fmt::format(
           "rejoin: PE {}: others[{}] is {}, not a shrink-mode context of the same {} PEs", s.me,
           all.size() - 1, o == nullptr ? "null" : "another kind of context", s.n_pes));
     }
     all.push_back(&o->state());
   }
-  if (all.size() > MoeContext::State::kMaxRejoinContexts) {
-    throw MoeError(fmt::format("rejoin: PE {}: {} other contexts, at most {}", s.me, others.size(),
-                               MoeContext::State::kMaxRejoinContexts - 1));
+  if (all.size() > MoeBuffer::State::kMaxRejoinContexts) {
+    throw Refused(fmt::format("rejoin: PE {}: {} other contexts, at most {}", s.me, others.size(),
+                              MoeBuffer::State::kMaxRejoinContexts - 1));
   }
   // Every PE takes part, masked or not, each with its own call counters: a PE that was masked
   // (stopped, then resumed) has made fewer calls, or calls alone. Only rejoins advance the
   // rejoin counter, and every PE makes the same rejoins, so it is the same everywhere.
   const std::uint64_t g = ++s.rejoin_generation;
   const int parity = static_cast<int>(g % 2);
-  constexpr std::size_t kWords = MoeContext::State::kRejoinWords;
+  constexpr std::size_t kWords = MoeBuffer::State::kRejoinWords;
   std::uint64_t* rows = s.rejoin_counters + static_cast<std::size_t>(parity) * s.n_pes * kWords;
   std::uint64_t* mine = rows + static_cast<std::size_t>(s.me) * kWords;
-  constexpr std::size_t kCounters = MoeContext::State::kCounters;
+  constexpr std::size_t kCounters = MoeBuffer::State::kCounters;
   for (std::size_t i = 0; i < all.size(); ++i) {
     mine[kCounters * i] = all[i]->dispatch_generation;
     mine[kCounters * i + 1] = all[i]->combine_generation;

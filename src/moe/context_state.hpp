@@ -1,4 +1,4 @@
-// The inside of a MoeContext: symmetric window, flags, generation counters, workers, and the
+// The inside of a MoeBuffer: symmetric window, flags, generation counters, workers, and the
 // per-call plan shared by the operators.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace shmoe::moe {
 
 // The common parts (operator_state.hpp), and dispatch/combine's own: recv_rows holds
 // [recv_cap][row_bytes], combine_rows [max_bs * topk][row_bytes].
-struct MoeContext::State : OperatorState {
+struct MoeBuffer::State : OperatorState {
   MoeConfig cfg;
   std::size_t row_bytes = 0;
 

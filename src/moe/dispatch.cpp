@@ -40,7 +40,7 @@ double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
+CallHeader make_header(const MoeBuffer::State& s, const DispatchArgs& in,
                        const DispatchOutputs& out, std::int32_t* counts) {
   const auto& c = s.cfg;
   CallHeader h;
@@ -77,7 +77,7 @@ CallHeader make_header(const MoeContext::State& s, const DispatchArgs& in,
 }
 
 // Steps 1 and 2, on worker 0; a refusal goes to s.error.
-void exchange_and_plan(MoeContext::State& s, const DispatchArgs& in, const DispatchOutputs& out,
+void exchange_and_plan(MoeBuffer::State& s, const DispatchArgs& in, const DispatchOutputs& out,
                        std::uint64_t g, SourceWaits& waits, const LiveSet& live) {
   const auto& c = s.cfg;
   CallHeader& mine = *s.headers.mine(g, s.me);
@@ -116,7 +116,7 @@ void exchange_and_plan(MoeContext::State& s, const DispatchArgs& in, const Dispa
 // barriers between them in operator(), which each vector worker runs.
 class DispatchCall {
  public:
-  DispatchCall(MoeContext::State& s, const DispatchArgs& in, const DispatchOutputs& out,
+  DispatchCall(MoeBuffer::State& s, const DispatchArgs& in, const DispatchOutputs& out,
                bool double_plane)
       : s_(s),
         c_(s.cfg),
@@ -135,7 +135,7 @@ class DispatchCall {
     s_.error.clear();
     s_.retry = false;
     s_.dispatched = false;
-    if (!mask_error_.empty() && s_.shrink()) throw MoeError(mask_error_);
+    if (!mask_error_.empty() && s_.shrink()) throw Refused(mask_error_);
     if (!mask_error_.empty()) args_.verdict = CallVerdict::kRefuse;
   }
 
@@ -159,7 +159,7 @@ class DispatchCall {
 
   // After the launch: the call's result (rows received, or kDispatchRetry) and its timing.
   int finish() {
-    if (!s_.error.empty()) throw MoeError(mask_error_.empty() ? s_.error : mask_error_);
+    if (!s_.error.empty()) throw Refused(mask_error_.empty() ? s_.error : mask_error_);
     if (s_.retry) return kDispatchRetry;
     const auto& ids = in_.expert_ids;
     s_.dispatched_ids.assign(ids, ids + static_cast<std::size_t>(in_.bs) * c_.topk);
@@ -316,7 +316,7 @@ class DispatchCall {
     s_.timing.bytes_via_copy_engine = engine_bytes;
   }
 
-  MoeContext::State& s_;
+  MoeBuffer::State& s_;
   const MoeConfig& c_;
   const DispatchArgs& in_;
   const DispatchOutputs& out_;
@@ -333,7 +333,7 @@ class DispatchCall {
   int total_rows_ = 0;
 };
 
-int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out,
+int run_dispatch(MoeBuffer& ctx, const DispatchArgs& in, const DispatchOutputs& out,
                  bool double_plane) {
   auto& s = ctx.state();
   DispatchCall call(s, in, out, double_plane);
@@ -343,11 +343,11 @@ int run_dispatch(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs&
 
 }  // namespace
 
-int dispatch_classic(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out) {
+int dispatch_classic(MoeBuffer& ctx, const DispatchArgs& in, const DispatchOutputs& out) {
   return run_dispatch(ctx, in, out, false);
 }
 
-int dispatch_doubleplane(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out) {
+int dispatch_doubleplane(MoeBuffer& ctx, const DispatchArgs& in, const DispatchOutputs& out) {
   return run_dispatch(ctx, in, out, true);
 }
 

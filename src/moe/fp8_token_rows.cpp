@@ -11,7 +11,7 @@
 
 namespace {
 
-using shmoe::moe::MoeError;
+using shmoe::moe::Refused;
 using shmoe::moe::c_api::guarded;
 using shmoe::moe::c_api::require_nonnull;
 
@@ -23,8 +23,8 @@ std::size_t row_bytes(int cols) {
 
 void check_cols(int cols, const char* fn) {
   if (cols < kBlock || cols % kBlock != 0)
-    throw MoeError(std::string(fn) + ": cols=" + std::to_string(cols) +
-                   " is not a positive multiple of 128");
+    throw Refused(std::string(fn) + ": cols=" + std::to_string(cols) +
+                  " is not a positive multiple of 128");
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ struct shmoe_mega_moe {
 
 namespace {
 
-using shmoe::moe::MoeError;
+using shmoe::moe::Refused;
 using shmoe::moe::c_api::guarded;
 using shmoe::moe::c_api::require;
 using shmoe::moe::c_api::require_nonnull;
@@ -25,8 +25,8 @@ shmoe::numeric::Fp8Format format_of(const shmoe_fp8_format_t& f, const char* fn)
   const int value = shmoe::moe::c_api::raw_enum_value(f);
   if (value == SHMOE_FP8_E4M3) return shmoe::numeric::Fp8Format::kE4M3;
   if (value == SHMOE_FP8_E5M2) return shmoe::numeric::Fp8Format::kE5M2;
-  throw MoeError(std::string(fn) + ": format=" + std::to_string(value) +
-                 " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
+  throw Refused(std::string(fn) + ": format=" + std::to_string(value) +
+                " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
 }
 
 shmoe::moe::MegaWeights weights_of(const shmoe_mega_weights_t& w, const char* fn) {
@@ -34,20 +34,25 @@ shmoe::moe::MegaWeights weights_of(const shmoe_mega_weights_t& w, const char* fn
   if (value == SHMOE_MEGA_WEIGHTS_AUTO) return shmoe::moe::MegaWeights::kAuto;
   if (value == SHMOE_MEGA_WEIGHTS_FP8) return shmoe::moe::MegaWeights::kFp8;
   if (value == SHMOE_MEGA_WEIGHTS_BF16) return shmoe::moe::MegaWeights::kBf16;
-  throw MoeError(std::string(fn) + ": weights=" + std::to_string(value) +
-                 " is not SHMOE_MEGA_WEIGHTS_AUTO (0), SHMOE_MEGA_WEIGHTS_FP8 (1) or "
-                 "SHMOE_MEGA_WEIGHTS_BF16 (2)");
+  throw Refused(std::string(fn) + ": weights=" + std::to_string(value) +
+                " is not SHMOE_MEGA_WEIGHTS_AUTO (0), SHMOE_MEGA_WEIGHTS_FP8 (1) or "
+                "SHMOE_MEGA_WEIGHTS_BF16 (2)");
 }
 
-shmoe::moe::MegaMoEConfig config_of(const shmoe_mega_moe_config_t& in, const char* fn) {
+// The first version of shmoe_mega_moe_config_t ends with weights (shmoe/moe.h, "Extensible
+// structs").
+constexpr std::size_t kConfigFirst = SHMOE_FIRST_SIZE(shmoe_mega_moe_config_t, weights);
+
+shmoe::moe::MegaMoEConfig config_of(const shmoe_mega_moe_config_t* config, const char* fn) {
+  const auto in = shmoe::moe::c_api::read_struct(config, kConfigFirst, fn, "config");
   shmoe::moe::MegaMoEConfig c;
-  c.tokens = in.tokens;
-  c.model_dim = in.model_dim;
-  c.ffn_dim = in.ffn_dim;
-  c.topk = in.topk;
-  c.experts_per_pe = in.experts_per_pe;
+  c.tokens = in.max_tokens_per_pe;
+  c.model_dim = in.hidden;
+  c.ffn_dim = in.intermediate_hidden;
+  c.topk = in.num_topk;
+  c.experts_per_pe = in.num_experts_per_pe;
   c.format = format_of(in.format, fn);
-  c.max_received_tokens = in.max_received_tokens;
+  c.max_received_tokens = in.max_recv_rows;
   c.workers = {in.matrix_workers, in.vector_workers};
   if (in.wave_rows != 0) c.wave_rows = in.wave_rows;
   c.weights = weights_of(in.weights, fn);
@@ -58,7 +63,7 @@ shmoe::moe::MegaMoEConfig config_of(const shmoe_mega_moe_config_t& in, const cha
 void check_rows(const void* src, const void* dst, int cols, const char* fn) {
   require_nonnull(src, fn, "src");
   require_nonnull(dst, fn, "dst");
-  if (cols < 1) throw MoeError(std::string(fn) + ": cols=" + std::to_string(cols) + " is not >= 1");
+  if (cols < 1) throw Refused(std::string(fn) + ": cols=" + std::to_string(cols) + " is not >= 1");
 }
 
 // Rows of `cols` values of T at src into MX rows at dst, by `quantize` (fp32 or bf16 values).
@@ -128,7 +133,7 @@ int shmoe_mega_moe_create(const shmoe_mega_moe_config_t* config, const uint8_t* 
                           const uint8_t* const* w2, shmoe_mega_moe_t* mega) {
   return guarded([&] {
     constexpr const char* fn = "shmoe_mega_moe_create";
-    const auto c = config_of(require(config, fn, "config"), fn);
+    const auto c = config_of(config, fn);
     auto& handle = require(mega, fn, "mega");
     require_nonnull(w1, fn, "w1");
     require_nonnull(w2, fn, "w2");
@@ -146,18 +151,18 @@ void shmoe_mega_moe_destroy(shmoe_mega_moe_t mega) {
   delete mega;
 }
 
-int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* expert_ids,
-                       const float* routing_weights, int tokens, uint16_t* y,
-                       int32_t* expert_token_counts) {
+int shmoe_mega_moe_run(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* topk_idx,
+                       const float* topk_weights, int num_tokens, uint16_t* y,
+                       int32_t* num_recv_tokens_per_expert) {
   return run_layer(mega, "shmoe_mega_moe_run", false,
-                   {x, expert_ids, routing_weights, tokens, y, expert_token_counts});
+                   {x, topk_idx, topk_weights, num_tokens, y, num_recv_tokens_per_expert});
 }
 
-int shmoe_mega_moe_run_unfused(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* expert_ids,
-                               const float* routing_weights, int tokens, uint16_t* y,
-                               int32_t* expert_token_counts) {
+int shmoe_mega_moe_run_unfused(shmoe_mega_moe_t mega, const uint16_t* x, const int32_t* topk_idx,
+                               const float* topk_weights, int num_tokens, uint16_t* y,
+                               int32_t* num_recv_tokens_per_expert) {
   return run_layer(mega, "shmoe_mega_moe_run_unfused", true,
-                   {x, expert_ids, routing_weights, tokens, y, expert_token_counts});
+                   {x, topk_idx, topk_weights, num_tokens, y, num_recv_tokens_per_expert});
 }
 
 double shmoe_mega_moe_last_kernel_us(shmoe_mega_moe_t mega) {
@@ -168,8 +173,7 @@ size_t shmoe_mega_moe_symmetric_bytes(const shmoe_mega_moe_config_t* config, int
   std::size_t bytes = 0;
   const int status = guarded([&] {
     constexpr const char* fn = "shmoe_mega_moe_symmetric_bytes";
-    bytes = shmoe::moe::MegaMoE::symmetric_bytes(config_of(require(config, fn, "config"), fn),
-                                                 n_pes, false);
+    bytes = shmoe::moe::MegaMoE::symmetric_bytes(config_of(config, fn), n_pes, false);
     return int{SHMOE_MOE_OK};
   });
   return status == SHMOE_MOE_OK ? bytes : 0;

@@ -136,7 +136,7 @@ class FusedCall {
     if (!s_.error.empty()) return;
     s_.error =
         plan_routes(s_.headers, g_, s_.me, s_.n_pes, L, in_.expert_ids, in_.tokens, cfg().topk,
-                    s_.recv_cap, "MegaMoE", "max_received_tokens (MAX_RECEIVED_TOKENS)", s_.plan);
+                    s_.recv_cap, "MegaMoE", "max_recv_rows (MAX_RECEIVED_TOKENS)", s_.plan);
     if (!s_.error.empty()) return;
     std::vector<std::int64_t> rows(L);
     for (int e = 0; e < L; ++e) rows[e] = s_.plan.expert_rows(s_.me, e);
@@ -388,7 +388,7 @@ void MegaMoE::run(const MegaMoEArgs& args) {
     s.pool->launch(s.cfg.workers, [&](kernel::KernelContext& w) { call(w); });
   }
   s.kernel_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-  if (!s.error.empty()) throw MoeError(s.error);
+  if (!s.error.empty()) throw Refused(s.error);
 }
 
 }  // namespace shmoe::moe

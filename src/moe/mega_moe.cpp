@@ -13,7 +13,7 @@ namespace shmoe::moe {
 namespace {
 
 [[noreturn]] void refuse(const std::string& what) {
-  throw MoeError("MegaMoE: " + what);
+  throw Refused("MegaMoE: " + what);
 }
 
 // kOverlapped where this PE's share of its host's cores runs all its workers at once, kSolo where
@@ -109,7 +109,7 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
   s.shape = {c.model_dim, c.ffn_dim, c.format};
   if (weights.w1.size() != static_cast<std::size_t>(c.experts_per_pe) ||
       weights.w2.size() != weights.w1.size()) {
-    refuse(fmt::format("weights for {} and {} experts given, expected experts_per_pe={}",
+    refuse(fmt::format("weights for {} and {} experts given, expected num_experts_per_pe={}",
                        weights.w1.size(), weights.w2.size(), c.experts_per_pe));
   }
   for (int e = 0; e < c.experts_per_pe; ++e) {
@@ -125,7 +125,7 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
     refuse(fmt::format(
         "the symmetric window needs {} bytes per PE ({} received rows of {} bytes, {} combine "
         "rows of {} bytes), more than is free in the symmetric heap: raise SHMEM_SYMMETRIC_SIZE "
-        "or lower tokens, model_dim or max_received_tokens (MAX_RECEIVED_TOKENS)",
+        "or lower max_tokens_per_pe, hidden or max_recv_rows (MAX_RECEIVED_TOKENS)",
         wl.total, s.recv_cap, row_slot_bytes(s.shape), static_cast<std::size_t>(c.tokens) * c.topk,
         c.model_dim * 2));
   }
@@ -196,7 +196,7 @@ std::size_t MegaMoE::symmetric_bytes(const MegaMoEConfig& config, int n_pes, boo
     MoeConfig cb = d;
     cb.hidden = config.model_dim;
     cb.dtype = DType::kBFloat16;
-    bytes += MoeContext::window_bytes(d, n_pes) + MoeContext::window_bytes(cb, n_pes);
+    bytes += MoeBuffer::window_bytes(d, n_pes) + MoeBuffer::window_bytes(cb, n_pes);
   }
   return bytes;
 }

@@ -97,7 +97,7 @@ class MegaMoE {
   MegaMoE& operator=(const MegaMoE&) = delete;
 
   // Collective. A refused call (bad input anywhere, PEs that disagree on the parameters, a PE
-  // that would receive more than max_received_tokens) throws MoeError on every PE.
+  // that would receive more than max_received_tokens) throws Refused on every PE.
   void run(const MegaMoEArgs& args);
   void run_unfused(const MegaMoEArgs& args);
 

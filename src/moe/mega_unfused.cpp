@@ -13,8 +13,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::unique_ptr<MoeContext> make_context(const MegaMoEConfig& c, std::size_t recv_cap, int hidden,
-                                         DType dtype) {
+std::unique_ptr<MoeBuffer> make_context(const MegaMoEConfig& c, std::size_t recv_cap, int hidden,
+                                        DType dtype) {
   MoeConfig m;
   m.experts_per_pe = c.experts_per_pe;
   m.max_bs = c.tokens;
@@ -23,7 +23,7 @@ std::unique_ptr<MoeContext> make_context(const MegaMoEConfig& c, std::size_t rec
   m.dtype = dtype;
   m.max_recv_rows = recv_cap;
   m.workers = {0, c.workers.vector};
-  return std::make_unique<MoeContext>(m);
+  return std::make_unique<MoeBuffer>(m);
 }
 
 // Runs one step on the workers of one kind, each taking items [n * id / count, n * (id+1) / count).

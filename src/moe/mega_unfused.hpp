@@ -13,12 +13,12 @@ namespace shmoe::moe {
 
 class UnfusedChain {
  public:
-  explicit UnfusedChain(const MegaMoE::State& s);  // collective: makes its two MoeContexts
+  explicit UnfusedChain(const MegaMoE::State& s);  // collective: makes its two MoeBuffers
   ~UnfusedChain();                                 // collective
   void run(MegaMoE::State& s, const MegaMoEArgs& in);
 
  private:
-  std::unique_ptr<MoeContext> dispatch_, combine_;
+  std::unique_ptr<MoeBuffer> dispatch_, combine_;
   // Kept from call to call: only their first call allocates.
   std::vector<std::byte> rows_, act_;
   std::vector<std::int32_t> assist_, recv_count_, expert_nums_;

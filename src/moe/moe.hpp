@@ -2,7 +2,7 @@
 // that own its top-k experts; combine brings the experts' outputs back and sums them, weighted,
 // at the token's home PE.
 //
-// A MoeContext is created collectively (every PE, same config) and owns the symmetric windows and
+// A MoeBuffer is created collectively (every PE, same config) and owns the symmetric windows and
 // flags. Calls on it are collective too: every PE calls the same operator, in the same order.
 // Buffers are reused from call to call without any reset: flags carry generation numbers.
 #pragma once
@@ -20,7 +20,7 @@ namespace shmoe::moe {
 
 // A refused call: bad input on some PE, PEs that disagree on the parameters, or a window too
 // small. Every PE throws it with the same message, so none is left waiting.
-class MoeError : public std::runtime_error {
+class Refused : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -71,7 +71,7 @@ struct DispatchArgs {
 };
 
 // Caller-provided outputs on the receiving PE; `expand_x` and `assist_info` must hold
-// MoeContext::recv_capacity() rows. `expand_x` may be MoeContext::receive_window(): the rows are
+// MoeBuffer::recv_capacity() rows. `expand_x` may be MoeBuffer::receive_window(): the rows are
 // then not copied out but read where they landed (see there).
 struct DispatchOutputs {
   void* expand_x = nullptr;               // [rows, hidden], grouped by local expert, then source PE
@@ -86,7 +86,7 @@ struct DispatchOutputs {
 };
 
 struct CombineArgs {
-  // The experts' outputs, in dispatch's expand_x layout; may be MoeContext::receive_window().
+  // The experts' outputs, in dispatch's expand_x layout; may be MoeBuffer::receive_window().
   const void* expand_x = nullptr;
   const std::int32_t* assist_info = nullptr;
   const std::int32_t* ep_recv_count = nullptr;
@@ -118,12 +118,12 @@ struct OpTiming {
   std::vector<double> source_wait_us;
 };
 
-class MoeContext {
+class MoeBuffer {
  public:
-  explicit MoeContext(const MoeConfig& config);  // collective
-  ~MoeContext();                                 // collective
-  MoeContext(const MoeContext&) = delete;
-  MoeContext& operator=(const MoeContext&) = delete;
+  explicit MoeBuffer(const MoeConfig& config);  // collective
+  ~MoeBuffer();                                 // collective
+  MoeBuffer(const MoeBuffer&) = delete;
+  MoeBuffer& operator=(const MoeBuffer&) = delete;
 
   const MoeConfig& config() const;
   int n_pes() const;
@@ -150,19 +150,19 @@ class MoeContext {
 
 // Returns the rows this PE received, or kDispatchRetry (on every PE) when a PE's verdict was
 // kRetry.
-int dispatch_classic(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out);
-void combine_classic(MoeContext& ctx, const CombineArgs& in);
+int dispatch_classic(MoeBuffer& ctx, const DispatchArgs& in, const DispatchOutputs& out);
+void combine_classic(MoeBuffer& ctx, const CombineArgs& in);
 // The same operators, with segments of at least config().doubleplane_threshold bytes that are
 // larger than the average segment moved by the copy engine while the workers carry on.
-int dispatch_doubleplane(MoeContext& ctx, const DispatchArgs& in, const DispatchOutputs& out);
-void combine_doubleplane(MoeContext& ctx, const CombineArgs& in);
+int dispatch_doubleplane(MoeBuffer& ctx, const DispatchArgs& in, const DispatchOutputs& out);
+void combine_doubleplane(MoeBuffer& ctx, const CombineArgs& in);
 // Shrink mode: a barrier of the PEs `pe_mask` has live; masks those that do not arrive in time.
-void sync_live(MoeContext& ctx, std::int32_t* pe_mask);
+void sync_live(MoeBuffer& ctx, std::int32_t* pe_mask);
 // Shrink mode: a barrier of every PE, masked ones included, that unmasks those that arrive within
 // the bound (and masks the others) and brings them to the same call counters, so that a PE that
 // was masked (stopped, then resumed) takes part in the calls again. `others` (at most 31
 // shrink-mode contexts of the same PEs, the same on every PE) are brought to the same counters
 // in the same step: one bounded wait for a layer of several contexts.
-void rejoin(MoeContext& ctx, std::int32_t* pe_mask, const std::vector<MoeContext*>& others = {});
+void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>& others = {});
 
 }  // namespace shmoe::moe

@@ -1,4 +1,4 @@
-// What both MoE operators (dispatch/combine's MoeContext and MegaMoE) keep alike: who this PE
+// What both MoE operators (dispatch/combine's MoeBuffer and MegaMoE) keep alike: who this PE
 // is, the symmetric window with the protocol pieces every call starts and ends with (the header
 // exchange, the combine-done flags, received and combine rows), the worker pool, and the route
 // plan of the current call. Each operator's State adds only its own parts.

@@ -170,21 +170,21 @@ const char* tensor_name(Tensor t) {
     case Tensor::kX:
       return "x";
     case Tensor::kExpertIds:
-      return "expert_ids";
+      return "topk_idx";
     case Tensor::kRoutingWeights:
-      return "routing_weights";
+      return "topk_weights";
     case Tensor::kY:
       return "y";
     case Tensor::kExpandX:
-      return "expand_x";
+      return "recv_x";
     case Tensor::kAssistInfo:
-      return "assist_info";
+      return "recv_src_info";
     case Tensor::kEpRecvCount:
-      return "ep_recv_count";
+      return "recv_layout_prefix";
     case Tensor::kExpertTokenNums:
-      return "expert_token_nums";
+      return "num_recv_tokens_per_expert";
     case Tensor::kExpertTokenCounts:
-      return "expert_token_counts";
+      return "num_recv_tokens_per_expert";
     case Tensor::kTokenSide:
       return "token_side";
     case Tensor::kHeaderInts:
@@ -253,14 +253,15 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
       // Which parameters differ comes first: that is what the caller has to fix.
       std::vector<const char*> differ;
       if (h.hidden != mine.hidden) differ.push_back("hidden");
-      if (h.topk != mine.topk) differ.push_back("topk");
-      if (h.experts_per_pe != mine.experts_per_pe) differ.push_back("experts_per_pe");
+      if (h.topk != mine.topk) differ.push_back("num_topk");
+      if (h.experts_per_pe != mine.experts_per_pe) differ.push_back("num_experts_per_pe");
       if (h.dtype != mine.dtype) differ.push_back("dtype");
       if (h.ffn != mine.ffn) differ.push_back("ffn");
       return fmt::format(
-          "{}: PEs disagree on the parameters ({}): PE {} called with hidden={} topk={} "
-          "experts_per_pe={} dtype={} ffn={}, PE {} with hidden={} topk={} experts_per_pe={} "
-          "dtype={} ffn={}",
+          "{}: PEs disagree on the parameters ({}): PE {} called with hidden={} num_topk={} "
+          "num_experts_per_pe={} dtype={} intermediate_hidden={}, PE {} with hidden={} num_topk={} "
+          "num_experts_per_pe={} "
+          "dtype={} intermediate_hidden={}",
           op, fmt::join(differ, ", "), pe, h.hidden, h.topk, h.experts_per_pe, h.dtype, h.ffn,
           my_pe, mine.hidden, mine.topk, mine.experts_per_pe, mine.dtype, mine.ffn);
     }
@@ -275,7 +276,7 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
         continue;
       case InputError::kExpertOutOfRange:
         return fmt::format(
-            "{}: PE {}: expert_ids[{}][{}]={} is out of range (0..{}, or -1 for "
+            "{}: PE {}: topk_idx[{}][{}]={} is out of range (0..{}, or -1 for "
             "no expert)",
             op, pe, i[0], i[1], i[2], n_experts - 1);
       case InputError::kBsOutOfRange:

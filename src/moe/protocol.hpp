@@ -220,8 +220,9 @@ class HeaderExchange {
 // kCallerRetry header is not an error: see any_retry. Null headers (masked PEs) are skipped.
 // `bs_name` and `limit_name` say what the token count and its limit are called in this operator.
 std::string first_call_error(const char* op, const std::vector<const CallHeader*>& headers,
-                             int my_pe, int n_experts, int max_bs, const char* bs_name = "bs",
-                             const char* limit_name = "the context's max_bs");
+                             int my_pe, int n_experts, int max_bs,
+                             const char* bs_name = "num_tokens",
+                             const char* limit_name = "the buffer's max_tokens_per_pe");
 // Whether some PE's header asks every PE to retry the call (after first_call_error found none).
 bool any_retry(const std::vector<const CallHeader*>& headers);
 

@@ -81,7 +81,8 @@ std::string plan_fixed_slots(const HeaderExchange& hx, std::uint64_t g, int me, 
       for (int e = 0; e < L; ++e) {
         if (plan.count(src, dst, e) > slots) {
           return fmt::format(
-              "{}: PE {} sends {} rows to expert {}, but shrink mode holds max_bs={} per (expert, "
+              "{}: PE {} sends {} rows to expert {}, but shrink mode holds max_tokens_per_pe={} "
+              "per (expert, "
               "source PE): a token names that expert more than once",
               op, src, plan.count(src, dst, e), dst * L + e, slots);
         }

@@ -33,8 +33,8 @@ if [ -n "$not_api" ] || [ -n "$undeclared" ]; then
   fail "$lib exports symbols outside its API (at most 40 of each kind above)"
 fi
 
-for sym in shmem_long_put pshmem_long_put shmem_init shmoe_ctx_default shmoe_moe_create \
-  shmoe_dispatch shmoe_mega_moe_run; do
+for sym in shmem_long_put pshmem_long_put shmem_init shmoe_ctx_default shmoe_moe_buffer_create \
+  shmoe_moe_dispatch shmoe_mega_moe_run; do
   grep -qxF "$sym" <<<"$exported" || fail "$lib does not export $sym"
 done
 echo "$(wc -l <<<"$exported") symbols exported, all of the API"

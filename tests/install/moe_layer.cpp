@@ -1,8 +1,8 @@
 // The MoE C++ API (shmoe/moe.hpp) from a program built outside shmoe, against references each PE
 // computes itself from the routing every PE uses (a pure function of PE, token and slot):
 //   - MoeBuffer: dispatch on the double plane, an "expert" that scales each row by its expert's
-//     number plus one, combine; the combined rows exactly; a refused call throws MoeError;
-//   - MegaMoELayer: weights and tokens of the form k/8 (exact in MX E4M3 and BF16), checked
+//     number plus one, combine; the combined rows exactly; a refused call throws shmoe::Error;
+//   - MegaMoE: weights and tokens of the form k/8 (exact in MX E4M3 and BF16), checked
 //     against the layer in fp64 (SwiGLU(x W1^T) W2^T, weighted), within the FP8 tolerance the
 //     Python tests use (0.05 |ref| + 0.75 row RMS, and 10% relative RMS over all outputs), and
 //     the per-expert row counts exactly.
@@ -51,11 +51,11 @@ double from_bf16(std::uint16_t b) {
 void dispatch_and_combine(int me, int n) {
   constexpr int L = 2, kMaxBs = 4, kHidden = 16, kTopk = 2;
   const int experts = n * L, bs = 2 + me % 3;
-  shmoe_moe_config_t config{};
-  config.experts_per_pe = L;
-  config.max_bs = kMaxBs;
+  shmoe::MoeConfig config;
+  config.num_experts_per_pe = L;
+  config.max_tokens_per_pe = kMaxBs;
   config.hidden = kHidden;
-  config.topk = kTopk;
+  config.num_topk = kTopk;
   config.dtype = SHMOE_DTYPE_FLOAT32;
   shmoe::MoeBuffer buffer(config);
 
@@ -71,10 +71,18 @@ void dispatch_and_combine(int me, int n) {
   const std::size_t cap = buffer.recv_capacity();
   std::vector<float> expand_x(cap * kHidden);
   std::vector<std::int32_t> assist(cap * 3), recv_count(L * n), token_nums(L);
-  const int rows = buffer.dispatch(
-      {x.data(), ids.data(), scales.data(), bs},
-      {expand_x.data(), assist.data(), recv_count.data(), token_nums.data(), nullptr},
-      SHMOE_PLANE_DOUBLE);
+  shmoe::DispatchArgs args;
+  args.plane = SHMOE_PLANE_DOUBLE;
+  args.x = x.data();
+  args.topk_idx = ids.data();
+  args.topk_weights = scales.data();
+  args.num_tokens = bs;
+  shmoe::DispatchOutputs outs;
+  outs.recv_x = expand_x.data();
+  outs.recv_src_info = assist.data();
+  outs.recv_layout_prefix = recv_count.data();
+  outs.num_recv_tokens_per_expert = token_nums.data();
+  const int rows = buffer.dispatch(args, outs);
   int begin = 0;
   for (int b = 0; b < L * n; ++b) {
     const int expert = me * L + b / n;
@@ -82,9 +90,16 @@ void dispatch_and_combine(int me, int n) {
       for (int j = 0; j < kHidden; ++j) expand_x[r * kHidden + j] *= static_cast<float>(expert + 1);
     begin = recv_count[b];
   }
-  buffer.combine({expand_x.data(), assist.data(), recv_count.data(), ids.data(), scales.data(), bs,
-                  out.data()},
-                 SHMOE_PLANE_DOUBLE);
+  shmoe::CombineArgs combine;
+  combine.plane = SHMOE_PLANE_DOUBLE;
+  combine.x = expand_x.data();
+  combine.src_info = assist.data();
+  combine.layout_prefix = recv_count.data();
+  combine.topk_idx = ids.data();
+  combine.topk_weights = scales.data();
+  combine.num_tokens = bs;
+  combine.combined_x = out.data();
+  buffer.combine(combine);
   for (int t = 0; t < bs; ++t) {
     for (int j = 0; j < kHidden; ++j) {
       float want = 0;
@@ -105,26 +120,25 @@ void dispatch_and_combine(int me, int n) {
   for (const double us : waits) check(us >= 0, "a negative wait: " + std::to_string(us));
 
   try {
-    buffer.dispatch(
-        {x.data(), ids.data(), scales.data(), kMaxBs + 1},
-        {expand_x.data(), assist.data(), recv_count.data(), token_nums.data(), nullptr});
-    check(false, "a dispatch of bs > max_bs was not refused");
-  } catch (const shmoe::MoeError& e) {
+    args.num_tokens = kMaxBs + 1;
+    buffer.dispatch(args, outs);
+    check(false, "a dispatch of num_tokens > max_tokens_per_pe was not refused");
+  } catch (const shmoe::Error& e) {
     check(e.status() == SHMOE_MOE_REFUSED, "the refusal's status is not SHMOE_MOE_REFUSED");
-    check(std::strstr(e.what(), "bs") != nullptr,
-          std::string("the refusal names no bs: ") + e.what());
+    check(std::strstr(e.what(), "num_tokens") != nullptr,
+          std::string("the refusal names no num_tokens: ") + e.what());
   }
 }
 
 void mega_layer(int me, int n) {
   constexpr int L = 2, T = 6, D = 64, F = 64, kTopk = 2;
   const int experts = n * L;
-  shmoe_mega_moe_config_t config{};
-  config.tokens = T;
-  config.model_dim = D;
-  config.ffn_dim = F;
-  config.topk = kTopk;
-  config.experts_per_pe = L;
+  shmoe::MegaMoEConfig config;
+  config.max_tokens_per_pe = T;
+  config.hidden = D;
+  config.intermediate_hidden = F;
+  config.num_topk = kTopk;
+  config.num_experts_per_pe = L;
   config.format = SHMOE_FP8_E4M3;
 
   // Expert e: w1 [F][D], w2 [D][F/2], of the form k/8.
@@ -146,19 +160,19 @@ void mega_layer(int me, int n) {
     w1.push_back(w1_rows[l].data());
     w2.push_back(w2_rows[l].data());
   }
-  shmoe_mega_moe_config_t bad = config;
+  shmoe::MegaMoEConfig bad = config;
   bad.weights = static_cast<shmoe_mega_weights_t>(7);
   try {
-    shmoe::MegaMoELayer refused(bad, w1, w2);
+    shmoe::MegaMoE refused(bad, w1, w2);
     check(false, "a MegaMoE with weights=7 was not refused");
-  } catch (const shmoe::MoeError& e) {
+  } catch (const shmoe::Error& e) {
     check(std::strstr(e.what(), "weights=7") != nullptr,
           std::string("the refusal does not name weights=7: ") + e.what());
   }
   // The bf16 form on odd PEs, FP8 on even ones (AUTO, the default, would pick bf16 here: 6
   // tokens x top-2 > 2 x 2 experts): each PE keeps its own experts as it likes.
   config.weights = me % 2 ? SHMOE_MEGA_WEIGHTS_BF16 : SHMOE_MEGA_WEIGHTS_FP8;
-  shmoe::MegaMoELayer layer(config, w1, w2);
+  shmoe::MegaMoE layer(config, w1, w2);
 
   const int tokens = T - me % 2;
   std::vector<std::uint16_t> x(T * D), y(T * D);
@@ -226,8 +240,8 @@ int main() {
   try {
     dispatch_and_combine(me, n);
     mega_layer(me, n);
-  } catch (const shmoe::MoeError& e) {
-    std::fprintf(stderr, "PE %d: MoeError (status %d): %s\n", me, e.status(), e.what());
+  } catch (const shmoe::Error& e) {
+    std::fprintf(stderr, "PE %d: shmoe::Error (status %d): %s\n", me, e.status(), e.what());
     shmem_global_exit(1);
   }
   if (failures == 0) std::printf("PE %d/%d: ok\n", me, n);

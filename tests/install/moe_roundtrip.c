@@ -32,18 +32,34 @@ static void check(int ok, const char* what, int a, int b) {
   if (!ok && failures++ < 10) fprintf(stderr, "PE %d: %s (%d, %d)\n", shmem_my_pe(), what, a, b);
 }
 
+/* shmoe_moe_dispatch over the arrays of this test. */
+static int dispatch(shmoe_moe_buffer_t moe, const float* x, const int32_t* ids, const float* scales,
+                    int bs, float* recv_x, int32_t* assist, int32_t* recv_count,
+                    int32_t* token_nums) {
+  shmoe_dispatch_args_t args = SHMOE_STRUCT_INIT(shmoe_dispatch_args_t);
+  args.x = x;
+  args.topk_idx = ids;
+  args.topk_weights = scales;
+  args.num_tokens = bs;
+  shmoe_dispatch_outputs_t outs = SHMOE_STRUCT_INIT(shmoe_dispatch_outputs_t);
+  outs.recv_x = recv_x;
+  outs.recv_src_info = assist;
+  outs.recv_layout_prefix = recv_count;
+  outs.num_recv_tokens_per_expert = token_nums;
+  return shmoe_moe_dispatch(moe, &args, &outs);
+}
+
 /* Dispatch into expand_x, the expert over its rows in place, combine from it; every step checked
  * against the reference. Collective. */
-static void roundtrip(shmoe_moe_t moe, const float* x, const int32_t* ids, const float* scales,
-                      int bs, float* expand_x, int32_t* assist) {
+static void roundtrip(shmoe_moe_buffer_t moe, const float* x, const int32_t* ids,
+                      const float* scales, int bs, float* expand_x, int32_t* assist) {
   const int me = shmem_my_pe(), n = shmem_n_pes(), experts = n * kExpertsPerPe;
   int32_t recv_count[kExpertsPerPe * 64], token_nums[kExpertsPerPe];
   float out[kMaxBs * kHidden];
   if (n > 64) shmem_global_exit(2);
-  const int rows = shmoe_dispatch(moe, SHMOE_PLANE_CLASSIC, x, ids, scales, bs, expand_x, assist,
-                                  recv_count, token_nums, NULL);
+  const int rows = dispatch(moe, x, ids, scales, bs, expand_x, assist, recv_count, token_nums);
   if (rows < 0) {
-    fprintf(stderr, "PE %d: shmoe_dispatch: %s\n", me, shmoe_moe_last_error());
+    fprintf(stderr, "PE %d: shmoe_moe_dispatch: %s\n", me, shmoe_moe_last_error());
     shmem_global_exit(1);
   }
 
@@ -77,9 +93,16 @@ static void roundtrip(shmoe_moe_t moe, const float* x, const int32_t* ids, const
   }
   check(rows == expected_rows, "rows received", rows, expected_rows);
 
-  if (shmoe_combine(moe, SHMOE_PLANE_CLASSIC, expand_x, assist, recv_count, ids, scales, bs, out) !=
-      SHMOE_MOE_OK) {
-    fprintf(stderr, "PE %d: shmoe_combine: %s\n", me, shmoe_moe_last_error());
+  shmoe_combine_args_t combine = SHMOE_STRUCT_INIT(shmoe_combine_args_t);
+  combine.x = expand_x;
+  combine.src_info = assist;
+  combine.layout_prefix = recv_count;
+  combine.topk_idx = ids;
+  combine.topk_weights = scales;
+  combine.num_tokens = bs;
+  combine.combined_x = out;
+  if (shmoe_moe_combine(moe, &combine) != SHMOE_MOE_OK) {
+    fprintf(stderr, "PE %d: shmoe_moe_combine: %s\n", me, shmoe_moe_last_error());
     shmem_global_exit(1);
   }
   for (int t = 0; t < bs; ++t) {
@@ -97,15 +120,15 @@ static void roundtrip(shmoe_moe_t moe, const float* x, const int32_t* ids, const
 int main(void) {
   shmem_init();
   const int me = shmem_my_pe(), n = shmem_n_pes(), experts = n * kExpertsPerPe;
-  shmoe_moe_config_t config = {0};
-  config.experts_per_pe = kExpertsPerPe;
-  config.max_bs = kMaxBs;
+  shmoe_moe_config_t config = SHMOE_STRUCT_INIT(shmoe_moe_config_t);
+  config.num_experts_per_pe = kExpertsPerPe;
+  config.max_tokens_per_pe = kMaxBs;
   config.hidden = kHidden;
-  config.topk = kTopk;
+  config.num_topk = kTopk;
   config.dtype = SHMOE_DTYPE_FLOAT32;
-  shmoe_moe_t moe = NULL;
-  if (shmoe_moe_create(&config, &moe) != SHMOE_MOE_OK) {
-    fprintf(stderr, "PE %d: shmoe_moe_create: %s\n", me, shmoe_moe_last_error());
+  shmoe_moe_buffer_t moe = NULL;
+  if (shmoe_moe_buffer_create(&config, &moe) != SHMOE_MOE_OK) {
+    fprintf(stderr, "PE %d: shmoe_moe_buffer_create: %s\n", me, shmoe_moe_last_error());
     shmem_global_exit(1);
   }
 
@@ -140,26 +163,27 @@ int main(void) {
 
   /* A refused call: refused on every PE, with the parameter named, and the buffer still usable. */
   int32_t recv_count[kExpertsPerPe * 64], token_nums[kExpertsPerPe];
-  const int refused = shmoe_dispatch(moe, SHMOE_PLANE_CLASSIC, x, ids, scales, kMaxBs + 1, expand_x,
-                                     assist, recv_count, token_nums, NULL);
-  check(refused == SHMOE_MOE_REFUSED, "bs > max_bs is refused", refused, SHMOE_MOE_REFUSED);
+  const int refused =
+      dispatch(moe, x, ids, scales, kMaxBs + 1, expand_x, assist, recv_count, token_nums);
+  check(refused == SHMOE_MOE_REFUSED, "num_tokens > max_tokens_per_pe is refused", refused,
+        SHMOE_MOE_REFUSED);
 
   /* Bad arguments: refused with the call, the parameter and the value named. */
   shmoe_moe_config_t bad = config;
   bad.dtype = (shmoe_dtype_t)7;
-  shmoe_moe_t unused = NULL;
-  check(shmoe_moe_create(&bad, &unused) == SHMOE_MOE_REFUSED, "dtype 7 is refused", 7, 0);
-  check(strstr(shmoe_moe_last_error(), "shmoe_moe_create: dtype=7") != NULL,
+  shmoe_moe_buffer_t unused = NULL;
+  check(shmoe_moe_buffer_create(&bad, &unused) == SHMOE_MOE_REFUSED, "dtype 7 is refused", 7, 0);
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_buffer_create: config->dtype=7") != NULL,
         "the refusal names the call, dtype and 7", 0, 0);
-  check(shmoe_dispatch(NULL, SHMOE_PLANE_CLASSIC, x, ids, scales, bs, expand_x, assist, recv_count,
-                       token_nums, NULL) == SHMOE_MOE_REFUSED,
+  check(dispatch(NULL, x, ids, scales, bs, expand_x, assist, recv_count, token_nums) ==
+            SHMOE_MOE_REFUSED,
         "a NULL handle is refused", 0, 0);
-  check(strstr(shmoe_moe_last_error(), "shmoe_dispatch: moe is NULL") != NULL,
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_dispatch: buffer is NULL") != NULL,
         "the refusal names the NULL handle", 0, 0);
 
   check(shmoe_moe_receive_window(NULL, &window, &window_rows) == SHMOE_MOE_REFUSED,
         "a NULL handle is refused by shmoe_moe_receive_window", 0, 0);
-  check(strstr(shmoe_moe_last_error(), "shmoe_moe_receive_window: moe is NULL") != NULL,
+  check(strstr(shmoe_moe_last_error(), "shmoe_moe_receive_window: buffer is NULL") != NULL,
         "the refusal names the NULL handle", 0, 0);
   check(shmoe_moe_receive_window(moe, NULL, &window_rows) == SHMOE_MOE_REFUSED,
         "a NULL window is refused", 0, 0);
@@ -182,7 +206,7 @@ int main(void) {
   check(strstr(shmoe_moe_last_error(), "shmoe_moe_last_source_waits: n_pes=") != NULL,
         "the refusal names n_pes", 0, 0);
 
-  shmoe_moe_destroy(moe);
+  shmoe_moe_buffer_destroy(moe);
   free(expand_x);
   free(assist);
   if (failures == 0) printf("PE %d/%d: ok\n", me, n);

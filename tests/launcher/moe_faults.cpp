@@ -19,7 +19,7 @@ struct Buffers {
   std::vector<std::int32_t> ids, assist, recv, nums;
 };
 
-Buffers make_buffers(const MoeContext& ctx, int bs) {
+Buffers make_buffers(const MoeBuffer& ctx, int bs) {
   const auto& c = ctx.config();
   const int experts = ctx.n_pes() * c.experts_per_pe;
   Buffers b;
@@ -36,12 +36,12 @@ Buffers make_buffers(const MoeContext& ctx, int bs) {
   return b;
 }
 
-void dispatch(MoeContext& ctx, Buffers& b, int bs) {
+void dispatch(MoeBuffer& ctx, Buffers& b, int bs) {
   dispatch_classic(ctx, {b.x.data(), b.ids.data(), b.scales.data(), bs},
                    {b.expand.data(), b.assist.data(), b.recv.data(), b.nums.data(), nullptr});
 }
 
-void combine(MoeContext& ctx, Buffers& b, int bs) {
+void combine(MoeBuffer& ctx, Buffers& b, int bs) {
   combine_classic(ctx, {b.expand.data(), b.assist.data(), b.recv.data(), b.ids.data(),
                         b.scales.data(), bs, b.out.data()});
 }
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   c.topk = mode == "topk_mismatch" && me == 1 ? 1 : 2;
   c.max_recv_rows = 64;
   c.workers = {0, 2};
-  MoeContext ctx(c);
+  MoeBuffer ctx(c);
   Buffers b = make_buffers(ctx, 8);
   try {
     if (mode == "topk_mismatch") {
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
                    mode.c_str());
       return 2;
     }
-  } catch (const MoeError& e) {
+  } catch (const Refused& e) {
     std::fprintf(stderr, "PE %d: refused: %s\n", me, e.what());
     return 3;
   }

@@ -456,14 +456,15 @@ TEST(HangVerdict, DispatchWithAnotherTopkIsRefusedNamingThePeAndTheParameter) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.status, 3) << r.output;
   for (int pe : {0, 2}) {
-    expect_match(r, fmt::format("PE {0}: refused: dispatch: PEs disagree on the parameters "
-                                "\\(topk\\): PE 1 called with hidden=4 topk=1 .*, PE {0} with "
-                                "hidden=4 topk=2",
-                                pe));
+    expect_match(r,
+                 fmt::format("PE {0}: refused: dispatch: PEs disagree on the parameters "
+                             "\\(num_topk\\): PE 1 called with hidden=4 num_topk=1 .*, PE {0} with "
+                             "hidden=4 num_topk=2",
+                             pe));
   }
   expect_match(r,
-               "PE 1: refused: dispatch: PEs disagree on the parameters \\(topk\\): PE 0 "
-               "called with hidden=4 topk=2 .*, PE 1 with hidden=4 topk=1");
+               "PE 1: refused: dispatch: PEs disagree on the parameters \\(num_topk\\): PE 0 "
+               "called with hidden=4 num_topk=2 .*, PE 1 with hidden=4 num_topk=1");
   EXPECT_LT(r.seconds, 30);
 }
 

@@ -49,7 +49,7 @@ int run(const char* out_file, std::uint64_t seed, int workers, bool double_plane
   cfg.dtype = dt;
   cfg.workers = {0, workers};
   cfg.doubleplane_threshold = 2 * row;  // small, so the copy engine really takes segments
-  MoeContext ctx(cfg);
+  MoeBuffer ctx(cfg);
 
   // The global token t's data, routing and weights depend on t alone, never on P.
   std::vector<std::uint16_t> x(static_cast<std::size_t>(bs) * kHidden);

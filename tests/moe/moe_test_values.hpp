@@ -28,12 +28,12 @@ inline std::uint16_t round_to_bf16(float v) {  // round to nearest, ties to even
   return static_cast<std::uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
 }
 
-// The MoeError f() throws, or "".
+// The shmoe::Error f() throws, or "".
 template <typename F>
 std::string error_of(F&& f) {
   try {
     f();
-  } catch (const MoeError& e) {
+  } catch (const Error& e) {
     return e.what();
   }
   return "";

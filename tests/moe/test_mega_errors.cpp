@@ -68,7 +68,7 @@ struct Call {
 std::string run_error(MegaMoE& op, Call& call) {
   try {
     op.run(call.args());
-  } catch (const MoeError& e) {
+  } catch (const Refused& e) {
     return e.what();
   }
   return "";
@@ -81,7 +81,7 @@ TEST(MegaErrors, ExpertIdOutOfRangeIsRefusedOnEveryPe) {
   Call call(E);
   if (shmem_my_pe() == shmem_n_pes() - 1) call.ids[3] = E + 5;
   EXPECT_EQ(run_error(op, call),
-            fmt::format("MegaMoE: PE {}: expert_ids[1][1]={} is out of range (0..{}, or -1 for "
+            fmt::format("MegaMoE: PE {}: topk_idx[1][1]={} is out of range (0..{}, or -1 for "
                         "no expert)",
                         shmem_n_pes() - 1, E + 5, E - 1));
   // Still usable: the next call goes through and counts every row.
@@ -107,7 +107,7 @@ TEST(MegaErrors, MoreTokensThanConfiguredAreRefusedOnEveryPe) {
   try {
     op.run(args);
     ADD_FAILURE() << "accepted tokens above the configured maximum";
-  } catch (const MoeError& e) {
+  } catch (const Refused& e) {
     EXPECT_EQ(std::string(e.what()),
               fmt::format("MegaMoE: PE 0: tokens={} is out of range (0..{}, the operator's "
                           "configured tokens)",
@@ -123,7 +123,7 @@ TEST(MegaErrors, PesThatDisagreeOnFfnDimAreNamed) {
   Call call(shmem_n_pes() * kExperts);
   const std::string e = run_error(op, call);
   EXPECT_NE(e.find("MegaMoE: PEs disagree on the parameters"), std::string::npos) << e;
-  EXPECT_NE(e.find(fmt::format("ffn={}", kFfn - 2)), std::string::npos) << e;
+  EXPECT_NE(e.find(fmt::format("intermediate_hidden={}", kFfn - 2)), std::string::npos) << e;
 }
 
 TEST(MegaErrors, MoreReceivedTokensThanTheWindowHoldsIsRefused) {
@@ -150,7 +150,7 @@ TEST(MegaErrors, WorkersNotInOneToTwoRatioAreRefused) {
   try {
     MegaMoE op(c, w.view);
     ADD_FAILURE() << "accepted 2 matrix and 3 vector workers";
-  } catch (const MoeError& e) {
+  } catch (const Refused& e) {
     EXPECT_EQ(std::string(e.what()),
               "MegaMoE: workers.matrix=2 and workers.vector=3: give both or neither, with "
               "workers.vector = 2 x workers.matrix and workers.matrix in 1..64");

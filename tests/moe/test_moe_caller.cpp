@@ -26,12 +26,12 @@ using test::round_to_bf16;
 
 constexpr int kL = 2, kTopk = 2, kHidden = 40, kMaxBs = 12, kSideInts = 3, kHeaderInts = 3;
 
-shmoe_moe_config_t config() {
-  shmoe_moe_config_t c{};
-  c.experts_per_pe = kL;
-  c.max_bs = kMaxBs;
+MoeConfig config() {
+  MoeConfig c;
+  c.num_experts_per_pe = kL;
+  c.max_tokens_per_pe = kMaxBs;
   c.hidden = kHidden;
-  c.topk = kTopk;
+  c.num_topk = kTopk;
   c.dtype = SHMOE_DTYPE_BFLOAT16;
   c.vector_workers = 2;
   c.token_side_bytes = kSideInts * 4;
@@ -93,12 +93,45 @@ Received make_received(const MoeBuffer& op, int n) {
   return r;
 }
 
+DispatchArgs args_of(const Inputs& in, shmoe_call_verdict_t verdict) {
+  DispatchArgs a;
+  a.x = in.x.data();
+  a.topk_idx = in.ids.data();
+  a.topk_weights = in.weights.data();
+  a.num_tokens = in.bs;
+  a.token_side = in.side.data();
+  a.header_ints = in.ints.data();
+  a.verdict = verdict;
+  return a;
+}
+
+DispatchOutputs outputs_of(Received& r) {
+  DispatchOutputs o;
+  o.recv_x = r.x.data();
+  o.recv_src_info = r.assist.data();
+  o.recv_layout_prefix = r.recv.data();
+  o.num_recv_tokens_per_expert = r.nums.data();
+  o.recv_token_side = r.side.data();
+  o.all_header_ints = r.all_ints.data();
+  o.all_counts = r.counts.data();
+  return o;
+}
+
 int dispatch(MoeBuffer& op, const Inputs& in, Received& r,
              shmoe_call_verdict_t verdict = SHMOE_CALL_PROCEED) {
-  return op.dispatch({in.x.data(), in.ids.data(), in.weights.data(), in.bs, in.side.data(),
-                      in.ints.data(), verdict},
-                     {r.x.data(), r.assist.data(), r.recv.data(), r.nums.data(), nullptr,
-                      r.side.data(), r.all_ints.data(), r.counts.data()});
+  return op.dispatch(args_of(in, verdict), outputs_of(r));
+}
+
+CombineArgs combine_args(const void* x, const Received& r, const Inputs& in, void* out) {
+  CombineArgs c;
+  c.x = x;
+  c.src_info = r.assist.data();
+  c.layout_prefix = r.recv.data();
+  c.topk_idx = in.ids.data();
+  c.topk_weights = in.weights.data();
+  c.num_tokens = in.bs;
+  c.combined_x = out;
+  return c;
 }
 
 // One PE's part of a test: the operator, a fresh seed, this PE's inputs and receive buffers.
@@ -171,20 +204,11 @@ TEST(MoeCaller, ARefusalFromOnePeIsEveryPesError) {
                            "own error says why)",
                            refusing));
   // A verdict outside the enum: that PE is told why, the others that it refused.
-  const shmoe_dispatch_args_t args{in.x.data(),
-                                   in.ids.data(),
-                                   in.weights.data(),
-                                   in.bs,
-                                   in.side.data(),
-                                   in.ints.data(),
-                                   static_cast<shmoe_call_verdict_t>(me == refusing ? 7 : 0),
-                                   nullptr};
-  const shmoe_dispatch_outputs_t outs{r.x.data(),        r.assist.data(), r.recv.data(),
-                                      r.nums.data(),     nullptr,         r.side.data(),
-                                      r.all_ints.data(), r.counts.data()};
-  EXPECT_EQ(shmoe_dispatch_ex(op.handle(), SHMOE_PLANE_CLASSIC, &args, &outs), SHMOE_MOE_REFUSED);
+  const DispatchArgs args = args_of(in, static_cast<shmoe_call_verdict_t>(me == refusing ? 7 : 0));
+  const DispatchOutputs outs = outputs_of(r);
+  EXPECT_EQ(shmoe_moe_dispatch(op.handle(), &args, &outs), SHMOE_MOE_REFUSED);
   EXPECT_EQ(std::string(shmoe_moe_last_error()),
-            me == refusing ? "shmoe_dispatch_ex: args->verdict=7 is out of range (0..2, "
+            me == refusing ? "shmoe_moe_dispatch: args->verdict=7 is out of range (0..2, "
                              "SHMOE_CALL_PROCEED..SHMOE_CALL_RETRY)"
                            : fmt::format("dispatch: refused on every PE because PE {} refused "
                                          "its inputs (its own error says why)",
@@ -212,12 +236,11 @@ TEST(MoeCaller, CombineGivesFp32SumsThatRoundToItsBf16Result) {
   const std::vector<std::uint16_t> experts = expert_outputs(r);
   std::vector<float> sums(static_cast<std::size_t>(in.bs) * kHidden, -1);
   std::vector<std::uint16_t> rounded(sums.size(), 0xFFFF);
-  CombineInput c{experts.data(),    r.assist.data(), r.recv.data(), in.ids.data(),
-                 in.weights.data(), in.bs,           sums.data()};
-  c.x_out_float32 = true;
+  CombineArgs c = combine_args(experts.data(), r, in, sums.data());
+  c.combined_x_float32 = 1;
   op.combine(c);
-  c.x_out = rounded.data();
-  c.x_out_float32 = false;
+  c.combined_x = rounded.data();
+  c.combined_x_float32 = 0;
   op.combine(c);
   for (int t = 0; t < in.bs; ++t) {
     for (int col = 0; col < kHidden; ++col) {
@@ -239,8 +262,7 @@ TEST(MoeCaller, CombineRefusesModesThatDifferAndARefusingPeOnEveryPe) {
   r.rows = dispatch(op, in, r);
   std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden, 0xFFFF);
   const std::vector<std::uint16_t> untouched = out;
-  CombineInput c{r.x.data(),        r.assist.data(), r.recv.data(), in.ids.data(),
-                 in.weights.data(), in.bs,           out.data()};
+  CombineArgs c = combine_args(r.x.data(), r, in, out.data());
   const int odd = static_cast<int>(seed % n);
   c.caller_mode = me == odd ? 5 : 3;
   const std::string e = error_of([&] { op.combine(c); });

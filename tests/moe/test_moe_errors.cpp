@@ -24,7 +24,7 @@ struct Buffers {
   std::vector<std::int32_t> assist, recv, nums;
 };
 
-Buffers make_buffers(const MoeContext& ctx, int bs, std::uint64_t seed) {
+Buffers make_buffers(const MoeBuffer& ctx, int bs, std::uint64_t seed) {
   const auto& c = ctx.config();
   const int E = ctx.n_pes() * c.experts_per_pe;
   Buffers r;
@@ -43,16 +43,16 @@ Buffers make_buffers(const MoeContext& ctx, int bs, std::uint64_t seed) {
   return r;
 }
 
-int dispatch(MoeContext& ctx, Buffers& r, int bs) {
+int dispatch(MoeBuffer& ctx, Buffers& r, int bs) {
   return dispatch_classic(
       ctx, {r.x.data(), r.ids.data(), r.scales.data(), bs},
       {r.expand.data(), r.assist.data(), r.recv.data(), r.nums.data(), nullptr});
 }
 
-std::string dispatch_error(MoeContext& ctx, Buffers& r, int bs) {
+std::string dispatch_error(MoeBuffer& ctx, Buffers& r, int bs) {
   try {
     dispatch(ctx, r, bs);
-  } catch (const MoeError& e) {
+  } catch (const Refused& e) {
     return e.what();
   }
   return "";
@@ -70,18 +70,17 @@ MoeConfig small_config() {
 }
 
 TEST(MoeErrors, ExpertOutOfRangeIsRefusedOnEveryPeAndTheContextStaysUsable) {
-  MoeContext ctx(small_config());
+  MoeBuffer ctx(small_config());
   const int n = ctx.n_pes(), me = ctx.my_pe();
   Buffers r = make_buffers(ctx, 8, test::shared_seed());
   const std::int32_t good = r.ids[3 * 2 + 1];
   if (me == n - 1) r.ids[3 * 2 + 1] = 999;
   const std::string want = fmt::format(
-      "dispatch: PE {}: expert_ids[3][1]=999 is out of range (0..{}, or -1 for no expert)", n - 1,
+      "dispatch: PE {}: topk_idx[3][1]=999 is out of range (0..{}, or -1 for no expert)", n - 1,
       2 * n - 1);
   EXPECT_EQ(dispatch_error(ctx, r, 8), want);
   if (me == n - 1) r.ids[3 * 2 + 1] = -2;
-  EXPECT_NE(dispatch_error(ctx, r, 8).find("expert_ids[3][1]=-2 is out of range"),
-            std::string::npos);
+  EXPECT_NE(dispatch_error(ctx, r, 8).find("topk_idx[3][1]=-2 is out of range"), std::string::npos);
   if (me == n - 1) r.ids[3 * 2 + 1] = good;
   // Every PE routes alike, so this PE receives n times the entries that name its experts.
   int mine = 0;
@@ -90,17 +89,17 @@ TEST(MoeErrors, ExpertOutOfRangeIsRefusedOnEveryPeAndTheContextStaysUsable) {
 }
 
 TEST(MoeErrors, BsAboveMaxIsRefusedOnEveryPe) {
-  MoeContext ctx(small_config());
+  MoeBuffer ctx(small_config());
   Buffers r = make_buffers(ctx, 9, 1);
   const int bs = ctx.my_pe() == 0 ? 9 : 8;
   EXPECT_EQ(dispatch_error(ctx, r, bs),
-            "dispatch: PE 0: bs=9 is out of range (0..8, the context's max_bs)");
+            "dispatch: PE 0: num_tokens=9 is out of range (0..8, the buffer's max_tokens_per_pe)");
 }
 
 TEST(MoeErrors, WindowOverflowIsRefusedNamingTheReceiver) {
   MoeConfig c = small_config();
   c.max_recv_rows = 5;
-  MoeContext ctx(c);
+  MoeBuffer ctx(c);
   Buffers r = make_buffers(ctx, 8, 2);
   // Everyone sends every row to expert 0 on PE 0: n * 16 rows for a window of 5.
   std::fill(r.ids.begin(), r.ids.end(), 0);
@@ -120,28 +119,29 @@ TEST(MoeErrors, PesThatDisagreeOnTopkAreNamed) {
   MoeConfig c = small_config();
   c.max_recv_rows = 64;
   if (shmem_my_pe() == 1) c.topk = 1;
-  MoeContext ctx(c);
+  MoeBuffer ctx(c);
   Buffers r = make_buffers(ctx, 8, 3);
   const std::string e = dispatch_error(ctx, r, 8);
   EXPECT_NE(e.find("dispatch: PEs disagree on the parameters"), std::string::npos) << e;
-  EXPECT_NE(e.find("topk=1"), std::string::npos) << e;
+  EXPECT_NE(e.find("num_topk=1"), std::string::npos) << e;
 }
 
 TEST(MoeErrors, TopkAboveTheExpertCountIsRefused) {
   MoeConfig c = small_config();
   c.topk = 2 * shmem_n_pes() + 1;
   try {
-    MoeContext ctx(c);
-    ADD_FAILURE() << "accepted topk above the expert count";
-  } catch (const MoeError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              fmt::format("MoeContext: topk={} is out of range (1..{}, the expert count {} PEs x 2 "
-                          "experts)",
-                          c.topk, 2 * shmem_n_pes(), shmem_n_pes()));
+    MoeBuffer ctx(c);
+    ADD_FAILURE() << "accepted num_topk above the expert count";
+  } catch (const Refused& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        fmt::format("MoeBuffer: num_topk={} is out of range (1..{}, the expert count {} PEs x 2 "
+                    "experts)",
+                    c.topk, 2 * shmem_n_pes(), shmem_n_pes()));
   }
 }
 
-std::string combine_error(MoeContext& ctx, Buffers& r, int bs, bool double_plane = false,
+std::string combine_error(MoeBuffer& ctx, Buffers& r, int bs, bool double_plane = false,
                           bool null_scales = false) {
   try {
     const CombineArgs args{r.expert_out.data(),
@@ -152,7 +152,7 @@ std::string combine_error(MoeContext& ctx, Buffers& r, int bs, bool double_plane
                            bs,
                            r.out.data()};
     double_plane ? combine_doubleplane(ctx, args) : combine_classic(ctx, args);
-  } catch (const MoeError& e) {
+  } catch (const Refused& e) {
     return e.what();
   }
   return "";
@@ -177,7 +177,7 @@ void expect_combined(const Buffers& r, const std::string& when) {
 // late, so the refusing PEs run ahead into the next call while the late one still reads its
 // verdicts. Classic and double-plane combine alternate.
 TEST(MoeErrors, CombineRefusedOnOnePeIsRefusedOnEveryPeAndTheNextCallCombines) {
-  MoeContext ctx(small_config());
+  MoeBuffer ctx(small_config());
   const int n = ctx.n_pes(), me = ctx.my_pe();
   Buffers r = make_buffers(ctx, 8, test::shared_seed());
   // Token t goes to experts t and t + 1 (mod the expert count): every PE receives rows.
@@ -191,16 +191,17 @@ TEST(MoeErrors, CombineRefusedOnOnePeIsRefusedOnEveryPeAndTheNextCallCombines) {
     call.out.assign(r.x.size(), -1.0f);
     std::string want_mine;
     if (me == bad && how == 0) {
-      want_mine =
-          fmt::format("combine: PE {}: bs=9 is out of range (0..8, the context's max_bs)", me);
+      want_mine = fmt::format(
+          "combine: PE {}: num_tokens=9 is out of range (0..8, the buffer's max_tokens_per_pe)",
+          me);
     } else if (me == bad && how == 1) {
       call.assist[1] = 99;
       want_mine = fmt::format(
-          "combine: PE {}: assist_info[0] = ({}, 99, {}) is out of range "
+          "combine: PE {}: src_info[0] = ({}, 99, {}) is out of range "
           "(source 0..{}, token 0..7, slot 0..1)",
           me, call.assist[0], call.assist[2], n - 1);
     } else if (me == bad) {
-      want_mine = fmt::format("combine: PE {}: required tensor 'expert_scales' is null", me);
+      want_mine = fmt::format("combine: PE {}: required tensor 'topk_weights' is null", me);
     }
     if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto start = std::chrono::steady_clock::now();
@@ -231,7 +232,7 @@ TEST(MoeErrors, CombineRefusedOnOnePeIsRefusedOnEveryPeAndTheNextCallCombines) {
 // Buffers under SHMOE_TEST_SKIP_COMBINE_PE=p: that PE never calls combine, and the others must
 // report, by name, that they wait for it.
 TEST(MoeHang, PeThatSkipsCombine) {
-  MoeContext ctx(small_config());
+  MoeBuffer ctx(small_config());
   Buffers r = make_buffers(ctx, 8, 4);
   const int rows = dispatch(ctx, r, 8);
   r.expert_out = r.expand;

@@ -36,12 +36,12 @@ int bound_ms() {
   return v != nullptr ? std::atoi(v) : 2000;
 }
 
-shmoe_moe_config_t config(int shrink_ms) {
-  shmoe_moe_config_t c{};
-  c.experts_per_pe = kL;
-  c.max_bs = kMaxBs;
+MoeConfig config(int shrink_ms) {
+  MoeConfig c;
+  c.num_experts_per_pe = kL;
+  c.max_tokens_per_pe = kMaxBs;
   c.hidden = kHidden;
-  c.topk = kTopk;
+  c.num_topk = kTopk;
   c.dtype = SHMOE_DTYPE_BFLOAT16;
   c.vector_workers = 2;
   c.shrink_timeout_ms = shrink_ms;
@@ -170,6 +170,40 @@ void check_combine(const std::vector<std::uint16_t>& out, const Inputs& in,
   }
 }
 
+// A dispatch's arguments and outputs, and a combine's, over a test's arrays.
+DispatchArgs dispatch_args(const Inputs& in, std::int32_t* pe_mask) {
+  DispatchArgs a;
+  a.x = in.x.data();
+  a.topk_idx = in.ids.data();
+  a.topk_weights = in.weights.data();
+  a.num_tokens = in.bs;
+  a.pe_mask = pe_mask;
+  return a;
+}
+
+DispatchOutputs dispatch_outputs(void* recv_x, Received& r) {
+  DispatchOutputs o;
+  o.recv_x = recv_x;
+  o.recv_src_info = r.assist.data();
+  o.recv_layout_prefix = r.recv.data();
+  o.num_recv_tokens_per_expert = r.nums.data();
+  return o;
+}
+
+CombineArgs combine_args(const void* x, const Received& r, const Inputs& in, void* out,
+                         std::int32_t* pe_mask) {
+  CombineArgs c;
+  c.x = x;
+  c.src_info = r.assist.data();
+  c.layout_prefix = r.recv.data();
+  c.topk_idx = in.ids.data();
+  c.topk_weights = in.weights.data();
+  c.num_tokens = in.bs;
+  c.combined_x = out;
+  c.pe_mask = pe_mask;
+  return c;
+}
+
 // One round's dispatch on this PE, checked against the reference for the mask `expect`, which
 // the mask must be after the call.
 struct Dispatched {
@@ -183,9 +217,7 @@ Dispatched dispatch_checked(MoeBuffer& op, std::uint64_t seed, int round,
   std::vector<Inputs> all;
   for (int pe = 0; pe < n; ++pe) all.push_back(inputs_of(seed, round, pe, n));
   Dispatched d{all[static_cast<std::size_t>(me)], Received(op.recv_capacity(), n)};
-  DispatchInput din{d.in.x.data(), d.in.ids.data(), d.in.weights.data(), d.in.bs};
-  din.pe_mask = mask.data();
-  d.rows = op.dispatch(din, {d.r.x.data(), d.r.assist.data(), d.r.recv.data(), d.r.nums.data()});
+  d.rows = op.dispatch(dispatch_args(d.in, mask.data()), dispatch_outputs(d.r.x.data(), d.r));
   EXPECT_EQ(masked_set(mask), expect) << "round " << round << " dispatch";
   check_dispatch(d.rows, d.r, all, expect, me, n);
   return d;
@@ -200,11 +232,7 @@ void combine_checked(MoeBuffer& op, const Dispatched& d, int round, std::vector<
   auto* rows_out = window ? static_cast<std::uint16_t*>(op.receive_window()) : y.data();
   run_experts(d.r, d.rows, me, n, rows_out, window);
   std::vector<std::uint16_t> out(static_cast<std::size_t>(d.in.bs) * kHidden, 0xFFFF);
-  CombineInput cin{rows_out,        d.r.assist.data(),   d.r.recv.data(),
-                   d.in.ids.data(), d.in.weights.data(), d.in.bs,
-                   out.data()};
-  cin.pe_mask = mask.data();
-  op.combine(cin);
+  op.combine(combine_args(rows_out, d.r, d.in, out.data(), mask.data()));
   EXPECT_EQ(masked_set(mask), expect) << "round " << round << " combine";
   check_combine(out, d.in, expect);
 }
@@ -285,9 +313,7 @@ TEST(MoeShrink, RowsStayInTheirSlotsWhenTheWindowIsExpandX) {
   const Inputs& in = all[static_cast<std::size_t>(me)];
   Received r(op.recv_capacity(), n);
   auto* window = static_cast<std::uint16_t*>(op.receive_window());
-  DispatchInput din{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
-  din.pe_mask = mask.data();
-  const int rows = op.dispatch(din, {window, r.assist.data(), r.recv.data(), r.nums.data()});
+  const int rows = op.dispatch(dispatch_args(in, mask.data()), dispatch_outputs(window, r));
   int expected_rows = 0;
   for (int e = 0; e < kL; ++e) {
     for (int src = 0; src < n; ++src) {
@@ -323,10 +349,7 @@ TEST(MoeShrink, RowsStayInTheirSlotsWhenTheWindowIsExpandX) {
     }
   }
   std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden, 0xFFFF);
-  CombineInput cin{window, r.assist.data(), r.recv.data(), in.ids.data(), in.weights.data(),
-                   in.bs,  out.data()};
-  cin.pe_mask = mask.data();
-  op.combine(cin);
+  op.combine(combine_args(window, r, in, out.data(), mask.data()));
   check_combine(out, in, {});
   EXPECT_EQ(masked_set(mask), std::set<int>{});
 }
@@ -339,8 +362,8 @@ TEST(MoeShrink, MasksAndSettingsAreChecked) {
   Inputs in = inputs_of(test::shared_seed(), 0, me, n);
   Received r(op.recv_capacity(), n);
   EXPECT_EQ(op.recv_capacity(), static_cast<std::size_t>(kL) * n * kMaxBs);
-  const DispatchOutput outs{r.x.data(), r.assist.data(), r.recv.data(), r.nums.data()};
-  DispatchInput din{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
+  const DispatchOutputs outs = dispatch_outputs(r.x.data(), r);
+  DispatchArgs din = dispatch_args(in, nullptr);
   EXPECT_EQ(error_of([&] { op.dispatch(din, outs); }),
             fmt::format("dispatch: PE {}: shrink mode needs a pe_mask", me));
   std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
@@ -357,22 +380,17 @@ TEST(MoeShrink, MasksAndSettingsAreChecked) {
   // combine repeats the last dispatch's routing (none succeeded yet); every PE refuses, and each
   // throws its own reason.
   std::vector<std::uint16_t> out(static_cast<std::size_t>(in.bs) * kHidden);
-  CombineInput cin{r.x.data(),        r.assist.data(), r.recv.data(), in.ids.data(),
-                   in.weights.data(), in.bs,           out.data()};
-  cin.pe_mask = mask.data();
+  const CombineArgs cin = combine_args(r.x.data(), r, in, out.data(), mask.data());
   std::fill(r.recv.begin(), r.recv.end(), 0);
   EXPECT_EQ(error_of([&] { op.combine(cin); }),
-            fmt::format("combine: PE {}: in shrink mode combine must repeat the routing (bs, "
-                        "expert_ids) of the last dispatch on this context",
+            fmt::format("combine: PE {}: in shrink mode combine must repeat the routing "
+                        "(num_tokens, topk_idx) of the last dispatch on this buffer",
                         me));
   // Shrink mode off: a pe_mask is refused on every PE, naming the PE that passed one.
   MoeBuffer plain(config(0));
   Received p(plain.recv_capacity(), n);
-  DispatchInput pin{in.x.data(), in.ids.data(), in.weights.data(), in.bs};
-  if (me == n - 1) pin.pe_mask = mask.data();
-  const std::string e = error_of([&] {
-    plain.dispatch(pin, {p.x.data(), p.assist.data(), p.recv.data(), p.nums.data()});
-  });
+  const DispatchArgs pin = dispatch_args(in, me == n - 1 ? mask.data() : nullptr);
+  const std::string e = error_of([&] { plain.dispatch(pin, dispatch_outputs(p.x.data(), p)); });
   if (me == n - 1) {
     EXPECT_EQ(e, fmt::format("dispatch: PE {}: pe_mask is given, but shrink mode is off "
                              "(shrink_timeout_ms=0)",
@@ -383,14 +401,14 @@ TEST(MoeShrink, MasksAndSettingsAreChecked) {
                              n - 1));
   }
   // A bound the hang report would pre-empt, and a receive capacity that shrink mode sets itself.
-  shmoe_moe_config_t bad = config(600'000);
+  MoeConfig bad = config(600'000);
   EXPECT_EQ(error_of([&] { MoeBuffer b(bad); }),
-            "MoeContext: shrink_timeout_ms=600000 is out of range (1..29999) (0 for off; below "
+            "MoeBuffer: shrink_timeout_ms=600000 is out of range (1..29999) (0 for off; below "
             "SHMOE_HANG_TIMEOUT)");
   bad = config(1000);
   bad.max_recv_rows = 5;
   EXPECT_EQ(error_of([&] { MoeBuffer b(bad); }),
-            "MoeContext: max_recv_rows=5 must be 0 in shrink mode (shrink_timeout_ms > 0), whose "
+            "MoeBuffer: max_recv_rows=5 must be 0 in shrink mode (shrink_timeout_ms > 0), whose "
             "window holds a fixed slot per (local expert, source PE, token)");
 }
 

@@ -17,7 +17,7 @@ std::string verdict(shmem_team_t team, const std::string& refusal,
   try {
     agree(team, "test_call", refusal, values);
     return "";
-  } catch (const Refused& e) {
+  } catch (const Error& e) {
     return e.what();
   }
 }

@@ -97,23 +97,23 @@ def test_collectives():
 def test_moe_calls():
     n = shmoe.n_pes()
     E = 2 * n
-    refused_everywhere(lambda h: moe.Buffer(8, h, E, 2, "float32"), 0, 16, ValueError,
-                       r"hidden=0 must be at least 1", "shmoe.moe.Buffer")
-    buf = moe.Buffer(8, 16, E, 2, "float32")
+    refused_everywhere(lambda h: moe.MoeBuffer(8, h, E, 2, "float32"), 0, 16, ValueError,
+                       r"hidden=0 must be at least 1", "shmoe.MoeBuffer")
+    buf = moe.MoeBuffer(8, 16, E, 2, "float32")
     x = np.ones((8, 16), np.float32)
     idx = np.tile(np.arange(2, dtype=np.int64), (8, 1))
     w = np.ones((8, 2), np.float32)
     refused_everywhere(lambda a: buf.dispatch(a, idx, w), x[:, :15], x, ValueError,
-                       r"x has shape \[8, 15\]; dimension 1 must be 16", "Buffer.dispatch")
+                       r"x has shape \[8, 15\]; dimension 1 must be 16", "MoeBuffer.dispatch")
     recv_x, _, _, _, handle = buf.dispatch(x, idx, w)
     refused_everywhere(lambda k: buf.combine(recv_x, handle, w[:, :k]), 1, 2, ValueError,
-                       r"topk_weights has shape \[8, 1\]", "Buffer.combine")
+                       r"topk_weights has shape \[8, 1\]", "MoeBuffer.combine")
     out = buf.combine(recv_x, handle, w)
     np.testing.assert_array_equal(out, 2 * x)
     buf.close()
 
     refused_everywhere(lambda f: moe.MegaMoE(4, 32, f, n, 1), 63, 64, ValueError,
-                       r"ffn_dim=63 must be even", "shmoe.moe.MegaMoE")
+                       r"intermediate_hidden=63 must be even", "shmoe.MegaMoE")
     layer = moe.MegaMoE(4, 32, 64, n, 1)
     w1, w2 = np.zeros((1, 64, 32), np.float32), np.zeros((1, 32, 32), np.float32)
     refused_everywhere(lambda a: layer.load_weights(a, w2), w1[:, :63], w1, ValueError,

@@ -1,4 +1,4 @@
-"""shmoe.moe.MegaMoE on real PEs, checked as `shmoe-moe mega` checks the C++ operator
+"""shmoe.MegaMoE on real PEs, checked as `shmoe-moe mega` checks the C++ operator
 (tools/moe/mega_run.cpp): per-expert token counts against a replay of the routing; every output
 element against the fp64 replay of the FP8 roundings (|err| <= 2^-7 |ref| + 0.03 row RMS +
 slack) and against the unquantized fp64 layer (|err| <= 0.05 |ref| + 12 * 2^-4 row RMS for
@@ -43,7 +43,7 @@ def test_mega_against_reference(case):
 
         expected_counts = [int(sum((i == me * L + le).sum() for _, i, _ in inputs))
                            for le in range(L)]
-        assert layer.last_expert_token_counts == expected_counts
+        assert layer.last_num_recv_tokens_per_expert == expected_counts
 
         dequantized = [(mx_round(w1e, mode), mx_round(w2e, mode)) for w1e, w2e in experts]
         ref, slack = mega_reference(x, idx, w, dequantized, mode, replay_fp8=True)
@@ -77,12 +77,12 @@ def test_mega_against_reference(case):
 
 def test_mega_refusals():
     me, n = shmoe.my_pe(), shmoe.n_pes()
-    with pytest.raises(ValueError, match=r"shmoe.moe.MegaMoE: ffn_dim=63 must be even"):
+    with pytest.raises(ValueError, match=r"shmoe.MegaMoE: intermediate_hidden=63 must be even"):
         moe.MegaMoE(4, 32, 63, n, 1)
-    with pytest.raises(ValueError, match=r"shmoe.moe.MegaMoE: mode='fp8' is not one of e4m3, e5m2"):
+    with pytest.raises(ValueError, match=r"shmoe.MegaMoE: mode='fp8' is not one of e4m3, e5m2"):
         moe.MegaMoE(4, 32, 64, n, 1, "fp8")
     with pytest.raises(ValueError,
-                       match=r"shmoe.moe.MegaMoE: weights='int4' must be 'auto', 'fp8' or "
+                       match=r"shmoe.MegaMoE: weights='int4' must be 'auto', 'fp8' or "
                              r"'bf16'"):
         moe.MegaMoE(4, 32, 64, n, 1, weights="int4")
     if n > 1:
@@ -110,11 +110,11 @@ def test_mega_refusals():
     with pytest.raises(TypeError, match=r"MegaMoE.__call__: x has dtype float32 but the buffer "
                                         r"carries bfloat16"):
         layer(x.astype(np.float32), idx, w)
-    with pytest.raises(ValueError, match=r"MegaMoE.__call__: x has 5 rows, more than tokens=4"):
+    with pytest.raises(ValueError, match=r"MegaMoE.__call__: x has 5 rows, more than max_tokens_per_pe=4"):
         layer(np.zeros((5, 32), np.uint16), np.zeros((5, 1), np.int64), np.ones((5, 1), np.float32))
-    with pytest.raises(shmoe.Error, match=rf"PE 0: expert_ids\[2\]\[0\]={n} is out of range"):
+    with pytest.raises(shmoe.Error, match=rf"PE 0: topk_idx\[2\]\[0\]={n} is out of range"):
         layer(x, np.where(np.arange(4)[:, None] == 2, n, 0), w)
     y = layer(x, idx, w)  # still works after the refusals
     assert y.shape == (4, 32) and not y.any()  # zero tokens give a zero output
-    assert layer.last_expert_token_counts == ([4 * n] if me == 0 else [0])
+    assert layer.last_num_recv_tokens_per_expert == ([4 * n] if me == 0 else [0])
     layer.close()

@@ -1,4 +1,4 @@
-"""shmoe.moe.Buffer on real PEs: every PE regenerates every PE's tokens and routing, and checks
+"""shmoe.MoeBuffer on real PEs: every PE regenerates every PE's tokens and routing, and checks
 its dispatch outputs exactly against the rows it must receive, and its combine output bit for
 bit against a replay of the operator's fp32 arithmetic and against an fp64 reference with the
 C++ tool's tolerance (printed). int32 cases are exact integers throughout."""
@@ -70,8 +70,8 @@ def run_case(dtype, *, tokens=24, hidden=72, topk=2, L=2, drop=0.1, double_plane
              f"tokens={tokens} hidden={hidden} topk={topk} L={L}")
     # Not in a with block: a failed check must not lead into the collective close (run_pytest.py
     # ends the PE at once instead).
-    buf = moe.Buffer(tokens, hidden, E, topk, dtype, double_plane=double_plane,
-                     doubleplane_threshold=threshold)
+    buf = moe.MoeBuffer(tokens, hidden, E, topk, dtype, double_plane=double_plane,
+                     double_plane_threshold=threshold)
     assert buf.num_local_experts == L and buf.recv_capacity == n * tokens * topk
     for it in range(iterations):
         inputs = [moe_inputs(SEED + it, pe, tokens_of(pe, n, tokens, it), hidden, topk, E,
@@ -137,7 +137,7 @@ def test_fp8_dispatch(fmt):
     me, n = shmoe.my_pe(), shmoe.n_pes()
     tokens, hidden, topk, L = 20, 80, 2, 2  # 80: a last block of 16 elements
     E = n * L
-    buf = moe.Buffer(tokens, hidden, E, topk, "bfloat16", fp8=fmt)
+    buf = moe.MoeBuffer(tokens, hidden, E, topk, "bfloat16", fp8=fmt)
     inputs = [moe_inputs(SEED, pe, tokens, hidden, topk, E, "bfloat16", 0.1) for pe in range(n)]
     x, idx, w = inputs[me]
     (codes, scales), recv_idx, recv_w, counts, handle = buf.dispatch(x, idx, w)
@@ -174,31 +174,31 @@ def test_fp8_dispatch(fmt):
 def test_buffer_refusals():
     n = shmoe.n_pes()
     if n > 1:
-        with pytest.raises(ValueError, match=rf"shmoe.moe.Buffer: num_experts={2 * n + 1} is not "
+        with pytest.raises(ValueError, match=rf"shmoe.MoeBuffer: num_experts={2 * n + 1} is not "
                                              rf"divisible by the {n} PEs"):
-            moe.Buffer(8, 16, 2 * n + 1, 2, "float32")
-    with pytest.raises(TypeError, match=r"shmoe.moe.Buffer: dtype float64 is not one of float32, "
+            moe.MoeBuffer(8, 16, 2 * n + 1, 2, "float32")
+    with pytest.raises(TypeError, match=r"shmoe.MoeBuffer: dtype float64 is not one of float32, "
                                         r"bfloat16, float16, int32"):
-        moe.Buffer(8, 16, n, 1, np.float64)
-    with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: fp8='e4m3' quantizes bfloat16 tokens; "
+        moe.MoeBuffer(8, 16, n, 1, np.float64)
+    with pytest.raises(ValueError, match=r"shmoe.MoeBuffer: fp8='e4m3' quantizes bfloat16 tokens; "
                                          r"dtype is float32"):
-        moe.Buffer(8, 16, n, 1, "float32", fp8="e4m3")
-    with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: fp8='e3m4' is not one of e4m3, e5m2"):
-        moe.Buffer(8, 16, n, 1, "bfloat16", fp8="e3m4")
-    with pytest.raises(ValueError, match=rf"shmoe.moe.Buffer: num_topk={n + 1} is more than "
+        moe.MoeBuffer(8, 16, n, 1, "float32", fp8="e4m3")
+    with pytest.raises(ValueError, match=r"shmoe.MoeBuffer: fp8='e3m4' is not one of e4m3, e5m2"):
+        moe.MoeBuffer(8, 16, n, 1, "bfloat16", fp8="e3m4")
+    with pytest.raises(ValueError, match=rf"shmoe.MoeBuffer: num_topk={n + 1} is more than "
                                          rf"num_experts={n}"):
-        moe.Buffer(8, 16, n, n + 1, "float32")
-    with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: hidden=0 must be at least 1"):
-        moe.Buffer(8, 0, n, 1, "float32")
-    with pytest.raises(ValueError, match=r"shmoe.moe.Buffer: workers=\(1,\) must be \(matrix, "
+        moe.MoeBuffer(8, 16, n, n + 1, "float32")
+    with pytest.raises(ValueError, match=r"shmoe.MoeBuffer: hidden=0 must be at least 1"):
+        moe.MoeBuffer(8, 0, n, 1, "float32")
+    with pytest.raises(ValueError, match=r"shmoe.MoeBuffer: workers=\(1,\) must be \(matrix, "
                                          r"vector\) counts"):
-        moe.Buffer(8, 16, n, 1, "float32", workers=(1,))
+        moe.MoeBuffer(8, 16, n, 1, "float32", workers=(1,))
 
 
 def test_call_refusals():
     me, n = shmoe.my_pe(), shmoe.n_pes()
     E = 2 * n
-    buf = moe.Buffer(8, 16, E, 2, "float32")
+    buf = moe.MoeBuffer(8, 16, E, 2, "float32")
     x, idx, w = moe_inputs(SEED, me, 8, 16, 2, E, "float32", 0.0)
     with pytest.raises(TypeError, match=r"Buffer.dispatch: x has dtype float64 but the buffer "
                                         r"carries float32"):
@@ -215,11 +215,11 @@ def test_call_refusals():
     bad = idx.copy()
     bad[3, 1] = E
     # The operator checks the routing's values itself, on every PE alike.
-    with pytest.raises(shmoe.Error, match=rf"dispatch: PE 0: expert_ids\[3\]\[1\]={E} is out of "
+    with pytest.raises(shmoe.Error, match=rf"dispatch: PE 0: topk_idx\[3\]\[1\]={E} is out of "
                                           rf"range \(0\.\.{E - 1}, or -1 for no expert\)"):
         buf.dispatch(x, bad, w)
     bad[3, 1] = -2
-    with pytest.raises(shmoe.Error, match=r"expert_ids\[3\]\[1\]=-2 is out of range"):
+    with pytest.raises(shmoe.Error, match=r"topk_idx\[3\]\[1\]=-2 is out of range"):
         buf.dispatch(x, bad, w)
     with pytest.raises(TypeError, match=r"Buffer.dispatch: topk_idx has dtype float32; expert "
                                         r"indices are integers"):
@@ -244,10 +244,10 @@ def test_call_refusals():
         buf.combine(recv_x, object(), w)
     # A handle of another buffer: refused where its rows are laid out otherwise (another top-k),
     # taken where the routing is the same (the rows combined at another width and dtype).
-    with moe.Buffer(8, 16, E, 1, "float32") as other_topk:
+    with moe.MoeBuffer(8, 16, E, 1, "float32") as other_topk:
         with pytest.raises(ValueError, match=r"same experts, top-k and capacity"):
             other_topk.combine(recv_x, handle, w[:, :1])
-    with moe.Buffer(8, 4, E, 2, "float32") as narrow:
+    with moe.MoeBuffer(8, 4, E, 2, "float32") as narrow:
         got = narrow.combine(np.ascontiguousarray(recv_x[:, :4]), handle, w)
         assert np.array_equal(got, buf.combine(recv_x, handle, w)[:, :4])
     with pytest.raises(ValueError, match=r"Buffer.combine: topk_weights has shape \[8, 1\]"):
@@ -264,14 +264,14 @@ def test_call_refusals():
 def test_refusal_on_one_pe_reaches_every_pe():
     me, n = shmoe.my_pe(), shmoe.n_pes()
     E = 2 * n
-    buf = moe.Buffer(8, 16, E, 2, "float32")
+    buf = moe.MoeBuffer(8, 16, E, 2, "float32")
     x, idx, w = moe_inputs(SEED, me, 8, 16, 2, E, "float32", 0.0)
     bad_x = x.astype(np.float64) if me == 1 else x
     if me == 1:
         with pytest.raises(TypeError, match=r"x has dtype float64"):
             buf.dispatch(bad_x, idx, w)
     else:
-        with pytest.raises(shmoe.Error, match=r"^Buffer.dispatch: PE 1 refused the call: x has "
+        with pytest.raises(shmoe.Error, match=r"^MoeBuffer.dispatch: PE 1 refused the call: x has "
                                               r"dtype float64 but the buffer carries float32$"):
             buf.dispatch(bad_x, idx, w)
     recv_x, recv_idx, _, _, handle = buf.dispatch(x, idx, w)
@@ -295,7 +295,7 @@ def test_operator_refusal_is_shmoe_error():
     """A refusal of the C++ operator (here: more rows for one PE than max_recv_rows) is
     shmoe.Error on every PE, with the operator's message."""
     me, n = shmoe.my_pe(), shmoe.n_pes()
-    buf = moe.Buffer(8, 16, n, 1, "float32", max_recv_rows=4)
+    buf = moe.MoeBuffer(8, 16, n, 1, "float32", max_recv_rows=4)
     x = np.zeros((8, 16), np.float32)
     idx = np.zeros((8, 1), np.int64)  # every token of every PE to expert 0 (PE 0)
     with pytest.raises(shmoe.Error, match=r"max_recv_rows"):
@@ -307,7 +307,7 @@ def test_operator_refusal_is_shmoe_error():
 
 def test_context_manager_closes():
     n = shmoe.n_pes()
-    with moe.Buffer(4, 8, n, 1, "int32") as buf:
+    with moe.MoeBuffer(4, 8, n, 1, "int32") as buf:
         assert buf.recv_capacity == 4 * n
     with pytest.raises(shmoe.Error, match=r"Buffer.get_dispatch_layout: the buffer is closed"):
         buf.get_dispatch_layout(np.zeros((1, 1), np.int64), n)

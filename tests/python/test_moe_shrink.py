@@ -1,4 +1,4 @@
-"""shmoe.moe.Buffer in shrink mode (shrink_timeout_ms > 0) with every PE live: the same rows and
+"""shmoe.MoeBuffer in shrink mode (shrink_timeout_ms > 0) with every PE live: the same rows and
 sums as the golden references, a pe_mask left all zero; and its refusals, each made alike on
 every PE (shrink-mode calls check their arguments on their own PE only). Failed PEs are
 tested through deep_ep (test_deep_ep_shrink.py)."""
@@ -20,7 +20,7 @@ def test_shrink_mode_with_every_pe_live(dtype):
     me, n = shmoe.my_pe(), shmoe.n_pes()
     tokens, hidden, topk, L = 10, 40, min(3, 2 * n), 2
     E = n * L
-    buf = moe.Buffer(tokens, hidden, E, topk, dtype, shrink_timeout_ms=MS)
+    buf = moe.MoeBuffer(tokens, hidden, E, topk, dtype, shrink_timeout_ms=MS)
     assert buf.shrink and buf.recv_capacity == L * n * tokens  # a slot per (expert, PE, token)
     mask = np.zeros(n, np.int32)
     for it in range(2):
@@ -45,15 +45,15 @@ def test_shrink_mode_with_every_pe_live(dtype):
 def test_shrink_mode_refusals():
     me, n = shmoe.my_pe(), shmoe.n_pes()
     with pytest.raises(ValueError, match=r"shrink_timeout_ms=-1 must be at least 0"):
-        moe.Buffer(4, 8, n, 1, "float32", shrink_timeout_ms=-1)
+        moe.MoeBuffer(4, 8, n, 1, "float32", shrink_timeout_ms=-1)
     with pytest.raises(shmoe.Error, match=r"shrink_timeout_ms=100000000 is out of range \(1\.\."):
-        moe.Buffer(4, 8, n, 1, "float32", shrink_timeout_ms=10 ** 8)
+        moe.MoeBuffer(4, 8, n, 1, "float32", shrink_timeout_ms=10 ** 8)
     with pytest.raises(shmoe.Error, match=r"must be 0 in shrink mode"):
-        moe.Buffer(4, 8, n, 1, "float32", shrink_timeout_ms=MS, max_recv_rows=4 * n)
+        moe.MoeBuffer(4, 8, n, 1, "float32", shrink_timeout_ms=MS, max_recv_rows=4 * n)
     with pytest.raises(ValueError, match=r"fp8='e4m3' with shrink_timeout_ms=5000"):
-        moe.Buffer(4, 8, n, 1, "bfloat16", fp8="e4m3", shrink_timeout_ms=MS)
+        moe.MoeBuffer(4, 8, n, 1, "bfloat16", fp8="e4m3", shrink_timeout_ms=MS)
 
-    buf = moe.Buffer(4, 8, n, 1, "float32", shrink_timeout_ms=MS)
+    buf = moe.MoeBuffer(4, 8, n, 1, "float32", shrink_timeout_ms=MS)
     x, idx = np.ones((4, 8), np.float32), np.full((4, 1), me, np.int32)
     mask = np.zeros(n, np.int32)
     with pytest.raises(ValueError, match=r"shrink mode: pass pe_mask"):
@@ -78,7 +78,7 @@ def test_shrink_mode_refusals():
         buf.combine(np.ones((handle.num_recv_rows, 8), np.float32), handle, np.ones((4, 1)))
     buf.close()
 
-    plain = moe.Buffer(4, 8, n, 1, "float32")
+    plain = moe.MoeBuffer(4, 8, n, 1, "float32")
     with pytest.raises(ValueError, match=r"pe_mask is given, but the buffer is not in shrink"):
         plain.dispatch(x, idx, pe_mask=mask)
     with pytest.raises(ValueError, match=r"not in shrink mode \(shrink_timeout_ms=0\)"):

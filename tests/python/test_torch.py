@@ -130,7 +130,7 @@ def test_moe_buffer_with_tensors(fp8):
     idx = torch.stack([torch.randperm(E, generator=gen)[:topk] for _ in range(tokens)])
     idx[3, 1] = -1
     w = torch.rand(tokens, topk, generator=gen)
-    buf = moe.Buffer(tokens, hidden, E, topk, torch.bfloat16, fp8=fp8)
+    buf = moe.MoeBuffer(tokens, hidden, E, topk, torch.bfloat16, fp8=fp8)
     per_pe, in_pe, per_expert = buf.get_dispatch_layout(idx, E)
     assert all(isinstance(v, torch.Tensor) for v in (per_pe, in_pe, per_expert))
     assert torch.equal(per_expert, torch.bincount(idx[idx >= 0], minlength=E).to(torch.int32))

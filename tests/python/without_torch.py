@@ -23,7 +23,7 @@ def refused(call, exc_type, text):
 
 refused(shmoe.my_pe, shmoe.Error, "shmoe.my_pe: call shmoe.init() first")
 refused(lambda: shmoe.zeros(3), shmoe.Error, "shmoe.zeros: call shmoe.init() first")
-refused(lambda: moe.Buffer(1, 1, 1, 1, "float32"), shmoe.Error, "call shmoe.init() first")
+refused(lambda: moe.MoeBuffer(1, 1, 1, 1, "float32"), shmoe.Error, "call shmoe.init() first")
 try:
     import shmoe.torch  # noqa: F401
 except ImportError:
@@ -39,7 +39,7 @@ shmoe.barrier_all()
 assert a.tolist() == [10 * ((me - 1) % n) + i for i in range(4)], a
 shmoe.free(a)
 
-buf = moe.Buffer(4, 8, 2 * n, 1, "bfloat16")
+buf = moe.MoeBuffer(4, 8, 2 * n, 1, "bfloat16")
 x = shmoe.bfloat16.from_float32(np.arange(32, dtype=np.float32).reshape(4, 8) + me)
 idx = np.array([[(me * 2 + t) % (2 * n)] for t in range(4)])
 recv_x, recv_idx, _, counts, handle = buf.dispatch(x, idx, np.ones((4, 1), np.float32))

@@ -222,7 +222,7 @@ void check_combine(const Soak& s, const moe::MoeConfig& c, const Inputs& mine, c
   }
 }
 
-Outputs make_outputs(const moe::MoeContext& ctx, const moe::MoeConfig& c, int n) {
+Outputs make_outputs(const moe::MoeBuffer& ctx, const moe::MoeConfig& c, int n) {
   const std::size_t cap = ctx.recv_capacity(), rb = row_bytes(c);
   Outputs o;
   o.expand_x.resize(cap * rb);
@@ -235,7 +235,7 @@ Outputs make_outputs(const moe::MoeContext& ctx, const moe::MoeConfig& c, int n)
   return o;
 }
 
-void one_call(Soak& s, moe::MoeContext& ctx, const Shape& sh, int call, Outputs& o) {
+void one_call(Soak& s, moe::MoeBuffer& ctx, const Shape& sh, int call, Outputs& o) {
   const moe::MoeConfig& c = sh.cfg;
   std::vector<Inputs> all;
   for (int pe = 0; pe < s.n; ++pe) all.push_back(make_inputs(s, c, call, pe));
@@ -260,10 +260,10 @@ void one_call(Soak& s, moe::MoeContext& ctx, const Shape& sh, int call, Outputs&
 void step_moe(Soak& s) {
   const Shape sh = draw_shape(s);
   try {
-    moe::MoeContext ctx(sh.cfg);
+    moe::MoeBuffer ctx(sh.cfg);
     Outputs o = make_outputs(ctx, sh.cfg, s.n);
     for (int call = 0; call < sh.calls; ++call) one_call(s, ctx, sh, call, o);
-  } catch (const moe::MoeError& e) {
+  } catch (const moe::Refused& e) {
     s.fail("moe", fmt::format("a valid call was refused: {}", e.what()));
   }
 }

@@ -139,17 +139,19 @@ TEST(CallError, TheFirstErrorInPeOrderAndParameterMismatchesFirst) {
   // PE 1's error comes before PE 2's, whichever PE asks.
   for (int me = 0; me < 3; ++me) {
     EXPECT_EQ(first_call_error("dispatch", headers(), me, 6, 8),
-              "dispatch: PE 1: expert_ids[3][1]=42 is out of range (0..5, or -1 for no expert)");
+              "dispatch: PE 1: topk_idx[3][1]=42 is out of range (0..5, or -1 for no expert)");
   }
   h[1].error = InputError::kNone;
   EXPECT_EQ(first_call_error("mega", headers(), 0, 6, 8, "tokens", "the configured tokens"),
             "mega: PE 2: tokens=9 is out of range (0..8, the configured tokens)");
   // A parameter mismatch is reported before any input error.
   h[0].topk = 3;
-  EXPECT_EQ(first_call_error("dispatch", headers(), 0, 6, 8),
-            "dispatch: PEs disagree on the parameters (topk): PE 1 called with hidden=16 topk=2 "
-            "experts_per_pe=2 dtype=1 ffn=0, PE 0 with hidden=16 topk=3 experts_per_pe=2 dtype=1 "
-            "ffn=0");
+  EXPECT_EQ(
+      first_call_error("dispatch", headers(), 0, 6, 8),
+      "dispatch: PEs disagree on the parameters (num_topk): PE 1 called with hidden=16 num_topk=2 "
+      "num_experts_per_pe=2 dtype=1 intermediate_hidden=0, PE 0 with hidden=16 num_topk=3 "
+      "num_experts_per_pe=2 dtype=1 "
+      "intermediate_hidden=0");
 }
 
 TEST(CopyEngineSplit, OnlySegmentsAboveTheThresholdAndTheAverage) {

@@ -71,7 +71,7 @@ MemoryNeed moe_case_need(const MoeRunOptions& o, const MoeCase& c,
   const std::uint64_t cap = o.max_recv_rows ? o.max_recv_rows : product({P, bs, u64(c.topk)});
   const std::uint64_t routes = product({bs, u64(c.topk), 8});  // expert ids and scales
   MemoryNeed n;
-  n.windows = moe::MoeContext::window_bytes(moe_config(o, c), o.pes);
+  n.windows = moe::MoeBuffer::window_bytes(moe_config(o, c), o.pes);
   n.heap = heap.value_or(symmetric_bytes_for(o, c));
   n.heap_from_user = heap.has_value();
   // Every PE's inputs (each PE regenerates all of them for its golden data) and a copy of its

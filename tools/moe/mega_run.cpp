@@ -256,7 +256,7 @@ int run_mega_pe(const MegaOptions& o) {
   if (shmem_my_pe() == 0) fmt::print("shmoe-moe mega: {} PEs, seed={}\n", shmem_n_pes(), seed);
   try {
     return run(o, seed);
-  } catch (const moe::MoeError& e) {
+  } catch (const moe::Refused& e) {
     fmt::print(stderr, "PE {}: refused: {}\n", shmem_my_pe(), e.what());
     return 2;
   }

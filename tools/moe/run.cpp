@@ -312,7 +312,7 @@ void resume_when_stopped(pid_t pid) {
 
 int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   const int P = shmem_n_pes(), me = shmem_my_pe();
-  moe::MoeContext ctx(moe_config(o, c));
+  moe::MoeBuffer ctx(moe_config(o, c));
   const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
   const std::size_t cap = ctx.recv_capacity();
   // The outputs are required even when no row can arrive (--bs 0 gives a capacity of 0): a
@@ -536,7 +536,7 @@ std::uint64_t agree_on_seed(std::uint64_t requested) {
 
 std::size_t symmetric_bytes_for(const MoeRunOptions& o, const MoeCase& c) {
   // Room beyond the operator's windows for the seed and the perf report's scratch.
-  return moe::MoeContext::window_bytes(moe_config(o, c), o.pes) + (64u << 20);
+  return moe::MoeBuffer::window_bytes(moe_config(o, c), o.pes) + (64u << 20);
 }
 
 std::size_t symmetric_bytes_needed(const MoeRunOptions& o) {
@@ -553,7 +553,7 @@ int run_moe_pe(const MoeRunOptions& o) {
   for (const auto& c : o.cases) {
     try {
       status |= run_case(o, c, seed);
-    } catch (const moe::MoeError& e) {
+    } catch (const moe::Refused& e) {
       fmt::print(stderr, "PE {}: refused: {}\n", shmem_my_pe(), e.what());
       status = 2;
     }

@@ -146,7 +146,9 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
                  "stay in the receive window's fixed slots, one per (expert, source PE, token))")
       ->check(CLI::Range(0, 3'600'000));
   app.add_option("--fail-pe", text.fail_pe,
-                 "P:HOW:IT: PE P fails at iteration IT (0-based), HOW = quit (stops calling), "
+                 "P:HOW:IT: PE P fails at iteration IT (0-based; its calls are the "
+                 "operators' call IT+1, as shrink mode's warnings and the PE lines count), HOW = "
+                 "quit (stops calling), "
                  "stop (SIGSTOP in the middle of the iteration, SIGCONT once the others are "
                  "done) or kill (SIGKILL in the middle of the iteration; the job runs with "
                  "SHMOE_PE_LOSS=continue, and its teardown fails naming P); the others verify "

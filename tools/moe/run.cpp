@@ -368,6 +368,15 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   PeInputs mine;
   std::string failed;   // this PE failed on purpose (--fail-pe): how
   std::string masking;  // when and how fast this PE masked others
+  // The operators' call number of iteration `it`, counted as shrink mode's mask warnings count
+  // ("... of call N"): each iteration calls dispatch (and combine) once on this case's own
+  // context, the library counts calls from 1, and a rejoin goes on from the furthest PE's count
+  // (that of the PEs that made every iteration), so iteration `it` is call it + 1 on every PE.
+  // "masked=[P] from call N" names the first call whose outputs leave P out: the call whose step
+  // the warning says P missed, or the next one when that step was a combine's last (combine
+  // reads: P's rows were all read, so the call completed with them), as tests/moe/shrink_cli.sh
+  // checks.
+  auto call_of = [](int it) { return it + 1; };
   auto inputs_of_iteration = [&](int it) {
     const std::uint64_t s = seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(it);
     std::vector<PeInputs> all;
@@ -397,14 +406,15 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
     }
     if (masked_pes(mask).size() > masked_before) {
       masking += fmt::format(
-          " masked=[{}] at iteration {} within {:.0f} ms", fmt::join(masked_pes(mask), ","), it,
+          " masked=[{}] from call {} (iteration {}) within {:.0f} ms",
+          fmt::join(masked_pes(mask), ","), call_of(it), it,
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   };
   for (int it = 0; it < o.iterations && verdict.ok; ++it) {
     if (me == o.fail_pe && it == o.fail_iteration) {
       if (o.fail_action == FailAction::kQuit) {
-        failed = fmt::format("quit (stopped calling) at iteration {}", it);
+        failed = fmt::format("quit (stopped calling) at call {} (iteration {})", call_of(it), it);
         break;
       }
       // Stopped (or killed) somewhere in the first 500 us of the iteration's calls; once
@@ -422,7 +432,8 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
                   in_slots ? fixed_slots(b, P, c.bs) : std::vector<std::size_t>{});
       combine(mine);
       stopper.join();
-      failed = fmt::format("stopped by SIGSTOP during iteration {} and resumed", it);
+      failed = fmt::format("stopped by SIGSTOP during call {} (iteration {}) and resumed",
+                           call_of(it), it);
       break;
     }
     verified_iteration(it);
@@ -446,7 +457,8 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
           fmt::format("PEs {} still masked after the rejoin", fmt::join(masked_pes(mask), ",")));
     }
     verified_iteration(o.iterations);
-    masking += fmt::format(" rejoined: every PE live, iteration {} checked", o.iterations);
+    masking += fmt::format(" rejoined: every PE live, call {} (iteration {}) checked",
+                           call_of(o.iterations), o.iterations);
     shmem_free(back);
   }
   if (!failed.empty()) {

@@ -145,12 +145,6 @@ struct PerfSample {
   std::vector<double> source_wait_us;  // per source PE, per call (dispatch and combine summed)
 };
 
-// Where a CSV named `name` of case c goes in --output-dir.
-std::string csv_path(const MoeRunOptions& o, const MoeCase& c, const std::string& name) {
-  return fmt::format("{}/{}_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, shmem_n_pes(),
-                     c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
-}
-
 // --output-dir was checked before the PEs started (and may have gone since: opening the file
 // says so); what can still fail, such as a full disk, must not pass unsaid.
 [[noreturn]] void cannot_write(const MoeRunOptions& o, const std::string& path) {
@@ -164,7 +158,7 @@ void report_waits(const MoeRunOptions& o, const MoeCase& c, const std::string& n
   const int P = shmem_n_pes();
   const SlowPeVerdict verdict = judge_slow_pe(wait_us, P);
   fmt::print("{}", wait_matrix_text(wait_us, P, verdict));
-  const std::string path = csv_path(o, c, name + "_waits");
+  const std::string path = perf_csv_path(o, c, name + "_waits", P);
   std::ofstream f = open_run_csv(path, "run_id,time,waiting_pe,source_pe,wait_us_per_call,slow_pe");
   const RunStamp& run = run_stamp();
   for (int r = 0; r < P; ++r) {
@@ -180,7 +174,7 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
                const std::vector<double>& all_worker_us, const std::vector<double>& all_comm_us,
                double global_bytes) {
   const int P = shmem_n_pes();
-  const std::string path = csv_path(o, c, name);
+  const std::string path = perf_csv_path(o, c, name, P);
   std::error_code ignored;
   std::filesystem::create_directories(o.output_dir, ignored);
   std::string header =
@@ -524,9 +518,7 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
         sample.bytes += bytes / o.loops;
       }
     }
-    report_perf(o, c,
-                op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : ""),
-                sample);
+    report_perf(o, c, perf_name(o), sample);
   }
   return verdict.ok ? 0 : 1;
 }

@@ -83,9 +83,9 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
 void LiveSet::mask(int pe, const std::string& step, std::uint64_t g, const std::string& why) const {
   mask_[pe] = 1;
   if (!why.empty()) {
-    log::warn("shrink mode: PE {} masked at {} #{}: {}", pe, step, g, why);
+    log::warn("shrink mode: PE {} masked at {} of call {}: {}", pe, step, g, why);
   } else {
-    log::warn("shrink mode: PE {} masked: it did not reach {} #{} within {} ms", pe, step, g,
+    log::warn("shrink mode: PE {} masked: it did not reach {} of call {} within {} ms", pe, step, g,
               bound_.count());
   }
 }

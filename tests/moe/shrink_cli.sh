@@ -22,7 +22,7 @@ if [[ $status -ne $expected_status ]]; then
   echo "FAIL: the run ended with status $status, expected $expected_status"
   exit 1
 fi
-echo "$log" | grep -E "^(PE [0-9]+:|shmoe-moe: )" || true
+echo "$log" | grep -E "^(PE [0-9]+:|shmoe-moe: |shmoe: PE [0-9]+: warning: shrink mode)" || true
 passed=$(grep -c "^PE [0-9]*: pipeline verify=pass" <<<"$log" || true)
 if [[ $passed -ne $((pes - 1)) ]]; then
   echo "FAIL: $passed PEs passed their checks, expected $((pes - 1))"
@@ -39,19 +39,44 @@ if [[ $how == kill ]]; then
 else
   grep -q "^PE $fail: failed on purpose: " <<<"$log" || { echo "FAIL: PE $fail did not fail"; exit 1; }
 fi
-# Each survivor's line: masked=[FAIL] at iteration 1 (2 when the stop or kill lands after the
-# iteration's last wait) within MS ms.
+# Each survivor's line: masked=[FAIL] from call 2 (iteration 1; call 3, iteration 2 when the stop
+# or kill lands after the iteration's last wait) within MS ms.
+calls=()
 while read -r line; do
-  ms=$(sed -n "s/.* masked=\[$fail\] at iteration [12] within \([0-9]*\) ms.*/\1/p" <<<"$line")
+  ms=$(sed -n "s/.* masked=\[$fail\] from call [23] (iteration [12]) within \([0-9]*\) ms.*/\1/p" <<<"$line")
   if [[ -z $ms ]]; then
     echo "FAIL: a survivor did not mask PE $fail: $line"
     exit 1
   fi
+  read -r call it < <(sed -n "s/.* masked=\[$fail\] from call \([0-9]*\) (iteration \([0-9]*\)).*/\1 \2/p" <<<"$line")
+  if ((call != it + 1)); then
+    echo "FAIL: call $call for iteration $it: $line"
+    exit 1
+  fi
+  calls+=("$call")
   if ((ms > bound + 1000)); then
     echo "FAIL: masking took $ms ms, more than the bound $bound ms plus one second"
     exit 1
   fi
 done < <(grep "^PE [0-9]*: pipeline verify=pass" <<<"$log")
+# The library's warnings, one per survivor ("shmoe: PE R: warning: shrink mode: PE FAIL masked: it
+# did not reach STEP of call N within BOUND ms", or "masked at STEP of call N: it was lost ..."
+# for a killed PE; the launcher merges the same line of several PEs into one, "(the same on K
+# more PEs)"), number the same calls: call N is the first call without FAIL, or N + 1 when STEP
+# is a combine's last, "combine reads" (the call completed with FAIL's rows).
+from_warnings=$(sed -n "s/^shmoe: PE [0-9]*: warning: shrink mode: PE $fail masked\(: it did not reach\| at\) \(.*\) of call \([0-9]*\)\( within \|: \).*/\2|\3|&/p" <<<"$log" |
+  while IFS='|' read -r step n line; do
+    more=$(sed -n 's/.*(the same on \([0-9]*\) more PEs\?)$/\1/p' <<<"$line")
+    [[ $step == "combine reads" ]] && n=$((n + 1))
+    for ((k = 0; k <= ${more:-0}; ++k)); do echo "$n"; done
+  done | sort | tr '\n' ' ')
+from_lines=$(printf '%s\n' "${calls[@]}" | sort | tr '\n' ' ')
+if [[ $from_warnings != "$from_lines" ]]; then
+  echo "FAIL: the survivors' lines leave PE $fail out from calls [$from_lines], their mask warnings say [$from_warnings]:"
+  grep "warning: shrink mode: PE $fail masked" <<<"$log"
+  exit 1
+fi
+echo "ok: the mask warnings and the survivors' lines name the same calls [$from_lines]"
 if [[ $how == stop ]]; then
   rejoined=$(grep -c "rejoined: every PE live" <<<"$log" || true)
   if [[ $rejoined -ne $((pes - 1)) ]] || ! grep -q "^PE $fail: .*rejoined: verify=pass" <<<"$log"; then

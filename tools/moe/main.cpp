@@ -15,6 +15,7 @@
 #include "common/settings.hpp"
 #include "launcher.hpp"
 #include "mega_run.hpp"
+#include "plot.hpp"
 #include "run.hpp"
 
 namespace {
@@ -127,7 +128,8 @@ int run(int argc, char** argv) {
                          std::to_string(mega ? shmoe::tools::mega_symmetric_bytes(mega_options)
                                              : shmoe::tools::symmetric_bytes_needed(options)));
   }
-  return shmoe::tools::run_job(launch);
+  const int status = shmoe::tools::run_job(launch);
+  return !mega && options.plot ? shmoe::tools::plot_perf_csvs(options, status) : status;
 }
 
 }  // namespace

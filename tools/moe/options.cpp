@@ -1,7 +1,10 @@
 #include "options.hpp"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -38,6 +41,25 @@ std::string case_error(const MoeRunOptions& o, const MoeCase& c) {
 }
 
 }  // namespace
+
+std::string program_dir() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  return std::filesystem::path(std::string(self, static_cast<std::size_t>(n)))
+      .parent_path()
+      .string();
+}
+
+std::string default_plot_python() {
+#ifdef SHMOE_PLOT_PYTHON
+  if (::access(SHMOE_PLOT_PYTHON, X_OK) == 0) return SHMOE_PLOT_PYTHON;
+#endif
+  const std::string dir = program_dir();
+  const std::string beside = dir + "/python3";
+  if (!dir.empty() && ::access(beside.c_str(), X_OK) == 0) return beside;
+  return "python3";
+}
 
 moe::MoeConfig moe_config(const MoeRunOptions& o, const MoeCase& c) {
   moe::MoeConfig cfg;
@@ -126,6 +148,15 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
   app.add_option("--warmup", o.warmup)->check(CLI::Range(0, 1000000));
   app.add_option("--loops", o.loops)->check(CLI::Range(1, 1000000));
   app.add_option("--output-dir", o.output_dir, "where --perf writes its CSVs");
+  app.add_flag("--plot", o.plot,
+               "with --perf (default: off): once the run ends, draw each shape's CSV into a PNG of "
+               "the same name "
+               "next to it: the last run's time per call on each PE (the whole op on its slowest "
+               "worker, and the communication alone), the bandwidth of every run the CSV holds, "
+               "and the last run's wait matrix; needs matplotlib in --plot-python (exit status 3 "
+               "when no PNG could be drawn; the CSVs stay)");
+  app.add_option("--plot-python", o.plot_python,
+                 "the Python --plot runs (default: the one shmoe was built for, else python3)");
   app.add_option("--matrix-workers", o.matrix_workers);
   app.add_option("--vector-workers", o.vector_workers);
   app.add_option("--max-recv-rows", o.max_recv_rows, "window rows per PE (0: never overflows)")
@@ -146,7 +177,9 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
                  "stay in the receive window's fixed slots, one per (expert, source PE, token))")
       ->check(CLI::Range(0, 3'600'000));
   app.add_option("--fail-pe", text.fail_pe,
-                 "P:HOW:IT: PE P fails at iteration IT (0-based), HOW = quit (stops calling), "
+                 "P:HOW:IT: PE P fails at iteration IT (0-based; its calls are the "
+                 "operators' call IT+1, as shrink mode's warnings and the PE lines count), HOW = "
+                 "quit (stops calling), "
                  "stop (SIGSTOP in the middle of the iteration, SIGCONT once the others are "
                  "done) or kill (SIGKILL in the middle of the iteration; the job runs with "
                  "SHMOE_PE_LOSS=continue, and its teardown fails naming P); the others verify "
@@ -231,6 +264,10 @@ int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
       std::fprintf(stderr, "shmoe-moe: %s\n", e.c_str());
       return 2;
     }
+  }
+  if (o.plot && !o.perf) {
+    std::fprintf(stderr, "shmoe-moe: --plot draws the CSVs --perf writes: give --perf too\n");
+    return 2;
   }
   if (o.empty_pes > o.pes) {
     std::fprintf(stderr, "shmoe-moe: --empty-pes=%d is out of range (0..%d)\n", o.empty_pes, o.pes);

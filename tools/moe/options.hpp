@@ -34,6 +34,14 @@ struct MoeCase {
 // tokens x 4096 experts per token, more than any call can send.
 inline constexpr std::size_t kMaxReceivedRows = std::size_t{1} << 38;
 
+// The directory of this program (/proc/self/exe), or empty when it cannot be read.
+std::string program_dir();
+// The Python --plot runs by default: the one shmoe was built for (SHMOE_PLOT_PYTHON, from
+// CMake's Python3_EXECUTABLE) if it is still there (a wheel's build environment is gone once
+// installed), else the python3 beside this program (a virtual environment's bin/), else python3
+// on PATH.
+std::string default_plot_python();
+
 struct MoeRunOptions {
   MoeOp op = MoeOp::kPipeline;
   bool double_plane = false;  // for kPipeline
@@ -48,6 +56,10 @@ struct MoeRunOptions {
   bool perf = false;
   int warmup = 5, loops = 50;
   std::string output_dir = "output/perf";
+  // --plot: once the job has ended, the launching process has plot_python draw each case's perf
+  // CSV into a PNG next to it (plot.hpp).
+  bool plot = false;
+  std::string plot_python = default_plot_python();
   int matrix_workers = 0, vector_workers = 0;
   std::size_t max_recv_rows = 0;
   std::size_t threshold = 2u << 20;

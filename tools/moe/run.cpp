@@ -145,12 +145,6 @@ struct PerfSample {
   std::vector<double> source_wait_us;  // per source PE, per call (dispatch and combine summed)
 };
 
-// Where a CSV named `name` of case c goes in --output-dir.
-std::string csv_path(const MoeRunOptions& o, const MoeCase& c, const std::string& name) {
-  return fmt::format("{}/{}_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, shmem_n_pes(),
-                     c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
-}
-
 // --output-dir was checked before the PEs started (and may have gone since: opening the file
 // says so); what can still fail, such as a full disk, must not pass unsaid.
 [[noreturn]] void cannot_write(const MoeRunOptions& o, const std::string& path) {
@@ -164,7 +158,7 @@ void report_waits(const MoeRunOptions& o, const MoeCase& c, const std::string& n
   const int P = shmem_n_pes();
   const SlowPeVerdict verdict = judge_slow_pe(wait_us, P);
   fmt::print("{}", wait_matrix_text(wait_us, P, verdict));
-  const std::string path = csv_path(o, c, name + "_waits");
+  const std::string path = perf_csv_path(o, c, name + "_waits", P);
   std::ofstream f = open_run_csv(path, "run_id,time,waiting_pe,source_pe,wait_us_per_call,slow_pe");
   const RunStamp& run = run_stamp();
   for (int r = 0; r < P; ++r) {
@@ -180,7 +174,7 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
                const std::vector<double>& all_worker_us, const std::vector<double>& all_comm_us,
                double global_bytes) {
   const int P = shmem_n_pes();
-  const std::string path = csv_path(o, c, name);
+  const std::string path = perf_csv_path(o, c, name, P);
   std::error_code ignored;
   std::filesystem::create_directories(o.output_dir, ignored);
   std::string header =
@@ -368,6 +362,15 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
   PeInputs mine;
   std::string failed;   // this PE failed on purpose (--fail-pe): how
   std::string masking;  // when and how fast this PE masked others
+  // The operators' call number of iteration `it`, counted as shrink mode's mask warnings count
+  // ("... of call N"): each iteration calls dispatch (and combine) once on this case's own
+  // context, the library counts calls from 1, and a rejoin goes on from the furthest PE's count
+  // (that of the PEs that made every iteration), so iteration `it` is call it + 1 on every PE.
+  // "masked=[P] from call N" names the first call whose outputs leave P out: the call whose step
+  // the warning says P missed, or the next one when that step was a combine's last (combine
+  // reads: P's rows were all read, so the call completed with them), as tests/moe/shrink_cli.sh
+  // checks.
+  auto call_of = [](int it) { return it + 1; };
   auto inputs_of_iteration = [&](int it) {
     const std::uint64_t s = seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(it);
     std::vector<PeInputs> all;
@@ -397,14 +400,15 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
     }
     if (masked_pes(mask).size() > masked_before) {
       masking += fmt::format(
-          " masked=[{}] at iteration {} within {:.0f} ms", fmt::join(masked_pes(mask), ","), it,
+          " masked=[{}] from call {} (iteration {}) within {:.0f} ms",
+          fmt::join(masked_pes(mask), ","), call_of(it), it,
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   };
   for (int it = 0; it < o.iterations && verdict.ok; ++it) {
     if (me == o.fail_pe && it == o.fail_iteration) {
       if (o.fail_action == FailAction::kQuit) {
-        failed = fmt::format("quit (stopped calling) at iteration {}", it);
+        failed = fmt::format("quit (stopped calling) at call {} (iteration {})", call_of(it), it);
         break;
       }
       // Stopped (or killed) somewhere in the first 500 us of the iteration's calls; once
@@ -422,7 +426,8 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
                   in_slots ? fixed_slots(b, P, c.bs) : std::vector<std::size_t>{});
       combine(mine);
       stopper.join();
-      failed = fmt::format("stopped by SIGSTOP during iteration {} and resumed", it);
+      failed = fmt::format("stopped by SIGSTOP during call {} (iteration {}) and resumed",
+                           call_of(it), it);
       break;
     }
     verified_iteration(it);
@@ -446,7 +451,8 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
           fmt::format("PEs {} still masked after the rejoin", fmt::join(masked_pes(mask), ",")));
     }
     verified_iteration(o.iterations);
-    masking += fmt::format(" rejoined: every PE live, iteration {} checked", o.iterations);
+    masking += fmt::format(" rejoined: every PE live, call {} (iteration {}) checked",
+                           call_of(o.iterations), o.iterations);
     shmem_free(back);
   }
   if (!failed.empty()) {
@@ -512,9 +518,7 @@ int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
         sample.bytes += bytes / o.loops;
       }
     }
-    report_perf(o, c,
-                op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : ""),
-                sample);
+    report_perf(o, c, perf_name(o), sample);
   }
   return verdict.ok ? 0 : 1;
 }

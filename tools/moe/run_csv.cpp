@@ -37,6 +37,17 @@ std::string header_of(const std::string& path) {
 
 }  // namespace
 
+std::string perf_name(const MoeRunOptions& o) {
+  return op_name(o.op) +
+         (o.op == MoeOp::kPipeline && op_uses_double_plane(o) ? "-doubleplane" : "");
+}
+
+std::string perf_csv_path(const MoeRunOptions& o, const MoeCase& c, const std::string& name,
+                          int pes) {
+  return fmt::format("{}/{}_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, pes, c.bs,
+                     c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
+}
+
 std::ofstream open_run_csv(const std::string& path, const std::string& header) {
   const std::string existing = header_of(path);
   if (!existing.empty() && existing != header) {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string>
 
+#include "options.hpp"
+
 namespace shmoe::tools {
 
 // This run's id (PID of the writer and its start, in seconds since the epoch: "12345-1767139200")
@@ -14,6 +16,13 @@ struct RunStamp {
   std::string time;
 };
 const RunStamp& run_stamp();
+
+// The name of a case's perf CSV: the op as run ("pipeline-doubleplane" for --doubleplane).
+std::string perf_name(const MoeRunOptions& options);
+// Where --perf writes the CSV named `name` of case c, run on `pes` PEs, in --output-dir (the wait
+// matrix's is perf_name + "_waits"): the PEs write it, --plot reads it (plot.hpp).
+std::string perf_csv_path(const MoeRunOptions& options, const MoeCase& c, const std::string& name,
+                          int pes);
 
 // `path` opened for appending, its header (which starts with "run_id,time,") written if the file
 // is new or empty. Throws std::runtime_error naming the file when it holds another header (other

@@ -1,5 +1,5 @@
 """Shared by the client tests: spawned gloo jobs (torch.multiprocessing.spawn, no shmoerun), as
-a framework's own launcher starts its ranks. SHMOE_CLIENT_RANKS sets the job size (2 in CI, 4 by
+a framework's own launcher starts its ranks. SHMOE_TEST_CLIENT_RANKS sets the job size (2 in CI, 4 by
 hand)."""
 
 import os
@@ -10,7 +10,7 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-RANKS = int(os.environ.get("SHMOE_CLIENT_RANKS", "2"))
+RANKS = int(os.environ.get("SHMOE_TEST_CLIENT_RANKS", "2"))
 
 # bfloat16's unit roundoff (8 significand bits): the tolerances of the comparisons are multiples
 # of it, each derived where it is used.

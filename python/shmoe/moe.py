@@ -8,8 +8,8 @@
 Every call is collective over all PEs, in the same order. Arguments are numpy arrays or CPU
 torch tensors (results come back as the same kind); bfloat16 data is a torch.bfloat16 tensor or
 a numpy uint16 array of bit patterns (shmoe.bfloat16 converts). A call that any PE refuses is
-refused on every PE (the refusing PE raises ValueError/TypeError naming the argument, the others
-shmoe.Error naming that PE), so none is left waiting. The values of the routing (expert numbers
+refused on every PE (every PE raises shmoe.Error: the refusing PE naming the argument, the others
+naming that PE), so none is left waiting. The values of the routing (expert numbers
 in range) are checked by the operators themselves, on every PE alike."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from . import _shmoe
 from ._arrays import (as_numpy, describe, from_numpy, is_tensor, loaded_torch, numpy_dtype,
                       torch_dtype_name)
-from ._runtime import Error, add_resource, agreed, remove_resource, require_init, state
+from ._runtime import Error, add_resource, agreed, remove_resource, require_init, state, world
 
 __all__ = ["MoeBuffer", "DispatchHandle", "MegaMoE", "quantize_mx", "dequantize_mx", "FP8_FORMATS"]
 
@@ -68,7 +68,7 @@ def _dtype_name(call, dtype, allowed=DTYPES):
     if isinstance(dtype, str):
         name = dtype
     elif loaded_torch() is not None and isinstance(dtype, loaded_torch().dtype):
-        name = torch_dtype_name(dtype) or str(dtype)
+        name = torch_dtype_of(dtype) or str(dtype)
     else:
         try:
             name = np.dtype(dtype).name
@@ -126,25 +126,6 @@ def _payload(call, obj, param, dtype, shape):
     return np.ascontiguousarray(a), tensor
 
 
-def _pe_mask(call, obj, shrink):
-    """Shrink mode's pe_mask (int32 [n_pes], written by the call) as the numpy view the
-    operator takes (a tensor's own memory, so the caller sees the PEs the call masked); None
-    without shrink mode."""
-    if not shrink:
-        if obj is not None:
-            raise ValueError(f"{call}: pe_mask is given, but the buffer is not in shrink mode "
-                             "(shrink_timeout_ms=0)")
-        return None
-    if obj is None:
-        raise ValueError(f"{call}: the buffer is in shrink mode: pass pe_mask, an int32 array of "
-                         f"the {state.n_pes} PEs (nonzero: masked)")
-    a = describe(obj, call, "pe_mask", writable=True)
-    if a.dtype != "int32" or a.shape != (state.n_pes,):
-        raise ValueError(f"{call}: pe_mask is {a.dtype}{list(a.shape)}; it must be "
-                         f"int32[{state.n_pes}] (one entry per PE)")
-    return a.buffer
-
-
 def _indices(call, obj, param, shape, num_experts, *, check_range):
     """Expert indices as int32; `check_range` for a local call (a collective's operator checks
     the range itself, on every PE)."""
@@ -171,27 +152,92 @@ def _weights(call, obj, param, shape):
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
+# ---- Conversions (the C++ runtime checks what they produce) ----------------------------------
+
+
+def _converted(call, shrink, convert):
+    """convert(), the arguments of a collective call as the runtime takes them. A conversion that
+    fails (an argument that is no array at all) joins the call's agreement as this PE's refusal,
+    so the other PEs, agreeing inside the runtime, are refused too rather than left waiting (in
+    shrink mode nothing is agreed: the PE raises alone and the others mask it)."""
+    try:
+        return convert()
+    except Exception as e:
+        if not shrink:
+            try:
+                _shmoe.agree(world(), call, str(e))
+            except Error:
+                pass
+        raise
+
+
+def _dtype_of(dtype):
+    """A dtype's name: a name as given, a torch dtype's, or a numpy dtype's."""
+    if isinstance(dtype, str):
+        return dtype
+    if loaded_torch() is not None and isinstance(dtype, loaded_torch().dtype):
+        return torch_dtype_name(dtype) or str(dtype)
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return repr(dtype)
+
+
+def _worker_pair(workers):
+    """(matrix, vector) worker counts; None is (0, 0), the PE's fair share of the cores."""
+    if workers is None:
+        return 0, 0
+    if not isinstance(workers, (tuple, list)) or len(workers) != 2:
+        raise ValueError(f"shmoe.MoeBuffer: workers={workers!r} must be (matrix, vector) counts")
+    return workers[0], workers[1]
+
+
+def _contiguous(call, obj, param):
+    """(a C-contiguous numpy view or copy of the array, its dtype's name, whether a tensor)."""
+    a, name, tensor = _source(call, obj, param)
+    return np.ascontiguousarray(a), name, tensor
+
+
+def _float32_weights(call, obj):
+    """(weights as a float32 numpy array, their dtype's name), or (None, ""); weights of another
+    kind than floating point are passed as they are, for the runtime to refuse by name."""
+    if obj is None:
+        return None, ""
+    a, name, _ = _source(call, obj, "topk_weights")
+    if name == "bfloat16":
+        a = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    elif a.dtype.kind != "f":
+        return np.ascontiguousarray(a), name
+    return np.ascontiguousarray(a, dtype=np.float32), name
+
+
+def _mask_view(call, obj):
+    """Shrink mode's pe_mask as the numpy view the operator writes (a tensor's own memory, so
+    the caller sees the PEs the call masked), or None."""
+    return None if obj is None else describe(obj, call, "pe_mask", writable=True).buffer
+
+
 # ---- Dispatch and combine -------------------------------------------------------------------
 
 
 class DispatchHandle:
-    """What combine needs of a dispatch: where each received row came from, and this PE's
-    routing. `src_info` [rows, 3] holds (source PE, source token, top-k slot) of each row."""
+    """What combine needs of a dispatch (its runtime's record): where each received row came
+    from, and this PE's routing. `src_info` [rows, 3] holds (source PE, source token, top-k
+    slot) of each row."""
 
-    def __init__(self, buffer: "MoeBuffer", rows: int, src_info: np.ndarray,
-                 layout_prefix: np.ndarray, topk_idx: np.ndarray,
-                 topk_weights: Optional[np.ndarray]) -> None:
+    def __init__(self, buffer: "MoeBuffer", record: Any) -> None:
         self.buffer = buffer
-        self.num_recv_rows = rows
-        self.src_info_all = src_info  # [capacity, 3]: what combine passes on
-        self.src_info = src_info[:rows]
-        self.layout_prefix = layout_prefix  # inclusive prefix over (expert, source PE)
-        self.topk_idx = topk_idx  # int32 [tokens, topk]
-        self.topk_weights = topk_weights  # float32 [tokens, topk] or None
+        self.record = record
+        self.num_recv_rows = record.rows
+        self.src_info_all = record.src_info  # [capacity, 3]
+        self.src_info = record.src_info[: record.rows]
+        self.layout_prefix = record.layout_prefix  # inclusive prefix over (expert, source PE)
+        self.topk_idx = record.topk_idx  # int32 [tokens, topk]
+        self.topk_weights = record.topk_weights  # float32 [tokens, topk] or None
 
     @property
     def num_tokens(self) -> int:
-        return int(self.topk_idx.shape[0])
+        return int(self.record.num_tokens)
 
 
 class MoeBuffer:
@@ -216,90 +262,56 @@ class MoeBuffer:
     arguments are wrong raises alone, and the others mask it. Not with fp8; the receive window
     holds a slot per (local expert, source PE, token).
     Collective; close() (or the with block, or shmoe.finalize) frees it, collectively, or
-    abandon() gives it up on this PE alone."""
+    abandon() gives it up on this PE alone.
+
+    The buffer is a shell over its C++ runtime (_shmoe.MoeRuntime): each method converts its
+    arguments (tensors to numpy views, dtypes to names) and makes one call, which checks them,
+    agrees on them with every PE and runs the operator."""
 
     def __init__(self, max_tokens_per_pe, hidden, num_experts, num_topk, dtype="bfloat16", *,
                  double_plane=False, double_plane_threshold=None, fp8=None, max_recv_rows=0,
                  workers=None, token_side_bytes=0, header_ints=0, shrink_timeout_ms=0):
         call = "shmoe.MoeBuffer"
         require_init(call)
-
-        def check():
-            self.max_tokens_per_pe = _positive_int(call, "max_tokens_per_pe", max_tokens_per_pe)
-            self.hidden = _positive_int(call, "hidden", hidden)
-            self.num_experts, self.num_topk = _expert_counts(call, num_experts, num_topk)
-            self.dtype = _dtype_name(call, dtype)
-            self.fp8 = None if fp8 is None else _fp8_format(call, "fp8", fp8)
-            if self.fp8 and self.dtype != "bfloat16":
-                raise ValueError(f"{call}: fp8={fp8!r} quantizes bfloat16 tokens; dtype is "
-                                 f"{self.dtype}")
-            self.double_plane = bool(double_plane)
-            self._threshold = 0 if double_plane_threshold is None else _positive_int(
-                call, "double_plane_threshold", double_plane_threshold)
-            self._max_recv_rows = _positive_int(call, "max_recv_rows", max_recv_rows, 0)
-            self._workers = _worker_counts(call, workers)
-            self._side = (_positive_int(call, "token_side_bytes", token_side_bytes, 0),
-                          _positive_int(call, "header_ints", header_ints, 0))
-            # The upper bound (below SHMOE_HANG_TIMEOUT) is the operator's to check.
-            self._shrink_ms = _positive_int(call, "shrink_timeout_ms", shrink_timeout_ms, 0)
-            if self._shrink_ms and self.fp8:
-                raise ValueError(f"{call}: fp8={fp8!r} with shrink_timeout_ms="
-                                 f"{shrink_timeout_ms}: shrink mode's combine must follow a "
-                                 "dispatch on its own operator, and FP8 rows go through another")
-
-        agreed(call, check)
-        self.shrink = self._shrink_ms > 0
+        matrix, vector = _converted(call, False, lambda: _worker_pair(workers))
+        self.runtime = _shmoe.MoeRuntime(
+            max_tokens_per_pe, hidden, num_experts, num_topk, _dtype_of(dtype),
+            bool(double_plane), 0 if double_plane_threshold is None else double_plane_threshold,
+            fp8 or "", max_recv_rows, matrix, vector, token_side_bytes, header_ints,
+            shrink_timeout_ms)
+        self.max_tokens_per_pe, self.hidden = int(max_tokens_per_pe), int(hidden)
+        self.num_experts, self.num_topk = int(num_experts), int(num_topk)
+        self.dtype, self.fp8 = _dtype_of(dtype), fp8
+        self.double_plane = bool(double_plane)
+        self.shrink = shrink_timeout_ms > 0
         self.num_local_experts = self.num_experts // state.n_pes
-        self._closed = False
-        self._contexts = []
-        try:
-            # The C++ operators (the extension's binding of shmoe_dispatch/shmoe_combine) this
-            # buffer calls, for callers that keep their own arrays (deep_ep, the benchmarks);
-            # the buffer still owns and closes them.
-            self.operator: _shmoe.MoeBuffer = self._context(self.hidden, self.dtype,
-                                                            *self._side)
-            if self.fp8:
-                self._fp8_row = _shmoe.mx_row_bytes(self.hidden)
-                self._fp8_ctx = self._context(self._fp8_row // 4, "int32")
-                self._quantized = np.empty((self.max_tokens_per_pe, self._fp8_row), np.uint8)
-        except Error:
-            for ctx in reversed(self._contexts):
-                ctx.close()
-            raise
+        # The C++ operator (the extension's binding of shmoe_moe_dispatch/shmoe_moe_combine), for
+        # callers that keep their own arrays (deep_ep, the benchmarks); the runtime owns it.
+        self.operator: _shmoe.MoeBuffer = self.runtime.operator
         self.recv_capacity = self.operator.recv_capacity()
-        self._row_bytes = (self._fp8_row if self.fp8
-                           else self.hidden * numpy_dtype(self.dtype).itemsize)
-        recv_ctx = self._fp8_ctx if self.fp8 else self.operator
-        self._window = np.frombuffer(recv_ctx.receive_window(), np.uint8)
+        recv_op = self.runtime.fp8_operator if fp8 else self.operator
+        self._row_bytes = _shmoe.mx_row_bytes(self.hidden) if fp8 else \
+            self.hidden * numpy_dtype(self.dtype).itemsize
+        self._window = np.frombuffer(recv_op.receive_window(), np.uint8)
         add_resource(self)
 
-    def _context(self, hidden, dtype, token_side_bytes=0, header_ints=0):
-        ctx = _shmoe.MoeBuffer(self.num_local_experts, self.max_tokens_per_pe, hidden,
-                                self.num_topk, dtype, self._max_recv_rows, self._workers[0],
-                                self._workers[1], self._threshold, token_side_bytes,
-                                header_ints, self._shrink_ms)
-        self._contexts.append(ctx)
-        return ctx
+    @property
+    def _closed(self):
+        return self.runtime.closed
 
     def close(self):
         """Frees the buffer's symmetric memory and workers (collective)."""
-        if self._closed:
-            return
-        self._closed = True
-        remove_resource(self)
-        for ctx in reversed(self._contexts):
-            ctx.close()
+        if not self._closed:
+            remove_resource(self)
+            self.runtime.close()
 
     def abandon(self):
         """Gives the buffer up on this PE alone, without the collective close (shrink mode, where
         some PE may never close): its symmetric memory stays allocated until the process ends,
         and shmoe.finalize no longer closes it."""
-        if self._closed:
-            return
-        self._closed = True
-        remove_resource(self)
-        for ctx in reversed(self._contexts):
-            ctx.abandon()
+        if not self._closed:
+            remove_resource(self)
+            self.runtime.abandon()
 
     def __enter__(self):
         return self
@@ -345,57 +357,35 @@ class MoeBuffer:
         of row r; recv_topk_weights[r] its weight (None without topk_weights).
         zero_copy: recv_x is a view of the buffer's receive window, where the rows landed, rather
         than a copy (as DeepEP's low-latency mode): valid until the next dispatch or close on this
-        buffer. The experts may write their outputs into it in place and pass it to combine as y;
-        when every PE does so, each PE's reduction reads its tokens' rows where they lie.
+        buffer (the contract: shmoe_moe_receive_window in shmoe/moe.h). The experts may write
+        their outputs into it in place and pass it to combine as y; when every PE does so, each
+        PE's reduction reads its tokens' rows where they lie.
         pe_mask: shrink mode's (required there): the rows of masked PEs are left out, and PEs
         that miss the bound are masked in it. Not with zero_copy."""
         call = "MoeBuffer.dispatch"
         self._require_open(call)
 
-        def check():
-            mask = _pe_mask(call, pe_mask, self.shrink)
-            if self.shrink and zero_copy:
-                raise ValueError(f"{call}: zero_copy=True in shrink mode: the receive window "
-                                 "holds fixed slots, and rows are copied out of it")
-            xs, tensor = _payload(call, x, "x", self.dtype,
-                                  (("max_tokens_per_pe", self.max_tokens_per_pe), self.hidden))
-            tokens = xs.shape[0]
-            idx = _indices(call, topk_idx, "topk_idx", (tokens, self.num_topk), self.num_experts,
-                           check_range=False)
-            w = None if topk_weights is None else _weights(
-                call, topk_weights, "topk_weights", (tokens, self.num_topk))
-            return xs, tensor, idx, w, mask
+        def convert():
+            xs, x_dtype, tensor = _contiguous(call, x, "x")
+            idx, idx_dtype, _ = _contiguous(call, topk_idx, "topk_idx")
+            w, w_dtype = _float32_weights(call, topk_weights)
+            return xs, x_dtype, tensor, idx, idx_dtype, w, w_dtype, _mask_view(call, pe_mask)
 
-        # Shrink mode agrees on nothing beforehand: a failed PE would hold every other up.
-        xs, tensor, idx, w, mask = check() if self.shrink else agreed(call, check)
-        tokens = xs.shape[0]
-        L, P, cap = self.num_local_experts, state.n_pes, self.recv_capacity
-        # The side-band outputs in one allocation: src_info [cap, 3], layout_prefix [L * P],
-        # expert token counts [L].
-        meta = np.empty(cap * 3 + L * P + L, np.int32)
-        src_info = meta[: cap * 3].reshape(cap, 3)
-        layout_prefix = meta[cap * 3 : cap * 3 + L * P]
-        counts = meta[cap * 3 + L * P :]
-        scales = np.empty(cap, np.float32)
+        xs, x_dtype, tensor, idx, idx_dtype, w, w_dtype, mask = _converted(call, self.shrink,
+                                                                           convert)
+        rows, recv, src_info, layout_prefix, counts, scales, record = self.runtime.dispatch(
+            xs, x_dtype, idx, idx_dtype, w, w_dtype, bool(zero_copy), mask)
         if self.fp8:
-            _shmoe.quantize_mx_rows(xs, tokens, self.hidden, self.fp8, True, self._quantized)
-            ctx, source = self._fp8_ctx, self._quantized
-        else:
-            ctx, source = self.operator, xs
-        recv = self._window if zero_copy else np.frombuffer(ctx.take_rows(), np.uint8)
-        rows = ctx.dispatch(self.double_plane, source, idx, w, tokens, recv, src_info,
-                            layout_prefix, counts, scales, pe_mask=mask)
-        if self.fp8:
-            received = recv[: rows * self._fp8_row].reshape(rows, self._fp8_row)
+            received = recv[: rows * self._row_bytes].reshape(rows, self._row_bytes)
             blocks = -(-self.hidden // MX_BLOCK)
             recv_x = (from_numpy(received[:, : self.hidden], tensor),
                       from_numpy(received[:, self.hidden : self.hidden + blocks], tensor))
         else:
             received = recv.view(numpy_dtype(self.dtype))[: rows * self.hidden]
             recv_x = from_numpy(received.reshape(rows, self.hidden), tensor, self.dtype)
-        recv_idx = np.repeat(np.arange(L, dtype=np.int64), counts)
+        recv_idx = np.repeat(np.arange(self.num_local_experts, dtype=np.int64), counts)
         recv_w = None if w is None else from_numpy(scales[:rows], tensor)
-        handle = DispatchHandle(self, rows, src_info, layout_prefix, idx, w)
+        handle = DispatchHandle(self, record)
         return recv_x, from_numpy(recv_idx, tensor), recv_w, counts.tolist(), handle
 
     def combine(self, y, handle, topk_weights=None, *, pe_mask=None):
@@ -410,28 +400,14 @@ class MoeBuffer:
         call = "MoeBuffer.combine"
         self._require_open(call)
 
-        def check():
-            mask = _pe_mask(call, pe_mask, self.shrink)
-            if self.shrink and isinstance(handle, DispatchHandle) and handle.buffer is not self:
-                raise ValueError(f"{call}: in shrink mode handle must come from this buffer's "
-                                 "last dispatch")
-            if not isinstance(handle, DispatchHandle) or not self._routes_like(handle.buffer):
-                raise ValueError(f"{call}: handle must be what a dispatch of this buffer (or of "
-                                 "an open one with the same experts, top-k and capacity) "
-                                 "returned")
-            ys, tensor = _payload(call, y, "y", self.dtype, (handle.num_recv_rows, self.hidden))
-            if topk_weights is None:
-                if handle.topk_weights is None:
-                    raise ValueError(f"{call}: topk_weights is None, and so was the dispatch's")
-                w = handle.topk_weights
-            else:
-                w = _weights(call, topk_weights, "topk_weights", (handle.num_tokens, self.num_topk))
-            return ys, tensor, w, mask
+        def convert():
+            ys, y_dtype, tensor = _contiguous(call, y, "y")
+            w, w_dtype = _float32_weights(call, topk_weights)
+            return ys, y_dtype, tensor, w, w_dtype, _mask_view(call, pe_mask)
 
-        ys, tensor, w, mask = check() if self.shrink else agreed(call, check)
-        out = np.empty((handle.num_tokens, self.hidden), numpy_dtype(self.dtype))
-        self.operator.combine(self.double_plane, ys, handle.src_info_all, handle.layout_prefix,
-                              handle.topk_idx, w, handle.num_tokens, out, pe_mask=mask)
+        ys, y_dtype, tensor, w, w_dtype, mask = _converted(call, self.shrink, convert)
+        record = handle.record if isinstance(handle, DispatchHandle) else None
+        out = self.runtime.combine(ys, y_dtype, record, w, w_dtype, mask)
         return from_numpy(out, tensor, self.dtype)
 
     def sync_live(self, pe_mask):
@@ -441,13 +417,13 @@ class MoeBuffer:
         self._require_open(call)
         if not self.shrink:
             raise ValueError(f"{call}: the buffer is not in shrink mode (shrink_timeout_ms=0)")
-        self.operator.sync_live(_pe_mask(call, pe_mask, True))
+        self.operator.sync_live(_mask_view(call, pe_mask))
 
     def rejoin(self, pe_mask, others=()):
         """Shrink mode: a barrier of every PE, masked or not (collective over all PEs, which make
         the same rejoins): those that arrive within shrink_timeout_ms are unmasked in pe_mask
-        and go on, with the shrink-mode Buffers in `others` (at most 31, the same on every PE),
-        from the same call counters; the others are masked. For a PE that was masked and is
+        and go on, with the shrink-mode MoeBuffers in `others` (at most 31, the same on every
+        PE), from the same call counters; the others are masked. For a PE that was masked and is
         back (a stopped PE that resumed)."""
         call = "MoeBuffer.rejoin"
         self._require_open(call)
@@ -458,7 +434,7 @@ class MoeBuffer:
             if not isinstance(o, MoeBuffer) or not o.shrink:
                 raise ValueError(f"{call}: others[{i}]={o!r} is not a shrink-mode MoeBuffer")
             o._require_open(call)
-        self.operator.rejoin(_pe_mask(call, pe_mask, True), [o.operator for o in others])
+        self.operator.rejoin(_mask_view(call, pe_mask), [o.operator for o in others])
 
     @property
     def receive_window(self) -> np.ndarray:
@@ -467,24 +443,16 @@ class MoeBuffer:
         by every PE, are read where they lie instead of being sent."""
         return self._window
 
-    def _routes_like(self, other: "MoeBuffer") -> bool:
-        """Whether a dispatch handle of `other` describes rows this buffer can combine: the same
-        experts, top-k and capacity (an FP8 dispatch's rows combined in BF16, say)."""
-        return other is self or (
-            isinstance(other, MoeBuffer) and not other._closed
-            and (other.num_experts, other.num_topk, other.max_tokens_per_pe, other.recv_capacity)
-            == (self.num_experts, self.num_topk, self.max_tokens_per_pe, self.recv_capacity))
-
     def last_timing(self):
         """What the last dispatch or combine measured on this PE: worker_us, comm_us,
         bytes_sent, bytes_via_copy_engine."""
-        self._require_open("Buffer.last_timing")
+        self._require_open("MoeBuffer.last_timing")
         return self.operator.last_timing()
 
     def last_source_waits(self):
         """float64 [n_pes]: how long (us) the last dispatch or combine waited on this PE for
         each PE's flags, this PE's row of the wait matrix that names a slow PE."""
-        self._require_open("Buffer.last_source_waits")
+        self._require_open("MoeBuffer.last_source_waits")
         return self.operator.last_source_waits()
 
 

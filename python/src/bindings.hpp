@@ -106,6 +106,7 @@ void bind_core(py::module_& m);
 void bind_amo(py::module_& m);
 void bind_collectives(py::module_& m);
 void bind_moe(py::module_& m);
+void bind_moe_runtime(py::module_& m);
 void bind_mega(py::module_& m);
 void bind_deep_ep(py::module_& m);
 

@@ -45,6 +45,7 @@ PYBIND11_MODULE(_shmoe, m) {
   shmoe::python::bind_amo(m);
   shmoe::python::bind_collectives(m);
   shmoe::python::bind_moe(m);
+  shmoe::python::bind_moe_runtime(m);
   shmoe::python::bind_mega(m);
   shmoe::python::bind_deep_ep(m);
 }

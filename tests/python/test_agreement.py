@@ -97,16 +97,16 @@ def test_collectives():
 def test_moe_calls():
     n = shmoe.n_pes()
     E = 2 * n
-    refused_everywhere(lambda h: moe.MoeBuffer(8, h, E, 2, "float32"), 0, 16, ValueError,
+    refused_everywhere(lambda h: moe.MoeBuffer(8, h, E, 2, "float32"), 0, 16, shmoe.Error,
                        r"hidden=0 must be at least 1", "shmoe.MoeBuffer")
     buf = moe.MoeBuffer(8, 16, E, 2, "float32")
     x = np.ones((8, 16), np.float32)
     idx = np.tile(np.arange(2, dtype=np.int64), (8, 1))
     w = np.ones((8, 2), np.float32)
-    refused_everywhere(lambda a: buf.dispatch(a, idx, w), x[:, :15], x, ValueError,
+    refused_everywhere(lambda a: buf.dispatch(a, idx, w), x[:, :15], x, shmoe.Error,
                        r"x has shape \[8, 15\]; dimension 1 must be 16", "MoeBuffer.dispatch")
     recv_x, _, _, _, handle = buf.dispatch(x, idx, w)
-    refused_everywhere(lambda k: buf.combine(recv_x, handle, w[:, :k]), 1, 2, ValueError,
+    refused_everywhere(lambda k: buf.combine(recv_x, handle, w[:, :k]), 1, 2, shmoe.Error,
                        r"topk_weights has shape \[8, 1\]", "MoeBuffer.combine")
     out = buf.combine(recv_x, handle, w)
     np.testing.assert_array_equal(out, 2 * x)

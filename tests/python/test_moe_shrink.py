@@ -44,29 +44,29 @@ def test_shrink_mode_with_every_pe_live(dtype):
 
 def test_shrink_mode_refusals():
     me, n = shmoe.my_pe(), shmoe.n_pes()
-    with pytest.raises(ValueError, match=r"shrink_timeout_ms=-1 must be at least 0"):
+    with pytest.raises(shmoe.Error, match=r"shrink_timeout_ms=-1 must be at least 0"):
         moe.MoeBuffer(4, 8, n, 1, "float32", shrink_timeout_ms=-1)
     with pytest.raises(shmoe.Error, match=r"shrink_timeout_ms=100000000 is out of range \(1\.\."):
         moe.MoeBuffer(4, 8, n, 1, "float32", shrink_timeout_ms=10 ** 8)
     with pytest.raises(shmoe.Error, match=r"must be 0 in shrink mode"):
         moe.MoeBuffer(4, 8, n, 1, "float32", shrink_timeout_ms=MS, max_recv_rows=4 * n)
-    with pytest.raises(ValueError, match=r"fp8='e4m3' with shrink_timeout_ms=5000"):
+    with pytest.raises(shmoe.Error, match=r"fp8='e4m3' with shrink_timeout_ms=5000"):
         moe.MoeBuffer(4, 8, n, 1, "bfloat16", fp8="e4m3", shrink_timeout_ms=MS)
 
     buf = moe.MoeBuffer(4, 8, n, 1, "float32", shrink_timeout_ms=MS)
     x, idx = np.ones((4, 8), np.float32), np.full((4, 1), me, np.int32)
     mask = np.zeros(n, np.int32)
-    with pytest.raises(ValueError, match=r"shrink mode: pass pe_mask"):
+    with pytest.raises(shmoe.Error, match=r"shrink mode: pass pe_mask"):
         buf.dispatch(x, idx)
-    with pytest.raises(ValueError, match=rf"pe_mask is int64\[{n}\]; it must be int32\[{n}\]"):
+    with pytest.raises(shmoe.Error, match=rf"pe_mask is int64\[{n}\]; it must be int32\[{n}\]"):
         buf.dispatch(x, idx, pe_mask=np.zeros(n, np.int64))
-    with pytest.raises(ValueError, match=rf"pe_mask is int32\[{n + 1}\]"):
+    with pytest.raises(shmoe.Error, match=rf"pe_mask is int32\[{n + 1}\]"):
         buf.dispatch(x, idx, pe_mask=np.zeros(n + 1, np.int32))
     frozen = np.zeros(n, np.int32)
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match=r"pe_mask is read-only"):
         buf.dispatch(x, idx, pe_mask=frozen)
-    with pytest.raises(ValueError, match=r"zero_copy=True in shrink mode"):
+    with pytest.raises(shmoe.Error, match=r"zero_copy=True in shrink mode"):
         buf.dispatch(x, idx, zero_copy=True, pe_mask=mask)
     # Every PE masks itself: each refuses alone, at once (none waits for another).
     mine = np.zeros(n, np.int32)
@@ -74,12 +74,12 @@ def test_shrink_mode_refusals():
     with pytest.raises(shmoe.Error, match=rf"pe_mask\[{me}\]=1 masks this PE itself"):
         buf.dispatch(x, idx, pe_mask=mine)
     _, _, _, _, handle = buf.dispatch(x, idx, pe_mask=mask)  # still usable
-    with pytest.raises(ValueError, match=r"shrink mode: pass pe_mask"):
+    with pytest.raises(shmoe.Error, match=r"shrink mode: pass pe_mask"):
         buf.combine(np.ones((handle.num_recv_rows, 8), np.float32), handle, np.ones((4, 1)))
     buf.close()
 
     plain = moe.MoeBuffer(4, 8, n, 1, "float32")
-    with pytest.raises(ValueError, match=r"pe_mask is given, but the buffer is not in shrink"):
+    with pytest.raises(shmoe.Error, match=r"pe_mask is given, but the buffer is not in shrink"):
         plain.dispatch(x, idx, pe_mask=mask)
     with pytest.raises(ValueError, match=r"not in shrink mode \(shrink_timeout_ms=0\)"):
         plain.sync_live(mask)

@@ -42,9 +42,8 @@ void agree(const TeamHandle& team, const std::string& call,
   if (rc != 0) throw Error(shmoe_last_error());
 }
 
-}  // namespace
-
-void bind_core(py::module_& m) {
+// Joining and leaving the job, and what the library says of itself.
+void bind_setup(py::module_& m) {
   m.def("init", [] {
     int provided = 0;
     // The MoE operators' worker threads call SHMEM themselves.
@@ -72,7 +71,10 @@ void bind_core(py::module_& m) {
     shmem_info_get_version(&major, &minor);
     return py::make_tuple(major, minor);
   });
+}
 
+// Collective calls' agreement and the calls that order and complete memory operations.
+void bind_ordering(py::module_& m) {
   m.def("agree", &agree, py::arg("team"), py::arg("call"), py::arg("refusal"),
         py::arg("values") = std::vector<std::pair<std::string, std::int64_t>>{});
 
@@ -80,7 +82,10 @@ void bind_core(py::module_& m) {
   m.def("sync_all", [] { released([] { shmem_sync_all(); }); });
   m.def("quiet", [] { released([] { shmem_quiet(); }); });
   m.def("fence", [] { shmem_fence(); });
+}
 
+// The symmetric heap: allocations as buffers, where a buffer lies in one, and peers' copies.
+void bind_heap(py::module_& m) {
   py::class_<SymmetricMemory>(m, "SymmetricMemory", py::buffer_protocol())
       .def_buffer([](SymmetricMemory& s) {
         return py::buffer_info(reinterpret_cast<std::uint8_t*>(s.data),
@@ -120,7 +125,9 @@ void bind_core(py::module_& m) {
     if (p == nullptr) return std::nullopt;
     return py::memoryview::from_memory(p, static_cast<py::ssize_t>(b.size));
   });
+}
 
+void bind_rma(py::module_& m) {
   m.def("putmem", [](const py::buffer& dest, const py::buffer& src, int pe) {
     const Bytes d = bytes_of(dest, "dest"), s = bytes_of(src, "src");
     if (d.size != s.size) throw Error("putmem: dest and src differ in size");
@@ -131,6 +138,10 @@ void bind_core(py::module_& m) {
     if (d.size != s.size) throw Error("getmem: dest and src differ in size");
     released([&] { shmem_getmem(d.data, s.data, d.size, pe); });
   });
+}
+
+// Put-with-signal, signal reads and waits, and their constants.
+void bind_signals(py::module_& m) {
   m.def("putmem_signal", [](const py::buffer& dest, const py::buffer& src, const py::buffer& sig,
                             std::uint64_t value, int op, int pe) {
     const Bytes d = bytes_of(dest, "dest"), s = bytes_of(src, "src");
@@ -154,6 +165,16 @@ void bind_core(py::module_& m) {
   m.attr("CMP_GE") = SHMEM_CMP_GE;
   m.attr("CMP_LT") = SHMEM_CMP_LT;
   m.attr("CMP_LE") = SHMEM_CMP_LE;
+}
+
+}  // namespace
+
+void bind_core(py::module_& m) {
+  bind_setup(m);
+  bind_ordering(m);
+  bind_heap(m);
+  bind_rma(m);
+  bind_signals(m);
 }
 
 }  // namespace shmoe::python

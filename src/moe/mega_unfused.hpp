@@ -18,6 +18,7 @@ class UnfusedChain {
   void run(MegaMoE::State& s, const MegaMoEArgs& in);
 
  private:
+  class Call;  // one run, a method per step (mega_unfused.cpp)
   std::unique_ptr<MoeBuffer> dispatch_, combine_;
   // Kept from call to call: only their first call allocates.
   std::vector<std::byte> rows_, act_;

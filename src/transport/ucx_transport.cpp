@@ -38,6 +38,17 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
       segment_size_(segment_size),
       batch_put_max_(static_cast<std::size_t>(settings::batch_put_max())),
       remotes_(size) {
+  init_context();
+  create_worker();
+  map_segment();
+  learn_peers(collectives, own_record(), reach, timeout);
+  default_channel_ = std::make_unique<UcxChannel>(*this);
+  // After the default channel, which acknowledges batches, and before anything progresses.
+  register_batch_handlers();
+  if (options.progress_thread) progress_thread_ = std::thread([this] { run_progress_thread(); });
+}
+
+void UcxTransport::init_context() {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   // WAKEUP lets the progress thread and sleeping waits block until a message comes.
@@ -49,7 +60,9 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
   const ucs_status_t init = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   check(init, "ucp_init");
+}
 
+void UcxTransport::create_worker() {
   // Several threads of a PE (the MoE workers, the copy engine, the progress thread) use the one
   // worker, so it must serialise them itself.
   ucp_worker_params_t wp{};
@@ -63,32 +76,39 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
     throw make_error("UCX: this UCX build does not support multi-threaded workers");
   }
   if (ucp_worker_get_efd(worker_, &event_fd_) != UCS_OK) event_fd_ = -1;
+}
 
+void UcxTransport::map_segment() {
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = segment;
-  mp.length = segment_size;
+  mp.address = segment_;
+  mp.length = segment_size_;
   check(ucp_mem_map(context_, &mp, &memh_), "ucp_mem_map of the symmetric segment");
+}
 
+std::string UcxTransport::own_record() {
   std::string mine;
-  {
-    ucp_address_t* address = nullptr;
-    std::size_t address_bytes = 0;
-    check(ucp_worker_get_address(worker_, &address, &address_bytes), "ucp_worker_get_address");
-    void* rkey = nullptr;
-    std::size_t rkey_bytes = 0;
-    const ucs_status_t packed = ucp_rkey_pack(context_, memh_, &rkey, &rkey_bytes);
-    if (packed == UCS_OK) {
-      mine = encode_record([&](Writer& w) {
-        w.i64(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(segment)));
-        w.str({reinterpret_cast<const char*>(address), address_bytes});
-        w.str({static_cast<const char*>(rkey), rkey_bytes});
-      });
-      ucp_rkey_buffer_release(rkey);
-    }
-    ucp_worker_release_address(worker_, address);
-    check(packed, "ucp_rkey_pack");
+  ucp_address_t* address = nullptr;
+  std::size_t address_bytes = 0;
+  check(ucp_worker_get_address(worker_, &address, &address_bytes), "ucp_worker_get_address");
+  void* rkey = nullptr;
+  std::size_t rkey_bytes = 0;
+  const ucs_status_t packed = ucp_rkey_pack(context_, memh_, &rkey, &rkey_bytes);
+  if (packed == UCS_OK) {
+    mine = encode_record([&](Writer& w) {
+      w.i64(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(segment_)));
+      w.str({reinterpret_cast<const char*>(address), address_bytes});
+      w.str({static_cast<const char*>(rkey), rkey_bytes});
+    });
+    ucp_rkey_buffer_release(rkey);
   }
+  ucp_worker_release_address(worker_, address);
+  check(packed, "ucp_rkey_pack");
+  return mine;
+}
+
+void UcxTransport::learn_peers(bootstrap::StoreCollectives& collectives, const std::string& mine,
+                               const std::vector<bool>& reach, std::chrono::milliseconds timeout) {
   // The only way a worker address or a remote key reaches this PE: every record of this
   // allgather was written through the config store by a connection that proved the job key, and
   // this PE's own connection checked that the store knows the key too (bootstrap/store_auth.hpp),
@@ -96,8 +116,8 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
   // allgather. (UCX does not authenticate peers itself: a process that reaches this worker's
   // transport directly is outside what the key protects; see docs/openshmem.md#security.)
   auto records = collectives.allgather("ucx-peers", mine, timeout);
-  for (int pe = 0; pe < size; ++pe) {
-    if (!reach[pe] || pe == rank) continue;
+  for (int pe = 0; pe < size_; ++pe) {
+    if (!reach[pe] || pe == rank_) continue;
     remotes_[pe] = decode_record(records[pe], pe, "UCX", [](Reader& r) {
       Remote remote;
       remote.base = static_cast<std::uint64_t>(r.i64());
@@ -107,10 +127,6 @@ UcxTransport::UcxTransport(bootstrap::StoreCollectives& collectives, int rank, i
       return remote;
     });
   }
-  default_channel_ = std::make_unique<UcxChannel>(*this);
-  // After the default channel, which acknowledges batches, and before anything progresses.
-  register_batch_handlers();
-  if (options.progress_thread) progress_thread_ = std::thread([this] { run_progress_thread(); });
 }
 
 UcxTransport::~UcxTransport() {

@@ -128,6 +128,15 @@ class UcxTransport final : public Transport {
     std::atomic<std::uint64_t> unapplied{0};  // messages sent and not yet acknowledged
   };
 
+  // The constructor's steps: the UCP context, its worker, the segment's registration, this PE's
+  // record for its peers (segment address, worker address, remote key) and the peers' records.
+  void init_context();
+  void create_worker();
+  void map_segment();
+  std::string own_record();
+  void learn_peers(bootstrap::StoreCollectives& collectives, const std::string& mine,
+                   const std::vector<bool>& reach, std::chrono::milliseconds timeout);
+
   UcxChannel& channel(Channel* ch) {
     return ch == nullptr ? *default_channel_ : *static_cast<UcxChannel*>(ch);
   }

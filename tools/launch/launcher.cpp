@@ -356,6 +356,227 @@ void close_relays(std::vector<Pe>& pes, OutputMerger& merger) {
   }
 }
 
+// The ranks this launcher starts lie within the job.
+void check_ranks(const LaunchOptions& o) {
+  if (o.first_rank < 0 || o.first_rank + o.n_pes > o.job_size) {
+    throw std::runtime_error(
+        fmt::format("--first-rank {} with -n {} does not fit a job of --size {} (ranks 0..{})",
+                    o.first_rank, o.n_pes, o.job_size, o.job_size - 1));
+  }
+}
+
+// One run of a job (run_job), a method per phase: host the store, start the PEs, watch them and
+// their output until both have ended, conclude. The members are what the phases share.
+class JobRun {
+ public:
+  explicit JobRun(LaunchOptions o) : o_(std::move(o)) {}
+
+  int run() {
+    const bootstrap::JobKey job_key = use_job_key(!hosts_store_ || o_.job_size > o_.n_pes);
+    if (hosts_store_) host_store(job_key);
+    o_.torch = torch_rendezvous(o_.job_size == o_.n_pes);
+    install_handlers();
+    hang_.emplace(o_.store_address, o_.job_size);
+    start_pes();
+    watch();
+    return conclude();
+  }
+
+ private:
+  // The launcher runs the job's config store, as oshrun's daemon would.
+  void host_store(const bootstrap::JobKey& job_key) {
+    bootstrap::ConfigStoreServer::Options store_options;
+    store_options.bind_host = o_.store_bind;
+    store_options.port = o_.store_port;
+    store_options.job_size = o_.job_size;
+    store_options.job_key = job_key;
+    const int first = o_.first_rank, count = o_.n_pes;
+    std::atomic<int>& first_lost = first_lost_;
+    store_options.on_pe_lost = [&first_lost, first, count](const bootstrap::Hello& lost) {
+      if (lost.rank < first || lost.rank >= first + count) return;  // a PE of another host
+      heap::Segment::remove_name_of(lost.pid, lost.rank);
+      int none = -1;
+      first_lost.compare_exchange_strong(none, lost.rank - first);
+    };
+    store_.emplace(store_options);
+    store_->start();
+    o_.store_address = local_store_address(o_.store_bind, store_->port());
+  }
+
+  void start_pes() {
+    pes_.resize(o_.n_pes);
+    for (int r = 0; r < o_.n_pes; ++r) {
+      pes_[r].rank = o_.first_rank + r;
+      pes_[r].pid = spawn(o_, pes_[r]);
+      pes_[r].running = true;
+    }
+    running_ = o_.n_pes;
+    start_ = Clock::now();
+  }
+
+  // Relays the PEs' output and acts on their ends, the signals and the timeout until every PE
+  // has ended and its output is read.
+  void watch() {
+    while (running_ > 0 || output_open()) {
+      relay_output(pes_, merger_, blame_at_ || merger_.holding() ? 20 : 200);
+      merger_.release(Clock::now(), false);
+      reap();
+      blame_when_due();
+      act_on_signals();
+      stop_on_timeout();
+      drop_orphaned_output();
+      kill_after_grace();
+    }
+  }
+
+  void reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (auto& pe : pes_) {
+        if (pe.pid == pid && pe.running) ended(pe, status);
+      }
+    }
+  }
+
+  void ended(Pe& pe, int status) {
+    pe.running = false;
+    --running_;
+    pe.status = status;
+    const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (failed && continue_on_loss_) {
+      // Under SHMOE_PE_LOSS=continue a failed PE is lost, not the end of the job; once the
+      // launcher stops the PEs itself (timeout, interrupt) their ends say nothing new.
+      lost_.push_back(&pe);
+      if (!kill_deadline_) {
+        merger_.release(Clock::now(), true);
+        say(loss_line(pe, running_));
+      }
+      return;
+    }
+    if (failed && !kill_deadline_ && !blame_at_) {
+      // The others may be failing too, only because of this one or of another: give the
+      // exits a moment to arrive before naming a culprit.
+      blame_at_ = Clock::now() + std::chrono::milliseconds(300);
+    }
+  }
+
+  // The culprit is named after the reports the PEs share (all of them, once every PE has ended
+  // and its output is read).
+  void blame_when_due() {
+    if (!blame_at_ || kill_deadline_) return;
+    if (!((Clock::now() >= *blame_at_ && !merger_.holding()) ||
+          (running_ == 0 && !output_open()))) {
+      return;
+    }
+    merger_.release(Clock::now(), true);
+    const std::optional<HangVerdict> hung = explain_hang(*hang_);
+    const Pe& failed = pick_culprit(pes_, first_lost_.load());
+    stop_all(exit_code_of(failed.status), failure_line(pes_, failed, hung, running_));
+  }
+
+  void act_on_signals() {
+    if (g_report_requested && !kill_deadline_) {
+      g_report_requested = 0;
+      merger_.release(Clock::now(), true);
+      request_reports(*hang_, pes_);
+    }
+    if (g_interrupted && !kill_deadline_) {
+      stop_all(130, fmt::format("interrupted by {}; stopping {}", ::strsignal(g_interrupted),
+                                pe_count(running_)));
+    }
+  }
+
+  void stop_on_timeout() {
+    if (o_.job_timeout.count() > 0 && !kill_deadline_ && Clock::now() - start_ > o_.job_timeout) {
+      stop_all(124, fmt::format("the job exceeded --timeout ({:.1f} s); stopping {}",
+                                std::chrono::duration<double>(o_.job_timeout).count(),
+                                pe_count(running_)));
+    }
+  }
+
+  // A process the PEs left behind may hold their output open: it is not waited for long.
+  void drop_orphaned_output() {
+    if (running_ == 0 && output_open()) {
+      if (!all_ended_at_) all_ended_at_ = Clock::now();
+      if (Clock::now() - *all_ended_at_ > std::chrono::seconds(1)) close_relays(pes_, merger_);
+    }
+  }
+
+  void kill_after_grace() {
+    if (kill_deadline_ && Clock::now() > *kill_deadline_) {
+      for (auto& pe : pes_) {
+        if (pe.running) ::kill(pe.pid, SIGKILL);
+      }
+    }
+  }
+
+  void stop_all(int code, const std::string& why) {
+    merger_.release(Clock::now(), true);
+    if (!verdict_) {
+      verdict_ = code;
+      if (!why.empty()) say(why);
+    }
+    if (!kill_deadline_) {
+      for (auto& pe : pes_) {
+        if (pe.running) ::kill(pe.pid, SIGTERM);
+      }
+      kill_deadline_ = Clock::now() + o_.kill_grace;
+    }
+  }
+
+  bool output_open() const {
+    return std::any_of(pes_.begin(), pes_.end(),
+                       [](const Pe& p) { return p.relays[0].fd >= 0 || p.relays[1].fd >= 0; });
+  }
+
+  // Names the lost PEs, and waits for the PEs of other hosts where they still need the store.
+  int conclude() {
+    merger_.release(Clock::now(), true);
+    if (!lost_.empty()) {
+      // The first PE to fail may have failed on a hang timeout: the verdict names whom it waited
+      // on.
+      if (!verdict_) explain_hang(*hang_);
+      say(lost_summary(lost_, o_.n_pes));
+      // The job's status is that of the first PE lost, so that losing one is never a success.
+      if (!verdict_) verdict_ = exit_code_of(lost_.front()->status);
+    }
+    sweep_segments(pes_);
+    // PEs of other hosts may still use the store: for their finalize, or, when this group
+    // failed, to learn of the failure from it (their monitors read the abort within
+    // milliseconds).
+    if (hosts_store_ && o_.job_size > o_.n_pes && !g_interrupted) {
+      if (verdict_) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      } else {
+        verdict_ = wait_for_job_end(o_.store_address, std::chrono::seconds(60));
+      }
+    }
+    return verdict_.value_or(0);
+  }
+
+  LaunchOptions o_;
+  // SHMOE_PE_LOSS (a bad value is refused here, before any PE starts): with continue, a PE that
+  // fails is lost and the others go on; the launcher names the lost PEs once the rest are done.
+  const bool continue_on_loss_ = settings::pe_loss() == settings::PeLoss::kContinue;
+  std::vector<const Pe*> lost_;  // in the order they ended
+  // The first PE the store saw leave without finalizing: when several PEs fail at once (the
+  // others stop because that one died), it is the one to name.
+  std::atomic<int> first_lost_{-1};
+  const bool hosts_store_ = o_.store_address.empty();
+  std::optional<bootstrap::ConfigStoreServer> store_;
+  std::optional<HangReports> hang_;
+  std::vector<Pe> pes_;
+  int running_ = 0;
+  Clock::time_point start_;
+  std::optional<int> verdict_;  // the launcher's exit status, once decided
+  std::optional<Clock::time_point> kill_deadline_;
+  std::optional<Clock::time_point> blame_at_;      // when to name the failed PE
+  std::optional<Clock::time_point> all_ended_at_;  // when the last PE ended
+  // PEs' lines merged; a report held for identical ones goes out before the launcher's next line.
+  OutputMerger merger_{o_.prefix_output, std::chrono::milliseconds(500), write_all};
+};
+
 }  // namespace
 
 int run_store_only(const std::string& bind_host, std::uint16_t port, int job_size,
@@ -376,157 +597,9 @@ int run_store_only(const std::string& bind_host, std::uint16_t port, int job_siz
 int run_job(LaunchOptions o) {
   g_name = o.name;
   if (o.job_size == 0) o.job_size = o.n_pes;
-  if (o.first_rank < 0 || o.first_rank + o.n_pes > o.job_size) {
-    throw std::runtime_error(
-        fmt::format("--first-rank {} with -n {} does not fit a job of --size {} (ranks 0..{})",
-                    o.first_rank, o.n_pes, o.job_size, o.job_size - 1));
-  }
-  // SHMOE_PE_LOSS (a bad value is refused here, before any PE starts): with continue, a PE that
-  // fails is lost and the others go on; the launcher names the lost PEs once the rest are done.
-  const bool continue_on_loss = settings::pe_loss() == settings::PeLoss::kContinue;
-  std::vector<const Pe*> lost;  // in the order they ended
-  // The first PE the store saw leave without finalizing: when several PEs fail at once (the
-  // others stop because that one died), it is the one to name.
-  std::atomic<int> first_lost{-1};
-  // The launcher runs the job's config store, as oshrun's daemon would.
-  std::optional<bootstrap::ConfigStoreServer> store;
-  const bool hosts_store = o.store_address.empty();
-  const bootstrap::JobKey job_key = use_job_key(!hosts_store || o.job_size > o.n_pes);
-  if (hosts_store) {
-    bootstrap::ConfigStoreServer::Options store_options;
-    store_options.bind_host = o.store_bind;
-    store_options.port = o.store_port;
-    store_options.job_size = o.job_size;
-    store_options.job_key = job_key;
-    const int first = o.first_rank, count = o.n_pes;
-    store_options.on_pe_lost = [&first_lost, first, count](const bootstrap::Hello& lost) {
-      if (lost.rank < first || lost.rank >= first + count) return;  // a PE of another host
-      heap::Segment::remove_name_of(lost.pid, lost.rank);
-      int none = -1;
-      first_lost.compare_exchange_strong(none, lost.rank - first);
-    };
-    store.emplace(store_options);
-    store->start();
-    o.store_address = local_store_address(o.store_bind, store->port());
-  }
-  o.torch = torch_rendezvous(o.job_size == o.n_pes);
-  install_handlers();
-  HangReports hang(o.store_address, o.job_size);
-  std::vector<Pe> pes(o.n_pes);
-  for (int r = 0; r < o.n_pes; ++r) {
-    pes[r].rank = o.first_rank + r;
-    pes[r].pid = spawn(o, pes[r]);
-    pes[r].running = true;
-  }
-  const auto start = Clock::now();
-  std::optional<int> verdict;  // the launcher's exit status, once decided
-  std::optional<Clock::time_point> kill_deadline;
-  std::optional<Clock::time_point> blame_at;      // when to name the failed PE
-  std::optional<Clock::time_point> all_ended_at;  // when the last PE ended
-  int running = o.n_pes;
-
-  // PEs' lines merged; a report held for identical ones goes out before the launcher's next line.
-  OutputMerger merger(o.prefix_output, std::chrono::milliseconds(500), write_all);
-  auto stop_all = [&](int code, const std::string& why) {
-    merger.release(Clock::now(), true);
-    if (!verdict) {
-      verdict = code;
-      if (!why.empty()) say(why);
-    }
-    if (!kill_deadline) {
-      for (auto& pe : pes) {
-        if (pe.running) ::kill(pe.pid, SIGTERM);
-      }
-      kill_deadline = Clock::now() + o.kill_grace;
-    }
-  };
-
-  auto output_open = [&pes] {
-    return std::any_of(pes.begin(), pes.end(),
-                       [](const Pe& p) { return p.relays[0].fd >= 0 || p.relays[1].fd >= 0; });
-  };
-  while (running > 0 || output_open()) {
-    relay_output(pes, merger, blame_at || merger.holding() ? 20 : 200);
-    merger.release(Clock::now(), false);
-    int status = 0;
-    pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      for (auto& pe : pes) {
-        if (pe.pid != pid || !pe.running) continue;
-        pe.running = false;
-        --running;
-        pe.status = status;
-        bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (failed && continue_on_loss) {
-          // Under SHMOE_PE_LOSS=continue a failed PE is lost, not the end of the job; once the
-          // launcher stops the PEs itself (timeout, interrupt) their ends say nothing new.
-          lost.push_back(&pe);
-          if (!kill_deadline) {
-            merger.release(Clock::now(), true);
-            say(loss_line(pe, running));
-          }
-          continue;
-        }
-        if (failed && !kill_deadline && !blame_at) {
-          // The others may be failing too, only because of this one or of another: give the
-          // exits a moment to arrive before naming a culprit.
-          blame_at = Clock::now() + std::chrono::milliseconds(300);
-        }
-      }
-    }
-    // The culprit is named after the reports the PEs share (all of them, once every PE has ended
-    // and its output is read).
-    if (blame_at && !kill_deadline &&
-        ((Clock::now() >= *blame_at && !merger.holding()) || (running == 0 && !output_open()))) {
-      merger.release(Clock::now(), true);
-      const std::optional<HangVerdict> hung = explain_hang(hang);
-      const Pe& failed = pick_culprit(pes, first_lost.load());
-      stop_all(exit_code_of(failed.status), failure_line(pes, failed, hung, running));
-    }
-    if (g_report_requested && !kill_deadline) {
-      g_report_requested = 0;
-      merger.release(Clock::now(), true);
-      request_reports(hang, pes);
-    }
-    if (g_interrupted && !kill_deadline) {
-      stop_all(130, fmt::format("interrupted by {}; stopping {}", ::strsignal(g_interrupted),
-                                pe_count(running)));
-    }
-    if (o.job_timeout.count() > 0 && !kill_deadline && Clock::now() - start > o.job_timeout) {
-      stop_all(124, fmt::format("the job exceeded --timeout ({:.1f} s); stopping {}",
-                                std::chrono::duration<double>(o.job_timeout).count(),
-                                pe_count(running)));
-    }
-    // A process the PEs left behind may hold their output open: it is not waited for long.
-    if (running == 0 && output_open()) {
-      if (!all_ended_at) all_ended_at = Clock::now();
-      if (Clock::now() - *all_ended_at > std::chrono::seconds(1)) close_relays(pes, merger);
-    }
-    if (kill_deadline && Clock::now() > *kill_deadline) {
-      for (auto& pe : pes) {
-        if (pe.running) ::kill(pe.pid, SIGKILL);
-      }
-    }
-  }
-  merger.release(Clock::now(), true);
-  if (!lost.empty()) {
-    // The first PE to fail may have failed on a hang timeout: the verdict names whom it waited on.
-    if (!verdict) explain_hang(hang);
-    say(lost_summary(lost, o.n_pes));
-    // The job's status is that of the first PE lost, so that losing one is never a success.
-    if (!verdict) verdict = exit_code_of(lost.front()->status);
-  }
-  sweep_segments(pes);
-  // PEs of other hosts may still use the store: for their finalize, or, when this group failed,
-  // to learn of the failure from it (their monitors read the abort within milliseconds).
-  if (hosts_store && o.job_size > o.n_pes && !g_interrupted) {
-    if (verdict) {
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    } else {
-      verdict = wait_for_job_end(o.store_address, std::chrono::seconds(60));
-    }
-  }
-  return verdict.value_or(0);
+  check_ranks(o);
+  JobRun job(std::move(o));
+  return job.run();
 }
 
 }  // namespace shmoe::tools

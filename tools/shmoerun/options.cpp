@@ -77,63 +77,64 @@ SplitArgs split_args(const CLI::App& app, int argc, char** argv) {
   return out;
 }
 
-}  // namespace
+// What shmoerun --help says after the options.
+constexpr const char* kFooter =
+    "PROGRAM without a '/' is looked up in PATH, then in the working directory. Options of\n"
+    "mpirun that shmoerun lacks (--oversubscribe, -x, --map-by...) are refused, saying what\n"
+    "to do instead. PE output comes out in whole lines; an error several PEs report in the\n"
+    "same words is printed once, with how many more PEs reported it.\n"
+    "Each PE gets SHMOE_RANK, SHMOE_SIZE, SHMOE_STORE (the config store this launcher runs)\n"
+    "and SHMOE_JOB_KEY (the job's secret, new for every job, which the store asks every\n"
+    "process to prove), and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+    "MASTER_ADDR and MASTER_PORT (the last two where this shmoerun starts the whole job). "
+    "Launchers that share one store (--store, --size, --store-only) need\n"
+    "the same SHMOE_JOB_KEY in their environment (e.g. from `openssl rand -hex 16`).\n"
+    "If a PE fails, the others are stopped within a few seconds and shmoerun exits non-zero.\n"
+    "SIGUSR1 to shmoerun makes every PE write its hang report, and shmoerun prints which PE\n"
+    "the others wait on.\n"
+    "Two hosts, 2 PEs each, SHMOE_JOB_KEY exported to both:\n"
+    "  hostA$ shmoerun -n 2 --size 4 --bind 0.0.0.0 --port 29500 ./prog\n"
+    "  hostB$ shmoerun -n 2 --size 4 --first-rank 2 --store hostA:29500 ./prog";
 
-int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
-  LaunchOptions& options = out.launch;
-  CLI::App app{"shmoerun: start an OpenSHMEM program as N processing elements on this host"};
+// The values CLI11 reads that LaunchOptions holds in other units.
+struct RawValues {
   double timeout_s = 0;
   int port = 0;
-  app.add_option("-n,--np", options.n_pes,
+};
+
+void add_options(CLI::App& app, ShmoerunOptions& out, RawValues& raw) {
+  app.add_option("-n,--np", out.launch.n_pes,
                  "number of PEs started here (with --store-only: of the whole job); -np N, -np=N "
                  "and -n=N work too")
       ->required()
       ->check(CLI::Range(1, 1024));
-  app.add_option("--size", options.job_size,
+  app.add_option("--size", out.launch.job_size,
                  "PEs of the whole job, when other hosts start the rest (default: -n)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--first-rank", options.first_rank, "rank of the first PE started here")
+  app.add_option("--first-rank", out.launch.first_rank, "rank of the first PE started here")
       ->check(CLI::Range(0, 1023));
-  app.add_option("--store", options.store_address,
+  app.add_option("--store", out.launch.store_address,
                  "HOST:PORT of the job's config store, run by another shmoerun; default: run it "
                  "here");
-  app.add_option("--port", port, "port the config store run here listens on (default: any)")
+  app.add_option("--port", raw.port, "port the config store run here listens on (default: any)")
       ->check(CLI::Range(1, 65535));
-  app.add_option("--bind", options.store_bind,
+  app.add_option("--bind", out.launch.store_bind,
                  "address the config store run here listens on (default 127.0.0.1; 0.0.0.0 for "
                  "a job that spans hosts)");
   app.add_flag("--store-only", out.store_only,
                "run only the config store of a job of -n PEs, started elsewhere with --store");
-  app.add_flag("-p,--prefix,--tag-output", options.prefix_output,
+  app.add_flag("-p,--prefix,--tag-output", out.launch.prefix_output,
                "prefix every output line with the PE number");
-  app.add_option("--timeout", timeout_s, "stop the job after this many seconds (0: never)")
+  app.add_option("--timeout", raw.timeout_s, "stop the job after this many seconds (0: never)")
       ->check(CLI::Range(0.0, 1e7));
   app.prefix_command();  // the usage line shows PROGRAM's place; split_args finds where it starts
-  app.footer(
-      "PROGRAM without a '/' is looked up in PATH, then in the working directory. Options of\n"
-      "mpirun that shmoerun lacks (--oversubscribe, -x, --map-by...) are refused, saying what\n"
-      "to do instead. PE output comes out in whole lines; an error several PEs report in the\n"
-      "same words is printed once, with how many more PEs reported it.\n"
-      "Each PE gets SHMOE_RANK, SHMOE_SIZE, SHMOE_STORE (the config store this launcher runs)\n"
-      "and SHMOE_JOB_KEY (the job's secret, new for every job, which the store asks every\n"
-      "process to prove), and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-      "MASTER_ADDR and MASTER_PORT (the last two where this shmoerun starts the whole job). "
-      "Launchers that share one store (--store, --size, --store-only) need\n"
-      "the same SHMOE_JOB_KEY in their environment (e.g. from `openssl rand -hex 16`).\n"
-      "If a PE fails, the others are stopped within a few seconds and shmoerun exits non-zero.\n"
-      "SIGUSR1 to shmoerun makes every PE write its hang report, and shmoerun prints which PE\n"
-      "the others wait on.\n"
-      "Two hosts, 2 PEs each, SHMOE_JOB_KEY exported to both:\n"
-      "  hostA$ shmoerun -n 2 --size 4 --bind 0.0.0.0 --port 29500 ./prog\n"
-      "  hostB$ shmoerun -n 2 --size 4 --first-rank 2 --store hostA:29500 ./prog");
-  if (argc > 0) app.name(argv[0]);  // what parse(argc, argv) would do; the usage line shows it
-  SplitArgs split = split_args(app, argc, argv);
-  if (!split.refusal.empty()) {
-    std::fprintf(stderr, "shmoerun: %s\n", split.refusal.c_str());
-    return 2;
-  }
+  app.footer(kFooter);
+}
+
+// Parses the launcher's own words: -1, or the exit status after saying what is wrong.
+int parse_own(CLI::App& app, std::vector<std::string> own) {
   try {
-    app.parse(split.own);
+    app.parse(own);
   } catch (const CLI::RequiredError& e) {
     if (app.get_option("--np")->count() > 0) return app.exit(e);
     std::fprintf(stderr,
@@ -142,28 +143,12 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  options.store_port = static_cast<std::uint16_t>(port);
-  options.job_timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-  options.command = std::move(split.command);
-  if (out.store_only) {
-    if (!options.store_address.empty() || !options.command.empty()) {
-      std::fprintf(stderr,
-                   "shmoerun: --store-only runs no PEs: it takes no --store and no PROGRAM\n");
-      return 2;
-    }
-    return -1;
-  }
-  if (!options.store_address.empty() && (port != 0 || options.store_bind != "127.0.0.1")) {
-    std::fprintf(stderr,
-                 "shmoerun: --port and --bind are for a store run here, not with --store\n");
-    return 2;
-  }
-  if (options.command.empty()) {
-    std::fprintf(stderr, "shmoerun: no PROGRAM given\n%s", app.help().c_str());
-    return 2;
-  }
-  // Found once here, as mpirun finds it (PATH, then the working directory), rather than failed
-  // once per PE.
+  return -1;
+}
+
+// PROGRAM found once here, as mpirun finds it (PATH, then the working directory), rather than
+// failed once per PE: -1, or 127 after saying why not.
+int find_command(LaunchOptions& options) {
   std::string why;
   const auto program = find_program(options.command.front(), why);
   if (!program) {
@@ -173,6 +158,50 @@ int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
   }
   options.command.front() = *program;
   return -1;
+}
+
+// Checks what the options say together and fills what is left of LaunchOptions: -1, or the exit
+// status after saying what is wrong.
+int finish_options(const CLI::App& app, const RawValues& raw, std::vector<std::string> command,
+                   ShmoerunOptions& out) {
+  LaunchOptions& options = out.launch;
+  options.store_port = static_cast<std::uint16_t>(raw.port);
+  options.job_timeout = std::chrono::milliseconds(static_cast<long long>(raw.timeout_s * 1000));
+  options.command = std::move(command);
+  if (out.store_only) {
+    if (!options.store_address.empty() || !options.command.empty()) {
+      std::fprintf(stderr,
+                   "shmoerun: --store-only runs no PEs: it takes no --store and no PROGRAM\n");
+      return 2;
+    }
+    return -1;
+  }
+  if (!options.store_address.empty() && (raw.port != 0 || options.store_bind != "127.0.0.1")) {
+    std::fprintf(stderr,
+                 "shmoerun: --port and --bind are for a store run here, not with --store\n");
+    return 2;
+  }
+  if (options.command.empty()) {
+    std::fprintf(stderr, "shmoerun: no PROGRAM given\n%s", app.help().c_str());
+    return 2;
+  }
+  return find_command(options);
+}
+
+}  // namespace
+
+int parse_shmoerun_options(int argc, char** argv, ShmoerunOptions& out) {
+  CLI::App app{"shmoerun: start an OpenSHMEM program as N processing elements on this host"};
+  RawValues raw;
+  add_options(app, out, raw);
+  if (argc > 0) app.name(argv[0]);  // what parse(argc, argv) would do; the usage line shows it
+  SplitArgs split = split_args(app, argc, argv);
+  if (!split.refusal.empty()) {
+    std::fprintf(stderr, "shmoerun: %s\n", split.refusal.c_str());
+    return 2;
+  }
+  if (const int status = parse_own(app, std::move(split.own)); status != -1) return status;
+  return finish_options(app, raw, std::move(split.command), out);
 }
 
 }  // namespace shmoe::tools

@@ -14,15 +14,14 @@ in range) are checked by the operators themselves, on every PE alike."""
 
 from __future__ import annotations
 
-import numbers
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import numpy as np
 
 from . import _shmoe
 from ._arrays import (as_numpy, describe, from_numpy, is_tensor, loaded_torch, numpy_dtype,
                       torch_dtype_name)
-from ._runtime import Error, add_resource, agreed, remove_resource, require_init, state, world
+from ._runtime import Error, add_resource, remove_resource, require_init, state, world
 
 __all__ = ["MoeBuffer", "DispatchHandle", "MegaMoE", "quantize_mx", "dequantize_mx", "FP8_FORMATS"]
 
@@ -32,51 +31,6 @@ MX_BLOCK = 32  # elements per E8M0 scale
 
 
 # ---- Arguments ------------------------------------------------------------------------------
-
-
-def _positive_int(call, name, v, low=1):
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"{call}: {name} must be an int, not {type(v).__name__}")
-    if v < low:
-        raise ValueError(f"{call}: {name}={v} must be at least {low}")
-    return int(v)
-
-
-def _expert_counts(call, num_experts, num_topk):
-    """num_experts (divisible by the PE count) and num_topk (at most num_experts), checked."""
-    experts = _positive_int(call, "num_experts", num_experts)
-    if experts % state.n_pes:
-        raise ValueError(f"{call}: num_experts={num_experts} is not divisible by the "
-                         f"{state.n_pes} PEs")
-    topk = _positive_int(call, "num_topk", num_topk)
-    if topk > experts:
-        raise ValueError(f"{call}: num_topk={num_topk} is more than num_experts={num_experts}")
-    return experts, topk
-
-
-def _worker_counts(call, workers):
-    """(matrix, vector) worker counts; None is (0, 0), the PE's fair share of the cores."""
-    w = (0, 0) if workers is None else workers
-    if (not isinstance(w, (tuple, list)) or len(w) != 2
-            or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0
-                   for v in w)):
-        raise ValueError(f"{call}: workers={workers!r} must be (matrix, vector) counts")
-    return tuple(int(v) for v in w)
-
-
-def _dtype_name(call, dtype, allowed=DTYPES):
-    if isinstance(dtype, str):
-        name = dtype
-    elif loaded_torch() is not None and isinstance(dtype, loaded_torch().dtype):
-        name = torch_dtype_of(dtype) or str(dtype)
-    else:
-        try:
-            name = np.dtype(dtype).name
-        except TypeError:
-            name = repr(dtype)
-    if name not in allowed:
-        raise TypeError(f"{call}: dtype {name} is not one of {', '.join(allowed)}")
-    return name
 
 
 def _fp8_format(call, name, value):
@@ -116,16 +70,6 @@ def _shape(call, param, a, shape):
                              f"be {want}")
 
 
-def _payload(call, obj, param, dtype, shape):
-    """`obj` as a C-contiguous numpy array of element type `dtype` (bfloat16 as uint16 bits)."""
-    a, name, tensor = _source(call, obj, param)
-    if name != dtype and not (dtype == "bfloat16" and name == "uint16" and not tensor):
-        raise TypeError(f"{call}: {param} has dtype {name} but the buffer carries {dtype}"
-                        + (" (numpy: uint16 bit patterns)" if dtype == "bfloat16" else ""))
-    _shape(call, param, a, shape)
-    return np.ascontiguousarray(a), tensor
-
-
 def _indices(call, obj, param, shape, num_experts, *, check_range):
     """Expert indices as int32; `check_range` for a local call (a collective's operator checks
     the range itself, on every PE)."""
@@ -140,19 +84,6 @@ def _indices(call, obj, param, shape, num_experts, *, check_range):
             raise ValueError(f"{call}: {param}[{t}][{k}]={a[t, k]} is out of range "
                              f"(0..{num_experts - 1}, or -1 for no expert)")
     return np.ascontiguousarray(a, dtype=np.int32)
-
-
-def _weights(call, obj, param, shape):
-    a, name, _ = _source(call, obj, param)
-    if name == "bfloat16":
-        a = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
-    elif a.dtype.kind != "f":
-        raise TypeError(f"{call}: {param} has dtype {name}; weights are floating point")
-    _shape(call, param, a, shape)
-    return np.ascontiguousarray(a, dtype=np.float32)
-
-
-# ---- Conversions (the C++ runtime checks what they produce) ----------------------------------
 
 
 def _converted(call, shrink, convert):
@@ -209,6 +140,21 @@ def _float32_weights(call, obj):
     elif a.dtype.kind != "f":
         return np.ascontiguousarray(a), name
     return np.ascontiguousarray(a, dtype=np.float32), name
+
+
+def _expert_weights(call, name, w):
+    """An expert weight argument as the runtime takes it: (values, dtype name, scales or None,
+    scales' dtype name); floats other than float32 and bfloat16 become float32."""
+    if isinstance(w, tuple):
+        if len(w) != 2:
+            raise ValueError(f"{call}: {name} must be floats or (codes, scales)")
+        codes, cname, _ = _contiguous(call, w[0], f"{name}[0] (codes)")
+        scales, sname, _ = _contiguous(call, w[1], f"{name}[1] (scales)")
+        return codes, cname, scales, sname
+    values, vname, _ = _contiguous(call, w, name)
+    if values.dtype.kind == "f" and vname not in ("float32", "bfloat16"):
+        values, vname = np.ascontiguousarray(values, dtype=np.float32), "float32"
+    return values, vname, None, ""
 
 
 def _mask_view(call, obj):
@@ -532,73 +478,28 @@ class MegaMoE:
                  mode="e4m3", *, max_recv_rows=0, workers=None, wave_rows=128, weights="auto"):
         call = "shmoe.MegaMoE"
         require_init(call)
-
-        def check():
-            self.max_tokens_per_pe = _positive_int(call, "max_tokens_per_pe", max_tokens_per_pe)
-            self.hidden = _positive_int(call, "hidden", hidden)
-            self.intermediate_hidden = _positive_int(call, "intermediate_hidden",
-                                                     intermediate_hidden, 2)
-            if self.intermediate_hidden % 2:
-                raise ValueError(f"{call}: intermediate_hidden={intermediate_hidden} must be even "
-                                 "(SwiGLU splits it in halves)")
-            self.num_experts, self.num_topk = _expert_counts(call, num_experts, num_topk)
-            self.mode = _fp8_format(call, "mode", mode)
-            self._max_recv_rows = _positive_int(call, "max_recv_rows", max_recv_rows, 0)
-            self._workers = _worker_counts(call, workers)
-            self.wave_rows = _positive_int(call, "wave_rows", wave_rows)
-            if weights not in ("auto", "fp8", "bf16"):
-                raise ValueError(f"{call}: weights={weights!r} must be 'auto', 'fp8' or 'bf16'")
-            self.weights = weights
-
-        agreed(call, check)
-        self.num_local_experts = self.num_experts // state.n_pes
-        self._op = None
+        matrix, vector = _converted(call, False, lambda: _worker_pair(workers))
+        self.runtime = _shmoe.MegaRuntime(max_tokens_per_pe, hidden, intermediate_hidden,
+                                          num_experts, num_topk, str(mode), max_recv_rows, matrix,
+                                          vector, wave_rows, str(weights))
+        self.max_tokens_per_pe, self.hidden = int(max_tokens_per_pe), int(hidden)
+        self.intermediate_hidden = int(intermediate_hidden)
+        self.num_experts, self.num_topk = int(num_experts), int(num_topk)
+        self.mode, self.wave_rows, self.weights = mode, int(wave_rows), weights
+        self.num_local_experts = self.runtime.num_local_experts
         self.last_num_recv_tokens_per_expert = None
-
-    def _expert_rows(self, call, name, w, rows, cols):
-        """This PE's experts' weights `w` as MX rows [L, rows, mx_row_bytes(cols)]: floats
-        [L, rows, cols], or (codes [L, rows, cols], scales [L, rows, ceil(cols / 32)]) uint8."""
-        L = self.num_local_experts
-        if isinstance(w, tuple):
-            if len(w) != 2:
-                raise ValueError(f"{call}: {name} must be floats or (codes, scales)")
-            codes, cname, _ = _source(call, w[0], f"{name}[0] (codes)")
-            scales, sname, _ = _source(call, w[1], f"{name}[1] (scales)")
-            if cname != "uint8" or sname != "uint8":
-                raise TypeError(f"{call}: {name} codes and scales must be uint8, not {cname} and "
-                                f"{sname}")
-            blocks = -(-cols // MX_BLOCK)
-            _shape(call, f"{name}[0] (codes)", codes, (L, rows, cols))
-            _shape(call, f"{name}[1] (scales)", scales, (L, rows, blocks))
-            out = np.zeros((L, rows, _shmoe.mx_row_bytes(cols)), np.uint8)
-            out[:, :, :cols] = codes
-            out[:, :, cols : cols + blocks] = scales
-            return out
-        values, vname, _ = _source(call, w, name)
-        if vname == "bfloat16":
-            values = (values.astype(np.uint32) << np.uint32(16)).view(np.float32)
-        elif values.dtype.kind != "f":
-            raise TypeError(f"{call}: {name} has dtype {vname}; give floats or (codes, scales)")
-        _shape(call, name, values, (L, rows, cols))
-        flat = np.ascontiguousarray(values, dtype=np.float32).reshape(L * rows, cols)
-        return _mx_rows(flat, self.mode).reshape(L, rows, -1)
+        add_resource(self)
 
     def load_weights(self, w1, w2):
         """This PE's experts (collective): w1 [L, intermediate_hidden, hidden] (GEMM1:
         h = x @ w1[e].T, gate then up halves), w2 [L, hidden, intermediate_hidden / 2] (GEMM2:
-        y = act @ w2[e].T), as
-        floats (quantized here to MX FP8 of the layer's mode) or as (codes, scales)."""
+        y = act @ w2[e].T), as floats (quantized to MX FP8 of the layer's mode) or as
+        (codes, scales) uint8."""
         call = "MegaMoE.load_weights"
         require_init(call)
-        D, F = self.hidden, self.intermediate_hidden
-        rows1, rows2 = agreed(call, lambda: (self._expert_rows(call, "w1", w1, F, D),
-                                             self._expert_rows(call, "w2", w2, D, F // 2)))
-        self.close()
-        self._op = _shmoe.MegaMoE(
-            self.max_tokens_per_pe, D, F, self.num_topk, self.num_local_experts, self.mode,
-            self._max_recv_rows, self._workers[0], self._workers[1], self.wave_rows,
-            self.weights, rows1, rows2)
-        add_resource(self)
+        converted = _converted(call, False, lambda: (*_expert_weights(call, "w1", w1),
+                                                     *_expert_weights(call, "w2", w2)))
+        self.runtime.load_weights(*converted)
 
     def __call__(self, x, topk_idx, topk_weights, *, fused=True):
         """The layer's output y [num_tokens, hidden] bfloat16 for x [num_tokens, hidden] bfloat16
@@ -606,35 +507,27 @@ class MegaMoE:
         call = "MegaMoE.__call__"
         require_init(call)
 
-        def check():
-            if self._op is None:
-                raise Error(f"{call}: call load_weights first")
-            xs, tensor = _payload(call, x, "x", "bfloat16",
-                                  (("max_tokens_per_pe", self.max_tokens_per_pe), self.hidden))
-            n = xs.shape[0]
-            idx = _indices(call, topk_idx, "topk_idx", (n, self.num_topk), self.num_experts,
-                           check_range=False)
-            w = _weights(call, topk_weights, "topk_weights", (n, self.num_topk))
-            return xs, tensor, idx, w
+        def convert():
+            xs, x_dtype, tensor = _contiguous(call, x, "x")
+            idx, idx_dtype, _ = _contiguous(call, topk_idx, "topk_idx")
+            w, w_dtype = _float32_weights(call, topk_weights)
+            if w is None:
+                raise TypeError(f"{call}: topk_weights is None; the layer needs the weights")
+            return xs, x_dtype, tensor, idx, idx_dtype, w, "float32" if w.dtype.kind == "f" \
+                else w_dtype
 
-        xs, tensor, idx, w = agreed(call, check)
-        y = np.empty((xs.shape[0], self.hidden), np.uint16)
-        counts = np.empty(self.num_local_experts, np.int32)
-        self._op.run(bool(fused), xs, idx, w, xs.shape[0], y, counts)
+        xs, x_dtype, tensor, idx, idx_dtype, w, w_dtype = _converted(call, False, convert)
+        y, counts = self.runtime.run(xs, x_dtype, idx, idx_dtype, w, w_dtype, bool(fused))
         self.last_num_recv_tokens_per_expert = counts.tolist()
         return from_numpy(y, tensor, "bfloat16")
 
     def last_kernel_us(self):
-        if self._op is None:
-            raise Error("MegaMoE.last_kernel_us: no call yet")
-        return self._op.last_kernel_us()
+        return self.runtime.last_kernel_us()
 
     def close(self):
         """Frees the layer's symmetric memory and workers (collective)."""
-        if self._op is not None:
-            op, self._op = self._op, None
-            remove_resource(self)
-            op.close()
+        remove_resource(self)
+        self.runtime.close()
 
     def __enter__(self):
         return self

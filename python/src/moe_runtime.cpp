@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "call_checks.hpp"
 #include "moe_buffer.hpp"
 
 namespace shmoe::python {
@@ -26,118 +27,6 @@ constexpr const char* kDTypes[] = {"float32", "bfloat16", "float16", "int32"};
 
 std::size_t element_bytes(const std::string& dtype) {
   return dtype == "float32" || dtype == "int32" ? 4 : 2;
-}
-
-// An array argument as the package converted it: its memory and its element type's name (torch's
-// or numpy's: "bfloat16" for a bfloat16 tensor, whose numpy view holds uint16 bit patterns).
-struct Array {
-  py::buffer_info info;
-  std::string dtype;
-  const char* param;
-};
-
-Array array_of(const py::object& a, const std::string& dtype, const char* param) {
-  return {a.cast<py::buffer>().request(), dtype, param};
-}
-
-std::string shape_text(const py::buffer_info& a) {
-  return fmt::format("[{}]", fmt::join(a.shape, ", "));
-}
-
-// A dimension an array must have: exactly `size`, or with `limit_name` at most `size`.
-struct Dim {
-  py::ssize_t size;
-  const char* limit_name = nullptr;
-};
-
-// The first thing wrong with one call's arguments, as the call's message ("" when nothing is).
-class Refusal {
- public:
-  explicit Refusal(std::string call) : call_(std::move(call)) {}
-  const std::string& call() const { return call_; }
-  bool any() const { return !why_.empty(); }
-  void refuse(const std::string& why) {
-    if (why_.empty()) why_ = call_ + ": " + why;
-  }
-  void shape(const Array& a, std::initializer_list<Dim> dims) {
-    if (a.info.ndim != static_cast<py::ssize_t>(dims.size())) {
-      return refuse(fmt::format("{} must have {} dimensions, not shape {}", a.param, dims.size(),
-                                shape_text(a.info)));
-    }
-    int axis = 0;
-    for (const Dim& d : dims) {
-      const py::ssize_t got = a.info.shape[static_cast<std::size_t>(axis)];
-      if (d.limit_name != nullptr && got > d.size) {
-        return refuse(
-            fmt::format("{} has {} rows, more than {}={}", a.param, got, d.limit_name, d.size));
-      }
-      if (d.limit_name == nullptr && got != d.size) {
-        return refuse(fmt::format("{} has shape {}; dimension {} must be {}", a.param,
-                                  shape_text(a.info), axis, d.size));
-      }
-      ++axis;
-    }
-  }
-  // Every PE's verdict: throws shmoe::Error on every PE when any refused (in shrink mode, on this
-  // PE alone, without waiting for the others).
-  void settle(bool shrink) const {
-    if (shrink) {
-      if (any()) throw Error(why_);
-      return;
-    }
-    agree(SHMEM_TEAM_WORLD, call_.c_str(), why_);
-  }
-
- private:
-  std::string call_;
-  std::string why_;
-};
-
-void check_range(Refusal& r, const char* name, long long v, long long low) {
-  if (v < low) r.refuse(fmt::format("{}={} must be at least {}", name, v, low));
-}
-
-// Expert indices as int32: values no int32 holds become INT32_MIN, which the operator refuses.
-std::vector<std::int32_t> indices_int32(const Array& a) {
-  const auto n = static_cast<std::size_t>(a.info.size);
-  std::vector<std::int32_t> out(n);
-  const auto* p = static_cast<const std::byte*>(a.info.ptr);
-  const bool is_signed = a.dtype.rfind("int", 0) == 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    long long v = 0;
-    switch (a.info.itemsize) {
-      case 1:
-        v = is_signed ? static_cast<long long>(reinterpret_cast<const std::int8_t*>(p)[i])
-                      : static_cast<long long>(reinterpret_cast<const std::uint8_t*>(p)[i]);
-        break;
-      case 2:
-        v = is_signed ? static_cast<long long>(reinterpret_cast<const std::int16_t*>(p)[i])
-                      : static_cast<long long>(reinterpret_cast<const std::uint16_t*>(p)[i]);
-        break;
-      case 4:
-        v = is_signed ? static_cast<long long>(reinterpret_cast<const std::int32_t*>(p)[i])
-                      : static_cast<long long>(reinterpret_cast<const std::uint32_t*>(p)[i]);
-        break;
-      default: {
-        std::uint64_t bits;
-        std::memcpy(&bits, p + 8 * i, 8);
-        v = is_signed ? static_cast<long long>(bits)
-                      : static_cast<long long>(std::min<std::uint64_t>(bits, 1ull << 40));
-      }
-    }
-    const bool fits = v >= std::numeric_limits<std::int32_t>::min() &&
-                      v <= std::numeric_limits<std::int32_t>::max();
-    out[i] = fits ? static_cast<std::int32_t>(v) : std::numeric_limits<std::int32_t>::min();
-  }
-  return out;
-}
-
-bool is_integer(const std::string& dtype) {
-  return dtype.rfind("int", 0) == 0 || dtype.rfind("uint", 0) == 0;
-}
-
-bool is_float(const std::string& dtype) {
-  return dtype == "float32" || dtype == "float64" || dtype == "float16" || dtype == "bfloat16";
 }
 
 // One dispatch's record, what a combine needs of it: where each received row came from, and
@@ -193,7 +82,7 @@ class MoeRuntime {
           "are copied out of it");
     }
     const Array xs = array_of(x, x_dtype, "x");
-    check_payload(r, xs, {{o_.max_tokens_per_pe, "max_tokens_per_pe"}, {o_.hidden}});
+    check_payload(r, xs, o_.dtype, {{o_.max_tokens_per_pe, "max_tokens_per_pe"}, {o_.hidden}});
     const py::ssize_t tokens = xs.info.ndim == 2 ? xs.info.shape[0] : 0;
     const Array idx = array_of(topk_idx, idx_dtype, "topk_idx");
     if (!is_integer(idx.dtype)) {
@@ -229,7 +118,7 @@ class MoeRuntime {
     const Array ys = array_of(y, y_dtype, "y");
     py::object weights = topk_weights;
     if (d != nullptr) {
-      check_payload(r, ys, {{d->rows}, {o_.hidden}});
+      check_payload(r, ys, o_.dtype, {{d->rows}, {o_.hidden}});
       if (topk_weights.is_none()) {
         if (d->topk_weights.is_none()) r.refuse("topk_weights is None, and so was the dispatch's");
         weights = d->topk_weights;
@@ -267,7 +156,6 @@ class MoeRuntime {
   void check_options() const;
   py::object make_buffer(int L, int hidden, const std::string& dtype, int side, int ints) const;
   std::int32_t* checked_mask(Refusal& r, const py::object& pe_mask) const;
-  void check_payload(Refusal& r, const Array& a, std::initializer_list<Dim> dims) const;
   bool routes_like(const py::object& other) const;
   py::tuple call_dispatch(const Array& xs, const std::vector<std::int32_t>& idx,
                           const py::object& weights, bool zero_copy, std::int32_t* mask);
@@ -371,15 +259,6 @@ std::int32_t* MoeRuntime::checked_mask(Refusal& r, const py::object& pe_mask) co
     return nullptr;
   }
   return static_cast<std::int32_t*>(m.ptr);
-}
-
-void MoeRuntime::check_payload(Refusal& r, const Array& a, std::initializer_list<Dim> dims) const {
-  const bool bits = o_.dtype == "bfloat16" && a.dtype == "uint16";
-  if (a.dtype != o_.dtype && !bits) {
-    r.refuse(fmt::format("{} has dtype {} but the buffer carries {}{}", a.param, a.dtype, o_.dtype,
-                         o_.dtype == "bfloat16" ? " (numpy: uint16 bit patterns)" : ""));
-  }
-  r.shape(a, dims);
 }
 
 bool MoeRuntime::routes_like(const py::object& other) const {

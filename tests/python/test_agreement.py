@@ -112,15 +112,15 @@ def test_moe_calls():
     np.testing.assert_array_equal(out, 2 * x)
     buf.close()
 
-    refused_everywhere(lambda f: moe.MegaMoE(4, 32, f, n, 1), 63, 64, ValueError,
+    refused_everywhere(lambda f: moe.MegaMoE(4, 32, f, n, 1), 63, 64, shmoe.Error,
                        r"intermediate_hidden=63 must be even", "shmoe.MegaMoE")
     layer = moe.MegaMoE(4, 32, 64, n, 1)
     w1, w2 = np.zeros((1, 64, 32), np.float32), np.zeros((1, 32, 32), np.float32)
-    refused_everywhere(lambda a: layer.load_weights(a, w2), w1[:, :63], w1, ValueError,
+    refused_everywhere(lambda a: layer.load_weights(a, w2), w1[:, :63], w1, shmoe.Error,
                        r"w1 has shape \[1, 63, 32\]", "MegaMoE.load_weights")
     layer.load_weights(w1, w2)
     xb = np.zeros((4, 32), np.uint16)
     refused_everywhere(lambda a: layer(a, np.zeros((4, 1), np.int64), np.ones((4, 1), np.float32)),
-                       xb.astype(np.float32), xb, TypeError, r"x has dtype float32",
+                       xb.astype(np.float32), xb, shmoe.Error, r"x has dtype float32",
                        "MegaMoE.__call__")
     layer.close()

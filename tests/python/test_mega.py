@@ -77,16 +77,16 @@ def test_mega_against_reference(case):
 
 def test_mega_refusals():
     me, n = shmoe.my_pe(), shmoe.n_pes()
-    with pytest.raises(ValueError, match=r"shmoe.MegaMoE: intermediate_hidden=63 must be even"):
+    with pytest.raises(shmoe.Error, match=r"shmoe.MegaMoE: intermediate_hidden=63 must be even"):
         moe.MegaMoE(4, 32, 63, n, 1)
-    with pytest.raises(ValueError, match=r"shmoe.MegaMoE: mode='fp8' is not one of e4m3, e5m2"):
+    with pytest.raises(shmoe.Error, match=r"shmoe.MegaMoE: mode='fp8' is not one of e4m3, e5m2"):
         moe.MegaMoE(4, 32, 64, n, 1, "fp8")
-    with pytest.raises(ValueError,
+    with pytest.raises(shmoe.Error,
                        match=r"shmoe.MegaMoE: weights='int4' must be 'auto', 'fp8' or "
                              r"'bf16'"):
         moe.MegaMoE(4, 32, 64, n, 1, weights="int4")
     if n > 1:
-        with pytest.raises(ValueError,
+        with pytest.raises(shmoe.Error,
                            match=rf"num_experts={n + 1} is not divisible by the {n} PEs"):
             moe.MegaMoE(4, 32, 64, n + 1, 1)
     layer = moe.MegaMoE(4, 32, 64, n, 1)
@@ -95,22 +95,22 @@ def test_mega_refusals():
     w = np.ones((4, 1), np.float32)
     with pytest.raises(shmoe.Error, match=r"MegaMoE.__call__: call load_weights first"):
         layer(x, idx, w)
-    with pytest.raises(ValueError, match=r"MegaMoE.load_weights: w1 has shape \[1, 64, 31\]; "
+    with pytest.raises(shmoe.Error, match=r"MegaMoE.load_weights: w1 has shape \[1, 64, 31\]; "
                                          r"dimension 2 must be 32"):
         layer.load_weights(np.zeros((1, 64, 31), np.float32), np.zeros((1, 32, 32), np.float32))
-    with pytest.raises(TypeError, match=r"MegaMoE.load_weights: w2 has dtype int32; give floats or "
+    with pytest.raises(shmoe.Error, match=r"MegaMoE.load_weights: w2 has dtype int32; give floats or "
                                         r"\(codes, scales\)"):
         layer.load_weights(np.zeros((1, 64, 32), np.float32), np.zeros((1, 32, 32), np.int32))
-    with pytest.raises(ValueError, match=r"MegaMoE.load_weights: w1\[1\] \(scales\) has shape \[1, "
+    with pytest.raises(shmoe.Error, match=r"MegaMoE.load_weights: w1\[1\] \(scales\) has shape \[1, "
                                          r"64, 2\]; dimension 2 must be 1"):
         layer.load_weights((np.zeros((1, 64, 32), np.uint8), np.zeros((1, 64, 2), np.uint8)),
                            np.zeros((1, 32, 32), np.float32))
     layer.load_weights(np.full((1, 64, 32), 0.01, np.float32),
                        np.full((1, 32, 32), 0.01, np.float32))
-    with pytest.raises(TypeError, match=r"MegaMoE.__call__: x has dtype float32 but the buffer "
+    with pytest.raises(shmoe.Error, match=r"MegaMoE.__call__: x has dtype float32 but the buffer "
                                         r"carries bfloat16"):
         layer(x.astype(np.float32), idx, w)
-    with pytest.raises(ValueError, match=r"MegaMoE.__call__: x has 5 rows, more than max_tokens_per_pe=4"):
+    with pytest.raises(shmoe.Error, match=r"MegaMoE.__call__: x has 5 rows, more than max_tokens_per_pe=4"):
         layer(np.zeros((5, 32), np.uint16), np.zeros((5, 1), np.int64), np.ones((5, 1), np.float32))
     with pytest.raises(shmoe.Error, match=rf"PE 0: topk_idx\[2\]\[0\]={n} is out of range"):
         layer(x, np.where(np.arange(4)[:, None] == 2, n, 0), w)

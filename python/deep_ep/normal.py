@@ -257,8 +257,8 @@ class Normal:
         """The operator's dispatch of checked `args`, with this rank's verdict: refuse (its check
         raised `error`, which is raised here once every rank knows), retry (the plan does not
         hold the call; returns None, on every rank alike, when any rank asked) or proceed:
-        _shmoe.deep_ep_normal_dispatch's tuple (rows, recv_x, routes, assist_info,
-        ep_recv_count, the received top-k, the handle's matrices, tokens per local expert)."""
+        _shmoe.deep_ep_normal_dispatch's tuple (rows, recv_x, routes, src_info,
+        layout_prefix, the received top-k, the handle's matrices, tokens per local expert)."""
         op = plan.x.operator
         if error is not None or not plan.fits(*_shape(args)):
             nothing = np.empty(0, np.int32)  # read by no one: the verdict says so
@@ -279,7 +279,7 @@ class Normal:
             per_expert.numpy(), worst, plan.side_width)
 
     def _side_arrays(self, plan: _Plan):
-        """Fresh (assist_info [capacity, 3], ep_recv_count [ranks]) for one dispatch: its handle
+        """Fresh (src_info [capacity, 3], layout_prefix [ranks]) for one dispatch: its handle
         keeps them for the combine."""
         return np.empty((self.n * plan.capacity, 3), np.int32), np.empty(self.n, np.int32)
 

@@ -99,6 +99,15 @@ typedef struct {
   int shrink_timeout_ms;
 } shmoe_moe_config_t;
 
+/* Local; needs no shmem_init (a launcher checks its options before it starts any PE). Applies to
+ * config the rules shmoe_moe_buffer_create applies on n_pes PEs (except shrink_timeout_ms's upper
+ * bound, the PE's SHMOE_HANG_TIMEOUT): SHMOE_MOE_OK, or SHMOE_MOE_REFUSED with
+ * shmoe_moe_last_error() naming the first field that breaks one as this struct spells it
+ * ("shmoe_moe_config_check: num_topk=5 is out of range (1..4, ...)"). */
+SHMOE_API int shmoe_moe_config_check(const shmoe_moe_config_t* config, int n_pes);
+/* Local; needs no shmem_init. Symmetric heap bytes a buffer of this config takes on each of n_pes
+ * PEs (for SHMEM_SYMMETRIC_SIZE); 0 if shmoe_moe_config_check refuses the config. */
+SHMOE_API size_t shmoe_moe_buffer_symmetric_bytes(const shmoe_moe_config_t* config, int n_pes);
 /* Collective. Allocates the buffer's symmetric windows. */
 SHMOE_API int shmoe_moe_buffer_create(const shmoe_moe_config_t* config, shmoe_moe_buffer_t* buffer);
 /* Collective. */
@@ -234,6 +243,11 @@ typedef struct {
   int rows_received;
 } shmoe_moe_timing_t;
 SHMOE_API int shmoe_moe_last_timing(shmoe_moe_buffer_t buffer, shmoe_moe_timing_t* timing);
+/* The last dispatch's or combine's whole-kernel time on each of this PE's workers, microseconds:
+ * worker_us[w] for n_workers = shmoe_moe_timing_t's workers (worker_us_max is their largest; no
+ * workers before the first call). Local query; refused if n_workers is another count. */
+SHMOE_API int shmoe_moe_last_worker_times(shmoe_moe_buffer_t buffer, double* worker_us,
+                                          int n_workers);
 /* How long this PE waited, in microseconds, for each source PE's part of the last dispatch or
  * combine on this buffer (its header or entry, then its payload-done flag): wait_us[src] for the
  * n_pes PEs, n_pes = shmem_n_pes(). A PE the others wait for in every call is a slow PE; the

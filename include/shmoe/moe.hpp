@@ -74,6 +74,19 @@ class MoeBuffer {
     owned_ = Owned(h);
   }
 
+  // What is wrong with `config` on n_pes PEs (shmoe_moe_config_check's text), or "" if nothing.
+  // Local; needs no shmem_init.
+  static std::string config_error(const MoeConfig& config, int n_pes) {
+    return shmoe_moe_config_check(&config, n_pes) == SHMOE_MOE_OK ? std::string()
+                                                                  : shmoe_moe_last_error();
+  }
+
+  // Symmetric heap bytes a buffer of `config` takes on each of n_pes PEs (0 for a config that
+  // config_error refuses). Local; needs no shmem_init.
+  static std::size_t symmetric_bytes(const MoeConfig& config, int n_pes) {
+    return shmoe_moe_buffer_symmetric_bytes(&config, n_pes);
+  }
+
   // Rows the outputs of a dispatch must hold.
   std::size_t recv_capacity() const { return shmoe_moe_recv_capacity(owned_.get()); }
 
@@ -116,13 +129,26 @@ class MoeBuffer {
     return t;
   }
 
+  // Each worker's whole-kernel time in the last dispatch or combine, microseconds, into `us`
+  // (resized to the worker count; no allocation once it has that size).
+  void last_worker_times(std::vector<double>& us) const {
+    us.resize(static_cast<std::size_t>(last_timing().workers));
+    detail::checked(
+        shmoe_moe_last_worker_times(owned_.get(), us.data(), static_cast<int>(us.size())));
+  }
+
   // How long this PE waited for each source PE in the last dispatch or combine, in microseconds
   // (shmoe_moe_last_source_waits).
   std::vector<double> last_source_waits() const {
-    std::vector<double> us(static_cast<std::size_t>(shmem_n_pes()));
+    std::vector<double> us;
+    last_source_waits(us);
+    return us;
+  }
+  // ... into `us` (resized to the PE count; no allocation once it has that size).
+  void last_source_waits(std::vector<double>& us) const {
+    us.resize(static_cast<std::size_t>(shmem_n_pes()));
     detail::checked(
         shmoe_moe_last_source_waits(owned_.get(), us.data(), static_cast<int>(us.size())));
-    return us;
   }
 
   shmoe_moe_buffer_t handle() const { return owned_.get(); }

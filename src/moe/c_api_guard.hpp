@@ -97,4 +97,10 @@ void write_struct(T* p, const T& value, std::size_t first_size, const char* fn, 
 // The size of a struct's first version: up to and including `last`'s field.
 #define SHMOE_FIRST_SIZE(type, last) (offsetof(type, last) + sizeof(type::last))
 
+// The operator's configuration from the caller's (config_c_api.cpp), refused if its dtype is not
+// one of the enum's; checked_moe_config also applies the operator's rules on n_pes PEs (before
+// shmem_init too), naming each field as shmoe_moe_config_t spells it.
+MoeConfig moe_config_of(const shmoe_moe_config_t* config, const char* fn);
+MoeConfig checked_moe_config(const shmoe_moe_config_t* config, int n_pes, const char* fn);
+
 }  // namespace shmoe::moe::c_api

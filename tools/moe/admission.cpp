@@ -67,11 +67,11 @@ std::optional<std::uint64_t> user_heap_size() {
 MemoryNeed moe_case_need(const MoeRunOptions& o, const MoeCase& c,
                          std::optional<std::uint64_t> heap) {
   const std::uint64_t P = u64(o.pes), L = u64(c.experts_per_pe), bs = u64(c.bs);
-  const std::uint64_t row = product({u64(c.hidden), moe::dtype_size(c.dtype)});
+  const std::uint64_t row = product({u64(c.hidden), dtype_size(c.dtype)});
   const std::uint64_t cap = o.max_recv_rows ? o.max_recv_rows : product({P, bs, u64(c.topk)});
   const std::uint64_t routes = product({bs, u64(c.topk), 8});  // expert ids and scales
   MemoryNeed n;
-  n.windows = moe::MoeBuffer::window_bytes(moe_config(o, c), o.pes);
+  n.windows = MoeBuffer::symmetric_bytes(moe_config(o, c), o.pes);
   n.heap = heap.value_or(symmetric_bytes_for(o, c));
   n.heap_from_user = heap.has_value();
   // Every PE's inputs (each PE regenerates all of them for its golden data) and a copy of its
@@ -157,8 +157,7 @@ std::string refuse_moe_run(const MoeRunOptions& o, std::optional<std::uint64_t> 
     return fmt::format(
         "{} --pes {} --bs {} --hidden {} --topk {} --experts-per-pe {} --dtype {} does not fit "
         "in this machine's memory: {}; {}",
-        op_name(o.op), o.pes, c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype),
-        why,
+        op_name(o.op), o.pes, c.bs, c.hidden, c.topk, c.experts_per_pe, dtype_name(c.dtype), why,
         bs >= 0 ? fmt::format("the largest --bs that fits is {}", bs)
                 : std::string("no --bs fits: use fewer --pes or a smaller --hidden"));
   }

@@ -63,7 +63,7 @@ GeneratedExpert make_expert(const moe::ExpertFfnShape& shape, std::uint64_t seed
 }
 
 MoeCase mega_case(const MegaOptions& o) {
-  return {o.tokens, o.model_dim, o.topk, o.experts_per_pe, moe::DType::kBFloat16};
+  return {o.tokens, o.model_dim, o.topk, o.experts_per_pe, SHMOE_DTYPE_BFLOAT16};
 }
 
 PeInputs make_mega_inputs(const MegaOptions& o, std::uint64_t seed, int pe, int n_pes) {

@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "moe/moe.hpp"
 #include "options.hpp"
 
 namespace shmoe::tools {

@@ -9,10 +9,9 @@
 #include <map>
 #include <optional>
 
+#include "dtype.hpp"
 #include "mega_report.hpp"
 #include "mega_workload.hpp"
-#include "moe/mega_moe.hpp"
-#include "numeric/half.hpp"
 #include "run.hpp"
 
 namespace shmoe::tools {
@@ -20,8 +19,8 @@ namespace shmoe::tools {
 namespace {
 
 // The relative tolerance per format that the operator is held to.
-double relative_tolerance(numeric::Fp8Format f) {
-  return f == numeric::Fp8Format::kE4M3 ? 0.05 : 0.15;
+double relative_tolerance(shmoe_fp8_format_t f) {
+  return f == SHMOE_FP8_E4M3 ? 0.05 : 0.15;
 }
 
 // The floor of the check against the unquantized layer, as a fraction of the row's RMS: 12 unit
@@ -33,22 +32,22 @@ double relative_tolerance(numeric::Fp8Format f) {
 // row's largest |reference| failed good outputs by up to 2.2x. This check only bounds how far
 // FP8 takes the layer from its ideal; the tight check is fp8_replay.
 // Who applies SwiGLU and writes rows back under a resolved schedule, for the banner.
-const char* schedule_text(moe::MegaSchedule s) {
+const char* schedule_text(shmoe_mega_schedule_t s) {
   switch (s) {
-    case moe::MegaSchedule::kOverlapped:
+    case SHMOE_MEGA_SCHEDULE_OVERLAPPED:
       return "vector workers (schedule overlapped)";
-    case moe::MegaSchedule::kInline:
+    case SHMOE_MEGA_SCHEDULE_INLINE:
       return "matrix worker (schedule inline)";
-    case moe::MegaSchedule::kSolo:
+    case SHMOE_MEGA_SCHEDULE_SOLO:
       return "calling thread, as every part (schedule solo)";
-    case moe::MegaSchedule::kAuto:
+    case SHMOE_MEGA_SCHEDULE_AUTO:
       break;
   }
   return "?";
 }
 
-double ideal_floor(numeric::Fp8Format f) {
-  return 12 * (f == numeric::Fp8Format::kE4M3 ? 0x1p-4 : 0x1p-3);
+double ideal_floor(shmoe_fp8_format_t f) {
+  return 12 * (f == SHMOE_FP8_E4M3 ? 0x1p-4 : 0x1p-3);
 }
 
 struct Verdict {
@@ -82,7 +81,7 @@ struct NumericCheck {
       const double row_rms = floor_of_max ? row_max : std::sqrt(row_sq / D);
       for (int j = 0; j < D; ++j) {
         const std::size_t i = t * D + j;
-        const double got = numeric::bf16_to_float({y[i]});
+        const double got = bf16_to_float(y[i]);
         const double allowed = rel * std::fabs(expected[i]) + floor * row_rms + ref.slack[i];
         const double err = std::fabs(got - expected[i]);
         err_sq += err * err;
@@ -123,7 +122,8 @@ class MegaRun {
 
  private:
   void need(int e);
-  moe::MegaMoEArgs args_for(std::uint16_t* out, std::int32_t* cnt) const;
+  MegaMoEArgs args_for(std::uint16_t* out, std::int32_t* cnt) const;
+  const char* weights_form() const;
   void verified_iteration(int it);
   void compare_unfused(int it);
   std::string checks() const;
@@ -135,12 +135,12 @@ class MegaRun {
   const MegaOptions& o_;
   const std::uint64_t seed_;
   const int P_ = shmem_n_pes(), me_ = shmem_my_pe(), L_;
-  const moe::ExpertFfnShape shape_;
   // Experts are made when first needed: the operator needs this PE's, the reference those this
   // PE's tokens route to (at a real layer's shape, making all of them on every PE took 30 s).
   std::map<int, GeneratedExpert> experts_;
   std::vector<const GeneratedExpert*> by_id_;
-  std::optional<moe::MegaMoE> op_;
+  std::optional<MegaMoE> op_;
+  MegaMoEInfo layer_;  // what the operator resolved at creation
   std::vector<std::uint16_t> y_, y_unfused_;
   std::vector<std::int32_t> counts_, counts_unfused_;
   Verdict v_;
@@ -162,7 +162,6 @@ MegaRun::MegaRun(const MegaOptions& o, std::uint64_t seed)
     : o_(o),
       seed_(seed),
       L_(o.experts_per_pe),
-      shape_{o.model_dim, o.ffn_dim, o.mode},
       by_id_(static_cast<std::size_t>(P_) * L_, nullptr),
       y_(static_cast<std::size_t>(o.tokens) * o.model_dim),
       y_unfused_(y_.size()),
@@ -171,34 +170,38 @@ MegaRun::MegaRun(const MegaOptions& o, std::uint64_t seed)
       ideal_{"numeric_golden", relative_tolerance(o.mode), ideal_floor(o.mode), false, {}},
       time_fused_(o.perf && !o.unfused),
       time_unfused_(o.perf && (o.unfused || o.compare)) {
-  moe::MegaMoEWeights weights;
+  std::vector<const std::uint8_t*> w1, w2;
   for (int e = 0; e < L_; ++e) {
     need(me_ * L_ + e);
-    weights.w1.push_back(by_id_[me_ * L_ + e]->w1_rows.data());
-    weights.w2.push_back(by_id_[me_ * L_ + e]->w2_rows.data());
+    w1.push_back(by_id_[me_ * L_ + e]->w1_rows.data());
+    w2.push_back(by_id_[me_ * L_ + e]->w2_rows.data());
   }
-  op_.emplace(mega_config(o), weights);  // collective
+  op_.emplace(mega_config(o), w1, w2);  // collective
+  layer_ = op_->info();
   if (me_ == 0) {
     fmt::print(
         "mega: weights kept as {} ({} bytes on this PE); GEMMs on {}; SwiGLU and write-back by "
         "the {}\n",
-        op_->config().weights == moe::MegaWeights::kFp8 ? "fp8" : "bf16", op_->weight_bytes(),
-        op_->gemm_engine(), schedule_text(op_->config().schedule));
+        weights_form(), layer_.weight_bytes, layer_.gemm_engine, schedule_text(layer_.schedule));
   }
 }
 
 void MegaRun::need(int e) {
   if (by_id_[e] == nullptr)
-    by_id_[e] = &experts_.emplace(e, make_expert(shape_, seed_, e)).first->second;
+    by_id_[e] = &experts_.emplace(e, make_expert(o_, seed_, e)).first->second;
 }
 
-moe::MegaMoEArgs MegaRun::args_for(std::uint16_t* out, std::int32_t* cnt) const {
-  return moe::MegaMoEArgs{reinterpret_cast<const std::uint16_t*>(mine_.x.data()),
-                          mine_.expert_ids.data(),
-                          mine_.scales.data(),
-                          mine_.bs,
-                          out,
-                          cnt};
+const char* MegaRun::weights_form() const {
+  return layer_.weights == SHMOE_MEGA_WEIGHTS_FP8 ? "fp8" : "bf16";
+}
+
+MegaMoEArgs MegaRun::args_for(std::uint16_t* out, std::int32_t* cnt) const {
+  return MegaMoEArgs{reinterpret_cast<const std::uint16_t*>(mine_.x.data()),
+                     mine_.expert_ids.data(),
+                     mine_.scales.data(),
+                     mine_.bs,
+                     out,
+                     cnt};
 }
 
 void MegaRun::verified_iteration(int it) {
@@ -259,8 +262,7 @@ void MegaRun::report_verdict() {
 void MegaRun::timed_rounds() {
   const auto experts_read =
       std::count_if(counts_.begin(), counts_.end(), [](int c) { return c > 0; });
-  reads_.emplace(op_->config().weights == moe::MegaWeights::kFp8 ? "fp8" : "bf16",
-                 op_->weight_bytes() / L_ * static_cast<std::size_t>(experts_read));
+  reads_.emplace(weights_form(), layer_.weight_bytes / L_ * static_cast<std::size_t>(experts_read));
   const auto a = args_for(y_.data(), counts_.data());
   for (int i = 0; i < o_.warmup + o_.loops; ++i) {
     const bool keep = i >= o_.warmup;
@@ -274,15 +276,15 @@ void MegaRun::traced_call() {
   op_->set_tracing(true);
   op_->run(args_for(y_.data(), counts_.data()));
   op_->set_tracing(false);
-  write_trace(o_.trace, op_->last_trace(), op_->config());
+  write_trace(o_.trace, op_->last_trace(), layer_);
 }
 
 void MegaRun::report_timings() {
   // Under the solo schedule the calling thread does every part: no worker runs.
-  const auto& cfg = op_->config();
-  const std::string workers = cfg.schedule == moe::MegaSchedule::kSolo
-                                  ? std::string("solo")
-                                  : fmt::format("{}+{}", cfg.workers.matrix, cfg.workers.vector);
+  const std::string workers =
+      layer_.schedule == SHMOE_MEGA_SCHEDULE_SOLO
+          ? std::string("solo")
+          : fmt::format("{}+{}", layer_.matrix_workers, layer_.vector_workers);
   const std::string described = fmt::format(
       "pes={} tokens={} model_dim={} ffn_dim={} topk={} experts_per_pe={} mode={} workers={}", P_,
       o_.tokens, o_.model_dim, o_.ffn_dim, o_.topk, L_, mode_name(o_.mode), workers);
@@ -303,7 +305,7 @@ void MegaRun::report_timings() {
 }  // namespace
 
 std::size_t mega_symmetric_bytes(const MegaOptions& o) {
-  return moe::MegaMoE::symmetric_bytes(mega_config(o), o.pes, true) + (16u << 20);
+  return MegaMoE::unfused_symmetric_bytes(mega_config(o), o.pes) + (16u << 20);
 }
 
 int run_mega_pe(const MegaOptions& o) {
@@ -311,7 +313,8 @@ int run_mega_pe(const MegaOptions& o) {
   if (shmem_my_pe() == 0) fmt::print("shmoe-moe mega: {} PEs, seed={}\n", shmem_n_pes(), seed);
   try {
     return MegaRun(o, seed)();
-  } catch (const moe::Refused& e) {
+  } catch (const Error& e) {
+    if (e.status() != SHMOE_MOE_REFUSED) throw;
     fmt::print(stderr, "PE {}: refused: {}\n", shmem_my_pe(), e.what());
     return 2;
   }

@@ -10,9 +10,9 @@
 #include <optional>
 
 #include "dtype.hpp"
+#include "harness.hpp"
 #include "mega_report.hpp"
 #include "mega_workload.hpp"
-#include "run.hpp"
 
 namespace shmoe::tools {
 
@@ -309,15 +309,12 @@ std::size_t mega_symmetric_bytes(const MegaOptions& o) {
 }
 
 int run_mega_pe(const MegaOptions& o) {
-  const std::uint64_t seed = agree_on_seed(o.routing.seed);
-  if (shmem_my_pe() == 0) fmt::print("shmoe-moe mega: {} PEs, seed={}\n", shmem_n_pes(), seed);
-  try {
-    return MegaRun(o, seed)();
-  } catch (const Error& e) {
-    if (e.status() != SHMOE_MOE_REFUSED) throw;
-    fmt::print(stderr, "PE {}: refused: {}\n", shmem_my_pe(), e.what());
-    return 2;
-  }
+  return run_driver(
+      o.routing.seed,
+      [](std::uint64_t seed) {
+        return fmt::format("shmoe-moe mega: {} PEs, seed={}", shmem_n_pes(), seed);
+      },
+      1, [&](std::size_t, std::uint64_t seed) { return MegaRun(o, seed)(); });
 }
 
 }  // namespace shmoe::tools

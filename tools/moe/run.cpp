@@ -13,12 +13,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
 
 #include "dtype.hpp"
+#include "harness.hpp"
 #include "ordered_lines.hpp"
 #include "run_csv.hpp"
 #include "slow_pe.hpp"
@@ -611,19 +611,6 @@ PerfSample CaseRun::timed_calls() {
 
 }  // namespace
 
-std::uint64_t agree_on_seed(std::uint64_t requested) {
-  auto* slot = static_cast<std::uint64_t*>(shmem_calloc(1, sizeof(std::uint64_t)));
-  if (shmem_my_pe() == 0) {
-    std::uint64_t seed = requested;
-    if (seed == 0) seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-    for (int pe = 0; pe < shmem_n_pes(); ++pe) shmem_uint64_p(slot, seed, pe);
-  }
-  shmem_barrier_all();
-  std::uint64_t seed = *slot;
-  shmem_free(slot);
-  return seed;
-}
-
 std::size_t symmetric_bytes_for(const MoeRunOptions& o, const MoeCase& c) {
   // Room beyond the operator's windows for the seed and the perf report's scratch.
   return MoeBuffer::symmetric_bytes(moe_config(o, c), o.pes) + (64u << 20);
@@ -636,20 +623,13 @@ std::size_t symmetric_bytes_needed(const MoeRunOptions& o) {
 }
 
 int run_moe_pe(const MoeRunOptions& o) {
-  const std::uint64_t seed = agree_on_seed(o.seed);
-  if (shmem_my_pe() == 0)
-    fmt::print("shmoe-moe: {} on {} PEs, seed={}\n", op_name(o.op), shmem_n_pes(), seed);
-  int status = 0;
-  for (const auto& c : o.cases) {
-    try {
-      status |= CaseRun(o, c, seed)();
-    } catch (const Error& e) {
-      if (e.status() != SHMOE_MOE_REFUSED) throw;
-      fmt::print(stderr, "PE {}: refused: {}\n", shmem_my_pe(), e.what());
-      status = 2;
-    }
-  }
-  return status;
+  return run_driver(
+      o.seed,
+      [&](std::uint64_t seed) {
+        return fmt::format("shmoe-moe: {} on {} PEs, seed={}", op_name(o.op), shmem_n_pes(), seed);
+      },
+      o.cases.size(),
+      [&](std::size_t i, std::uint64_t seed) { return CaseRun(o, o.cases[i], seed)(); });
 }
 
 }  // namespace shmoe::tools

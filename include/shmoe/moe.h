@@ -99,6 +99,15 @@ typedef struct {
   int shrink_timeout_ms;
 } shmoe_moe_config_t;
 
+/* Local; needs no shmem_init (a launcher checks its options before it starts any PE). Applies to
+ * config the rules shmoe_moe_buffer_create applies on n_pes PEs (except shrink_timeout_ms's upper
+ * bound, the PE's SHMOE_HANG_TIMEOUT): SHMOE_MOE_OK, or SHMOE_MOE_REFUSED with
+ * shmoe_moe_last_error() naming the first field that breaks one as this struct spells it
+ * ("shmoe_moe_config_check: num_topk=5 is out of range (1..4, ...)"). */
+SHMOE_API int shmoe_moe_config_check(const shmoe_moe_config_t* config, int n_pes);
+/* Local; needs no shmem_init. Symmetric heap bytes a buffer of this config takes on each of n_pes
+ * PEs (for SHMEM_SYMMETRIC_SIZE); 0 if shmoe_moe_config_check refuses the config. */
+SHMOE_API size_t shmoe_moe_buffer_symmetric_bytes(const shmoe_moe_config_t* config, int n_pes);
 /* Collective. Allocates the buffer's symmetric windows. */
 SHMOE_API int shmoe_moe_buffer_create(const shmoe_moe_config_t* config, shmoe_moe_buffer_t* buffer);
 /* Collective. */
@@ -234,6 +243,11 @@ typedef struct {
   int rows_received;
 } shmoe_moe_timing_t;
 SHMOE_API int shmoe_moe_last_timing(shmoe_moe_buffer_t buffer, shmoe_moe_timing_t* timing);
+/* The last dispatch's or combine's whole-kernel time on each of this PE's workers, microseconds:
+ * worker_us[w] for n_workers = shmoe_moe_timing_t's workers (worker_us_max is their largest; no
+ * workers before the first call). Local query; refused if n_workers is another count. */
+SHMOE_API int shmoe_moe_last_worker_times(shmoe_moe_buffer_t buffer, double* worker_us,
+                                          int n_workers);
 /* How long this PE waited, in microseconds, for each source PE's part of the last dispatch or
  * combine on this buffer (its header or entry, then its payload-done flag): wait_us[src] for the
  * n_pes PEs, n_pes = shmem_n_pes(). A PE the others wait for in every call is a slow PE; the
@@ -289,6 +303,18 @@ typedef enum {
   SHMOE_MEGA_WEIGHTS_BF16 = 2
 } shmoe_mega_weights_t;
 
+/* Who applies SwiGLU to a matrix worker's waves and writes their outputs back. OVERLAPPED: its
+ * vector workers, overlapping the next GEMMs (pays only with cores to run them on). INLINE: the
+ * matrix worker itself, wave after wave. SOLO: no workers, the calling thread does every part
+ * (where a PE has under two cores). AUTO: OVERLAPPED where this PE's share of its host's cores
+ * runs all its workers at once, SOLO under two cores, INLINE in between. */
+typedef enum {
+  SHMOE_MEGA_SCHEDULE_AUTO = 0,
+  SHMOE_MEGA_SCHEDULE_OVERLAPPED = 1,
+  SHMOE_MEGA_SCHEDULE_INLINE = 2,
+  SHMOE_MEGA_SCHEDULE_SOLO = 3
+} shmoe_mega_schedule_t;
+
 typedef struct {
   size_t struct_size;    /* see "Extensible structs" */
   int max_tokens_per_pe; /* the most tokens any call passes on any PE */
@@ -300,9 +326,28 @@ typedef struct {
   size_t max_recv_rows; /* 0: n_pes * max_tokens_per_pe * num_topk, which never overflows */
   int matrix_workers;   /* 0 and 0: 1 and 2; otherwise vector_workers = 2 * matrix */
   int vector_workers;
-  int wave_rows;                /* rows per GEMM tile; 0: 128 */
-  shmoe_mega_weights_t weights; /* 0: SHMOE_MEGA_WEIGHTS_AUTO */
+  int wave_rows;                  /* rows per GEMM tile; 0: 128 */
+  shmoe_mega_weights_t weights;   /* 0: SHMOE_MEGA_WEIGHTS_AUTO */
+  shmoe_mega_schedule_t schedule; /* 0: SHMOE_MEGA_SCHEDULE_AUTO */
 } shmoe_mega_moe_config_t;
+
+/* Local; needs no shmem_init. Applies to config the rules shmoe_mega_moe_create applies on n_pes
+ * PEs: SHMOE_MOE_OK, or SHMOE_MOE_REFUSED with shmoe_moe_last_error() naming the first field that
+ * breaks one as this struct spells it ("shmoe_mega_moe_config_check: intermediate_hidden=3 must be
+ * even ..."). */
+SHMOE_API int shmoe_mega_moe_config_check(const shmoe_mega_moe_config_t* config, int n_pes);
+
+/* What a MegaMoE resolved at creation (local query; the library fills the caller's struct_size
+ * bytes). */
+typedef struct {
+  size_t struct_size;
+  shmoe_mega_weights_t weights;   /* FP8 or BF16, never AUTO */
+  shmoe_mega_schedule_t schedule; /* never AUTO */
+  int matrix_workers;
+  int vector_workers;
+  size_t weight_bytes;  /* the local experts' weights in that form */
+  char gemm_engine[96]; /* the GEMM engine in words, NUL-terminated (cut to fit) */
+} shmoe_mega_moe_info_t;
 
 /* Collective. w1 and w2 hold num_experts_per_pe pointers, one per local expert, to MX FP8 rows
  * (shmoe_mx_quantize_rows) along the reduction dimension: w1[e] is intermediate_hidden rows of
@@ -328,6 +373,23 @@ SHMOE_API int shmoe_mega_moe_run_unfused(shmoe_mega_moe_t mega, const uint16_t* 
 SHMOE_API double shmoe_mega_moe_last_kernel_us(shmoe_mega_moe_t mega);
 /* Symmetric heap bytes each of n_pes PEs needs for this config (SHMEM_SYMMETRIC_SIZE). */
 SHMOE_API size_t shmoe_mega_moe_symmetric_bytes(const shmoe_mega_moe_config_t* config, int n_pes);
+/* The same for a MegaMoE that also calls shmoe_mega_moe_run_unfused (whose chain adds the windows
+ * of a dispatch and a combine buffer, made at its first call). 0 for a refused config. */
+SHMOE_API size_t shmoe_mega_moe_unfused_symmetric_bytes(const shmoe_mega_moe_config_t* config,
+                                                        int n_pes);
+/* Local query: what the layer resolved at creation. */
+SHMOE_API int shmoe_mega_moe_info(shmoe_mega_moe_t mega, shmoe_mega_moe_info_t* info);
+/* Local: record (on nonzero) or stop recording every worker's stages in the following fused runs
+ * on this PE. */
+SHMOE_API int shmoe_mega_moe_set_tracing(shmoe_mega_moe_t mega, int on);
+/* Local query: the stages the last traced run recorded on this PE, worker by worker: event i ran
+ * on worker[i], was stage[i] (a string of the library's, valid for the process's life) with
+ * index[i] (the wave, or -1), from begin_us[i] to end_us[i] (microseconds of the host's steady
+ * clock, which its PEs share). Writes at most capacity events; returns how many there are (call
+ * with capacity 0 and NULL arrays to size them), or a status < 0. */
+SHMOE_API int shmoe_mega_moe_last_trace(shmoe_mega_moe_t mega, size_t capacity, int* worker,
+                                        const char** stage, int* index, double* begin_us,
+                                        double* end_us);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,7 @@ using DispatchOutputs = detail::Extensible<shmoe_dispatch_outputs_t>;
 using CombineArgs = detail::Extensible<shmoe_combine_args_t>;
 using MoeTiming = detail::Extensible<shmoe_moe_timing_t>;
 using MegaMoEConfig = detail::Extensible<shmoe_mega_moe_config_t>;
+using MegaMoEInfo = detail::Extensible<shmoe_mega_moe_info_t>;
 
 // Dispatch and combine on symmetric windows sized by the config (shmoe_moe_buffer_t). Collective
 // to create and to destroy; every call collective.
@@ -72,6 +73,19 @@ class MoeBuffer {
     shmoe_moe_buffer_t h = nullptr;
     detail::checked(shmoe_moe_buffer_create(&config, &h));
     owned_ = Owned(h);
+  }
+
+  // What is wrong with `config` on n_pes PEs (shmoe_moe_config_check's text), or "" if nothing.
+  // Local; needs no shmem_init.
+  static std::string config_error(const MoeConfig& config, int n_pes) {
+    return shmoe_moe_config_check(&config, n_pes) == SHMOE_MOE_OK ? std::string()
+                                                                  : shmoe_moe_last_error();
+  }
+
+  // Symmetric heap bytes a buffer of `config` takes on each of n_pes PEs (0 for a config that
+  // config_error refuses). Local; needs no shmem_init.
+  static std::size_t symmetric_bytes(const MoeConfig& config, int n_pes) {
+    return shmoe_moe_buffer_symmetric_bytes(&config, n_pes);
   }
 
   // Rows the outputs of a dispatch must hold.
@@ -116,13 +130,26 @@ class MoeBuffer {
     return t;
   }
 
+  // Each worker's whole-kernel time in the last dispatch or combine, microseconds, into `us`
+  // (resized to the worker count; no allocation once it has that size).
+  void last_worker_times(std::vector<double>& us) const {
+    us.resize(static_cast<std::size_t>(last_timing().workers));
+    detail::checked(
+        shmoe_moe_last_worker_times(owned_.get(), us.data(), static_cast<int>(us.size())));
+  }
+
   // How long this PE waited for each source PE in the last dispatch or combine, in microseconds
   // (shmoe_moe_last_source_waits).
   std::vector<double> last_source_waits() const {
-    std::vector<double> us(static_cast<std::size_t>(shmem_n_pes()));
+    std::vector<double> us;
+    last_source_waits(us);
+    return us;
+  }
+  // ... into `us` (resized to the PE count; no allocation once it has that size).
+  void last_source_waits(std::vector<double>& us) const {
+    us.resize(static_cast<std::size_t>(shmem_n_pes()));
     detail::checked(
         shmoe_moe_last_source_waits(owned_.get(), us.data(), static_cast<int>(us.size())));
-    return us;
   }
 
   shmoe_moe_buffer_t handle() const { return owned_.get(); }
@@ -177,6 +204,14 @@ struct MegaMoEArgs {
   std::int32_t* num_recv_tokens_per_expert = nullptr;  // written, or null
 };
 
+// One stage a worker ran in a traced MegaMoE run (shmoe_mega_moe_last_trace).
+struct MegaStageEvent {
+  int worker = 0;
+  const char* stage = "";  // the library's, valid for the process's life
+  int index = -1;          // the wave, or -1
+  double begin_us = 0, end_us = 0;
+};
+
 // A whole MoE layer (shmoe_mega_moe_t). w1 and w2: one pointer per local expert to its MX FP8
 // rows (shmoe/moe.h).
 class MegaMoE {
@@ -211,6 +246,41 @@ class MegaMoE {
 
   static std::size_t symmetric_bytes(const MegaMoEConfig& config, int n_pes) {
     return shmoe_mega_moe_symmetric_bytes(&config, n_pes);
+  }
+  // ... with run_unfused's windows too.
+  static std::size_t unfused_symmetric_bytes(const MegaMoEConfig& config, int n_pes) {
+    return shmoe_mega_moe_unfused_symmetric_bytes(&config, n_pes);
+  }
+
+  // What is wrong with `config` on n_pes PEs (shmoe_mega_moe_config_check's text), or "" if
+  // nothing. Local; needs no shmem_init.
+  static std::string config_error(const MegaMoEConfig& config, int n_pes) {
+    return shmoe_mega_moe_config_check(&config, n_pes) == SHMOE_MOE_OK ? std::string()
+                                                                       : shmoe_moe_last_error();
+  }
+
+  // What the layer resolved at creation: weight form, schedule, workers, weight bytes, engine.
+  MegaMoEInfo info() const {
+    MegaMoEInfo i;
+    detail::checked(shmoe_mega_moe_info(owned_.get(), &i));
+    return i;
+  }
+
+  // Records every worker's stages in the following fused runs on this PE.
+  void set_tracing(bool on) { detail::checked(shmoe_mega_moe_set_tracing(owned_.get(), on)); }
+  // The stages of the last traced run on this PE, worker by worker.
+  std::vector<MegaStageEvent> last_trace() const {
+    const auto n = static_cast<std::size_t>(detail::checked(
+        shmoe_mega_moe_last_trace(owned_.get(), 0, nullptr, nullptr, nullptr, nullptr, nullptr)));
+    std::vector<int> worker(n), index(n);
+    std::vector<const char*> stage(n);
+    std::vector<double> begin(n), end(n);
+    detail::checked(shmoe_mega_moe_last_trace(owned_.get(), n, worker.data(), stage.data(),
+                                              index.data(), begin.data(), end.data()));
+    std::vector<MegaStageEvent> events(n);
+    for (std::size_t i = 0; i < n; ++i)
+      events[i] = {worker[i], stage[i], index[i], begin[i], end[i]};
+    return events;
   }
 
   shmoe_mega_moe_t handle() const { return owned_.get(); }

@@ -7,21 +7,11 @@
 
 #include "moe/c_api_guard.hpp"
 #include "moe/moe.hpp"
-#include "shmem/last_error.hpp"
 #include "shmoe/moe.h"
-#include "shmoe/runtime.h"
 
 struct shmoe_moe_buffer {
   shmoe::moe::MoeBuffer impl;
 };
-
-namespace shmoe::moe::c_api {
-
-void set_last_error(std::string text) {
-  shmoe::set_last_error(std::move(text));
-}
-
-}  // namespace shmoe::moe::c_api
 
 using shmoe::moe::c_api::guarded;
 using shmoe::moe::c_api::read_struct;
@@ -31,8 +21,8 @@ using shmoe::moe::c_api::require_nonnull;
 namespace {
 
 // The first version of each extensible struct ends with these fields (appended ones have 0 as
-// their default, so a caller that stops here keeps working).
-constexpr std::size_t kConfigFirst = SHMOE_FIRST_SIZE(shmoe_moe_config_t, double_plane_threshold);
+// their default, so a caller that stops here keeps working; shmoe_moe_config_t's is in
+// config_c_api.cpp).
 constexpr std::size_t kDispatchArgsFirst = SHMOE_FIRST_SIZE(shmoe_dispatch_args_t, num_tokens);
 constexpr std::size_t kDispatchOutputsFirst =
     SHMOE_FIRST_SIZE(shmoe_dispatch_outputs_t, recv_weights);
@@ -43,32 +33,11 @@ constexpr std::size_t kTimingFirst = SHMOE_FIRST_SIZE(shmoe_moe_timing_t, rows_r
 
 extern "C" {
 
-const char* shmoe_moe_last_error(void) {
-  return shmoe_last_error();
-}
-
 int shmoe_moe_buffer_create(const shmoe_moe_config_t* config, shmoe_moe_buffer_t* buffer) {
   return guarded([&] {
     constexpr const char* fn = "shmoe_moe_buffer_create";
-    const auto in = read_struct(config, kConfigFirst, fn, "config");
+    const shmoe::moe::MoeConfig c = shmoe::moe::c_api::moe_config_of(config, fn);
     auto& handle = require(buffer, fn, "buffer");
-    shmoe::moe::MoeConfig c;
-    c.experts_per_pe = in.num_experts_per_pe;
-    c.max_bs = in.max_tokens_per_pe;
-    c.hidden = in.hidden;
-    c.topk = in.num_topk;
-    const int dtype = shmoe::moe::c_api::raw_enum_value(in.dtype);
-    if (dtype < SHMOE_DTYPE_INT32 || dtype > SHMOE_DTYPE_FLOAT32) {
-      throw shmoe::moe::Refused(std::string(fn) + ": config->dtype=" + std::to_string(dtype) +
-                                " is out of range (0..3, SHMOE_DTYPE_INT32..SHMOE_DTYPE_FLOAT32)");
-    }
-    c.dtype = static_cast<shmoe::moe::DType>(dtype);
-    c.max_recv_rows = in.max_recv_rows;
-    c.workers = {in.matrix_workers, in.vector_workers};
-    if (in.double_plane_threshold != 0) c.doubleplane_threshold = in.double_plane_threshold;
-    c.token_side_bytes = in.token_side_bytes;
-    c.header_ints = in.header_ints;
-    c.shrink_timeout_ms = in.shrink_timeout_ms;
     handle = new shmoe_moe_buffer{shmoe::moe::MoeBuffer(c)};
     return int{SHMOE_MOE_OK};
   });
@@ -95,6 +64,23 @@ int shmoe_moe_last_timing(shmoe_moe_buffer_t buffer, shmoe_moe_timing_t* timing)
   });
 }
 
+int shmoe_moe_last_worker_times(shmoe_moe_buffer_t buffer, double* worker_us, int n_workers) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_moe_last_worker_times";
+    auto& m = require(buffer, fn, "buffer");
+    if (n_workers > 0) require_nonnull(worker_us, fn, "worker_us");
+    const auto& us = m.impl.last_timing().worker_us;
+    const int workers = static_cast<int>(us.size());
+    if (n_workers != workers) {
+      throw shmoe::moe::Refused(fmt::format(
+          "{}: n_workers={} is not this buffer's worker count {} (shmoe_moe_timing_t.workers)", fn,
+          n_workers, workers));
+    }
+    std::copy(us.begin(), us.end(), worker_us);
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 int shmoe_moe_last_source_waits(shmoe_moe_buffer_t buffer, double* wait_us, int n_pes) {
   return guarded([&] {
     constexpr const char* fn = "shmoe_moe_last_source_waits";
@@ -111,6 +97,17 @@ int shmoe_moe_last_source_waits(shmoe_moe_buffer_t buffer, double* wait_us, int 
       wait_us[src] = us.empty() ? 0.0 : us[static_cast<std::size_t>(src)];
     return int{SHMOE_MOE_OK};
   });
+}
+
+size_t shmoe_moe_buffer_symmetric_bytes(const shmoe_moe_config_t* config, int n_pes) {
+  std::size_t bytes = 0;
+  const int status = guarded([&] {
+    constexpr const char* fn = "shmoe_moe_buffer_symmetric_bytes";
+    bytes = shmoe::moe::MoeBuffer::window_bytes(
+        shmoe::moe::c_api::checked_moe_config(config, n_pes, fn), n_pes);
+    return int{SHMOE_MOE_OK};
+  });
+  return status == SHMOE_MOE_OK ? bytes : 0;
 }
 
 size_t shmoe_moe_recv_capacity(shmoe_moe_buffer_t buffer) {

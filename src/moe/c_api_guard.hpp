@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "moe/mega_moe.hpp"
 #include "moe/moe.hpp"
 #include "shmoe/moe.h"
 
@@ -96,5 +97,15 @@ void write_struct(T* p, const T& value, std::size_t first_size, const char* fn, 
 
 // The size of a struct's first version: up to and including `last`'s field.
 #define SHMOE_FIRST_SIZE(type, last) (offsetof(type, last) + sizeof(type::last))
+
+// The operator's configuration from the caller's (config_c_api.cpp), refused if its dtype is not
+// one of the enum's; checked_moe_config also applies the operator's rules on n_pes PEs (before
+// shmem_init too), naming each field as shmoe_moe_config_t spells it.
+MoeConfig moe_config_of(const shmoe_moe_config_t* config, const char* fn);
+MoeConfig checked_moe_config(const shmoe_moe_config_t* config, int n_pes, const char* fn);
+// The same for MegaMoE; fp8_format_of refuses a value that is not one of shmoe_fp8_format_t's.
+numeric::Fp8Format fp8_format_of(const shmoe_fp8_format_t& f, const char* fn);
+MegaMoEConfig mega_config_of(const shmoe_mega_moe_config_t* config, const char* fn);
+MegaMoEConfig checked_mega_config(const shmoe_mega_moe_config_t* config, int n_pes, const char* fn);
 
 }  // namespace shmoe::moe::c_api

@@ -1,4 +1,5 @@
 // The MegaMoE and MX FP8 entry points of include/shmoe/moe.h over the C++ operator and quantizer.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,43 +22,8 @@ using shmoe::moe::c_api::guarded;
 using shmoe::moe::c_api::require;
 using shmoe::moe::c_api::require_nonnull;
 
-shmoe::numeric::Fp8Format format_of(const shmoe_fp8_format_t& f, const char* fn) {
-  const int value = shmoe::moe::c_api::raw_enum_value(f);
-  if (value == SHMOE_FP8_E4M3) return shmoe::numeric::Fp8Format::kE4M3;
-  if (value == SHMOE_FP8_E5M2) return shmoe::numeric::Fp8Format::kE5M2;
-  throw Refused(std::string(fn) + ": format=" + std::to_string(value) +
-                " is not SHMOE_FP8_E4M3 (0) or SHMOE_FP8_E5M2 (1)");
-}
-
-shmoe::moe::MegaWeights weights_of(const shmoe_mega_weights_t& w, const char* fn) {
-  const int value = shmoe::moe::c_api::raw_enum_value(w);
-  if (value == SHMOE_MEGA_WEIGHTS_AUTO) return shmoe::moe::MegaWeights::kAuto;
-  if (value == SHMOE_MEGA_WEIGHTS_FP8) return shmoe::moe::MegaWeights::kFp8;
-  if (value == SHMOE_MEGA_WEIGHTS_BF16) return shmoe::moe::MegaWeights::kBf16;
-  throw Refused(std::string(fn) + ": weights=" + std::to_string(value) +
-                " is not SHMOE_MEGA_WEIGHTS_AUTO (0), SHMOE_MEGA_WEIGHTS_FP8 (1) or "
-                "SHMOE_MEGA_WEIGHTS_BF16 (2)");
-}
-
-// The first version of shmoe_mega_moe_config_t ends with weights (shmoe/moe.h, "Extensible
-// structs").
-constexpr std::size_t kConfigFirst = SHMOE_FIRST_SIZE(shmoe_mega_moe_config_t, weights);
-
-shmoe::moe::MegaMoEConfig config_of(const shmoe_mega_moe_config_t* config, const char* fn) {
-  const auto in = shmoe::moe::c_api::read_struct(config, kConfigFirst, fn, "config");
-  shmoe::moe::MegaMoEConfig c;
-  c.tokens = in.max_tokens_per_pe;
-  c.model_dim = in.hidden;
-  c.ffn_dim = in.intermediate_hidden;
-  c.topk = in.num_topk;
-  c.experts_per_pe = in.num_experts_per_pe;
-  c.format = format_of(in.format, fn);
-  c.max_received_tokens = in.max_recv_rows;
-  c.workers = {in.matrix_workers, in.vector_workers};
-  if (in.wave_rows != 0) c.wave_rows = in.wave_rows;
-  c.weights = weights_of(in.weights, fn);
-  return c;
-}
+using shmoe::moe::c_api::fp8_format_of;
+using shmoe::moe::c_api::mega_config_of;
 
 // The row shape of the MX helpers: cols >= 1 and the buffers present.
 void check_rows(const void* src, const void* dst, int cols, const char* fn) {
@@ -72,7 +38,7 @@ int quantize_rows(const T* src, std::size_t rows, int cols, shmoe_fp8_format_t f
                   std::uint8_t* dst, const char* fn, Quantize quantize) {
   return guarded([&] {
     check_rows(src, dst, cols, fn);
-    const auto f = format_of(format, fn);
+    const auto f = fp8_format_of(format, fn);
     const shmoe::moe::MxRow layout{cols};
     for (std::size_t r = 0; r < rows; ++r) {
       std::uint8_t* row = dst + r * layout.bytes();
@@ -81,6 +47,21 @@ int quantize_rows(const T* src, std::size_t rows, int cols, shmoe_fp8_format_t f
     }
     return int{SHMOE_MOE_OK};
   });
+}
+
+// The first version of shmoe_mega_moe_info_t ends with gemm_engine (shmoe/moe.h, "Extensible
+// structs").
+constexpr std::size_t kInfoFirst = SHMOE_FIRST_SIZE(shmoe_mega_moe_info_t, gemm_engine);
+
+std::size_t symmetric_bytes(const shmoe_mega_moe_config_t* config, int n_pes, bool unfused,
+                            const char* fn) {
+  std::size_t bytes = 0;
+  const int status = guarded([&] {
+    bytes = shmoe::moe::MegaMoE::symmetric_bytes(
+        shmoe::moe::c_api::checked_mega_config(config, n_pes, fn), n_pes, unfused);
+    return int{SHMOE_MOE_OK};
+  });
+  return status == SHMOE_MOE_OK ? bytes : 0;
 }
 
 // One run of the layer, fused or through the unfused chain.
@@ -118,7 +99,7 @@ int shmoe_mx_dequantize_rows(const uint8_t* src, size_t rows, int cols, shmoe_fp
   return guarded([&] {
     constexpr const char* fn = "shmoe_mx_dequantize_rows";
     check_rows(src, dst, cols, fn);
-    const auto f = format_of(format, fn);
+    const auto f = fp8_format_of(format, fn);
     const shmoe::moe::MxRow layout{cols};
     for (std::size_t r = 0; r < rows; ++r) {
       const std::uint8_t* row = src + r * layout.bytes();
@@ -133,7 +114,7 @@ int shmoe_mega_moe_create(const shmoe_mega_moe_config_t* config, const uint8_t* 
                           const uint8_t* const* w2, shmoe_mega_moe_t* mega) {
   return guarded([&] {
     constexpr const char* fn = "shmoe_mega_moe_create";
-    const auto c = config_of(config, fn);
+    const auto c = mega_config_of(config, fn);
     auto& handle = require(mega, fn, "mega");
     require_nonnull(w1, fn, "w1");
     require_nonnull(w2, fn, "w2");
@@ -170,13 +151,60 @@ double shmoe_mega_moe_last_kernel_us(shmoe_mega_moe_t mega) {
 }
 
 size_t shmoe_mega_moe_symmetric_bytes(const shmoe_mega_moe_config_t* config, int n_pes) {
-  std::size_t bytes = 0;
-  const int status = guarded([&] {
-    constexpr const char* fn = "shmoe_mega_moe_symmetric_bytes";
-    bytes = shmoe::moe::MegaMoE::symmetric_bytes(config_of(config, fn), n_pes, false);
+  return symmetric_bytes(config, n_pes, false, "shmoe_mega_moe_symmetric_bytes");
+}
+
+size_t shmoe_mega_moe_unfused_symmetric_bytes(const shmoe_mega_moe_config_t* config, int n_pes) {
+  return symmetric_bytes(config, n_pes, true, "shmoe_mega_moe_unfused_symmetric_bytes");
+}
+
+int shmoe_mega_moe_info(shmoe_mega_moe_t mega, shmoe_mega_moe_info_t* info) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_mega_moe_info";
+    const auto& layer = require(mega, fn, "mega").layer;
+    const auto& c = layer.config();
+    shmoe_mega_moe_info_t out{};
+    out.weights = c.weights == shmoe::moe::MegaWeights::kFp8 ? SHMOE_MEGA_WEIGHTS_FP8
+                                                             : SHMOE_MEGA_WEIGHTS_BF16;
+    out.schedule = static_cast<shmoe_mega_schedule_t>(static_cast<int>(c.schedule));
+    out.matrix_workers = c.workers.matrix;
+    out.vector_workers = c.workers.vector;
+    out.weight_bytes = layer.weight_bytes();
+    const std::string engine = layer.gemm_engine();
+    engine.copy(out.gemm_engine, sizeof out.gemm_engine - 1);
+    shmoe::moe::c_api::write_struct(info, out, kInfoFirst, fn, "info");
     return int{SHMOE_MOE_OK};
   });
-  return status == SHMOE_MOE_OK ? bytes : 0;
+}
+
+int shmoe_mega_moe_set_tracing(shmoe_mega_moe_t mega, int on) {
+  return guarded([&] {
+    require(mega, "shmoe_mega_moe_set_tracing", "mega").layer.set_tracing(on != 0);
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_mega_moe_last_trace(shmoe_mega_moe_t mega, size_t capacity, int* worker,
+                              const char** stage, int* index, double* begin_us, double* end_us) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_mega_moe_last_trace";
+    const auto events = require(mega, fn, "mega").layer.last_trace();
+    const std::size_t n = std::min(capacity, events.size());
+    if (n > 0) {
+      for (const void* p : {static_cast<const void*>(worker), static_cast<const void*>(stage),
+                            static_cast<const void*>(index), static_cast<const void*>(begin_us),
+                            static_cast<const void*>(end_us)})
+        require_nonnull(p, fn, "worker, stage, index, begin_us and end_us");
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      worker[i] = events[i].worker;
+      stage[i] = events[i].stage.data();  // a string literal: NUL-terminated, static
+      index[i] = events[i].index;
+      begin_us[i] = events[i].begin_us;
+      end_us[i] = events[i].end_us;
+    }
+    return static_cast<int>(events.size());
+  });
 }
 
 }  // extern "C"

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -283,6 +284,68 @@ TEST(MoeCaller, CombineRefusesModesThatDifferAndARefusingPeOnEveryPe) {
   c.verdict = SHMOE_CALL_PROCEED;
   op.combine(c);  // usable again
   EXPECT_NE(out, untouched);
+}
+
+}  // namespace
+}  // namespace shmoe
+
+namespace shmoe {
+namespace {
+
+// What a launcher asks of a configuration before it starts any PE: the operators' rules (with
+// the fields named as shmoe_moe_config_t spells them) and the symmetric heap a buffer takes.
+TEST(MoeCaller, ConfigCheckNamesTheFieldAndSymmetricBytesCoverTheWindow) {
+  const int n = shmem_n_pes();
+  EXPECT_EQ(MoeBuffer::config_error(config(), n), "");
+  MoeConfig c = config();
+  c.num_topk = n * kL + 1;
+  EXPECT_EQ(MoeBuffer::config_error(c, n),
+            fmt::format("shmoe_moe_config_check: num_topk={} is out of range (1..{}, the expert "
+                        "count {} PEs x {} experts)",
+                        n * kL + 1, n * kL, n, kL));
+  EXPECT_EQ(MoeBuffer::symmetric_bytes(c, n), 0u);  // refused: no size
+  c = config();
+  c.matrix_workers = 200;
+  c.vector_workers = 100;
+  EXPECT_EQ(MoeBuffer::config_error(c, n),
+            "shmoe_moe_config_check: matrix_workers/vector_workers: matrix=200 vector=100 are out "
+            "of range (0..256 in all)");
+  c = config();
+  c.shrink_timeout_ms = 100;
+  c.max_recv_rows = 5;
+  EXPECT_NE(MoeBuffer::config_error(c, n).find("max_recv_rows=5 must be 0 in shrink mode "
+                                               "(shrink_timeout_ms > 0)"),
+            std::string::npos);
+  EXPECT_EQ(MoeBuffer::config_error(config(), 0), "shmoe_moe_config_check: n_pes=0 is not >= 1");
+
+  // The receive window alone is recv_capacity rows of hidden bf16 values; a larger hidden
+  // takes more.
+  MoeBuffer op(config());
+  const std::size_t bytes = MoeBuffer::symmetric_bytes(config(), n);
+  EXPECT_GE(bytes, op.recv_capacity() * kHidden * 2);
+  MoeConfig wider = config();
+  wider.hidden = 2 * kHidden;
+  EXPECT_GT(MoeBuffer::symmetric_bytes(wider, n), bytes);
+}
+
+// The per-worker times of the last call: one per worker, the largest being the timing's max.
+TEST(MoeCaller, LastWorkerTimesGiveEachWorkerAndTheirMaxIsTheTimings) {
+  Job j;
+  std::vector<double> us;
+  j.op.last_worker_times(us);  // before any call: no workers measured
+  EXPECT_TRUE(us.empty());
+  j.r.rows = dispatch(j.op, j.in, j.r);
+  const MoeTiming t = j.op.last_timing();
+  ASSERT_EQ(t.workers, 2);  // config(): vector_workers = 2
+  j.op.last_worker_times(us);
+  ASSERT_EQ(us.size(), 2u);
+  for (double v : us) EXPECT_GE(v, 0.0);
+  EXPECT_EQ(*std::max_element(us.begin(), us.end()), t.worker_us_max);
+  double three[3];
+  EXPECT_EQ(shmoe_moe_last_worker_times(j.op.handle(), three, 3), SHMOE_MOE_REFUSED);
+  EXPECT_EQ(std::string(shmoe_moe_last_error()),
+            "shmoe_moe_last_worker_times: n_workers=3 is not this buffer's worker count 2 "
+            "(shmoe_moe_timing_t.workers)");
 }
 
 }  // namespace

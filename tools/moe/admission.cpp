@@ -8,8 +8,6 @@
 #include "common/output_path.hpp"
 #include "common/settings.hpp"
 #include "mega_run.hpp"
-#include "moe/expert_ffn.hpp"
-#include "moe/mega_moe.hpp"
 #include "run.hpp"
 
 namespace shmoe::tools {
@@ -67,11 +65,11 @@ std::optional<std::uint64_t> user_heap_size() {
 MemoryNeed moe_case_need(const MoeRunOptions& o, const MoeCase& c,
                          std::optional<std::uint64_t> heap) {
   const std::uint64_t P = u64(o.pes), L = u64(c.experts_per_pe), bs = u64(c.bs);
-  const std::uint64_t row = product({u64(c.hidden), moe::dtype_size(c.dtype)});
+  const std::uint64_t row = product({u64(c.hidden), dtype_size(c.dtype)});
   const std::uint64_t cap = o.max_recv_rows ? o.max_recv_rows : product({P, bs, u64(c.topk)});
   const std::uint64_t routes = product({bs, u64(c.topk), 8});  // expert ids and scales
   MemoryNeed n;
-  n.windows = moe::MoeBuffer::window_bytes(moe_config(o, c), o.pes);
+  n.windows = MoeBuffer::symmetric_bytes(moe_config(o, c), o.pes);
   n.heap = heap.value_or(symmetric_bytes_for(o, c));
   n.heap_from_user = heap.has_value();
   // Every PE's inputs (each PE regenerates all of them for its golden data) and a copy of its
@@ -88,17 +86,17 @@ MemoryNeed moe_case_need(const MoeRunOptions& o, const MoeCase& c,
 }
 
 MemoryNeed mega_need(const MegaOptions& o, std::optional<std::uint64_t> heap) {
-  const moe::MegaMoEConfig cfg = mega_config(o);
-  const moe::ExpertFfnShape shape{o.model_dim, o.ffn_dim, o.mode};
+  const MegaMoEConfig cfg = mega_config(o);
   const std::uint64_t P = u64(o.pes), L = u64(o.experts_per_pe), T = u64(o.tokens);
   const std::uint64_t D = u64(o.model_dim), F = u64(o.ffn_dim), half = F / 2, K = u64(o.topk);
-  const std::uint64_t token_row = shape.token_row().bytes(), act_row = shape.act_row().bytes();
+  const std::uint64_t token_row = mx_row_bytes(o.model_dim), act_row = mx_row_bytes(o.ffn_dim / 2);
   const std::uint64_t cap = o.max_received_tokens ? o.max_received_tokens : product({P, T, K});
   const std::uint64_t matrix = u64(o.matrix_workers > 0 ? o.matrix_workers : 1);
   const std::uint64_t wave = u64(o.wave_rows);
   const bool unfused = o.compare || o.unfused;
   MemoryNeed n;
-  n.windows = moe::MegaMoE::symmetric_bytes(cfg, o.pes, unfused);
+  n.windows =
+      unfused ? MegaMoE::unfused_symmetric_bytes(cfg, o.pes) : MegaMoE::symmetric_bytes(cfg, o.pes);
   n.heap = heap.value_or(mega_symmetric_bytes(o));
   n.heap_from_user = heap.has_value();
   // One expert's weights dequantized to fp32 (the operator's copy, and the reference's).
@@ -157,8 +155,7 @@ std::string refuse_moe_run(const MoeRunOptions& o, std::optional<std::uint64_t> 
     return fmt::format(
         "{} --pes {} --bs {} --hidden {} --topk {} --experts-per-pe {} --dtype {} does not fit "
         "in this machine's memory: {}; {}",
-        op_name(o.op), o.pes, c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype),
-        why,
+        op_name(o.op), o.pes, c.bs, c.hidden, c.topk, c.experts_per_pe, dtype_name(c.dtype), why,
         bs >= 0 ? fmt::format("the largest --bs that fits is {}", bs)
                 : std::string("no --bs fits: use fewer --pes or a smaller --hidden"));
   }

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cmath>
+#include <map>
 #include <string>
+#include <string_view>
 
 namespace shmoe::tools {
 
@@ -34,6 +37,30 @@ inline CLI::Validator digits_only() {
         return std::string{};
       },
       "UINT");
+}
+
+// A refusal of the public API's configuration check (shmoe_moe_config_check's text, "FN: RULE"),
+// in this command line's words: FN dropped, and each whole word that names a field of the public
+// struct replaced by the option that sets it (`names`: field -> option).
+inline std::string in_option_names(std::string_view message,
+                                   const std::map<std::string, std::string, std::less<>>& names) {
+  if (const auto colon = message.find(": "); colon != std::string_view::npos)
+    message.remove_prefix(colon + 2);
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (std::size_t i = 0; i < message.size();) {
+    if (!word_char(message[i])) {
+      out += message[i++];
+      continue;
+    }
+    std::size_t end = i;
+    while (end < message.size() && word_char(message[end])) ++end;
+    const std::string_view word = message.substr(i, end - i);
+    const auto it = names.find(word);
+    out += it == names.end() ? std::string(word) : it->second;
+    i = end;
+  }
+  return out;
 }
 
 }  // namespace shmoe::tools

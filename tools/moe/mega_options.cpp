@@ -2,30 +2,31 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <map>
 
 #include "cli_checks.hpp"
-#include "moe/config_check.hpp"
 
 namespace shmoe::tools {
 
-moe::MegaMoEConfig mega_config(const MegaOptions& o) {
-  moe::MegaMoEConfig c;
-  c.tokens = o.tokens;
-  c.model_dim = o.model_dim;
-  c.ffn_dim = o.ffn_dim;
-  c.topk = o.topk;
-  c.experts_per_pe = o.experts_per_pe;
+MegaMoEConfig mega_config(const MegaOptions& o) {
+  MegaMoEConfig c;
+  c.max_tokens_per_pe = o.tokens;
+  c.hidden = o.model_dim;
+  c.intermediate_hidden = o.ffn_dim;
+  c.num_topk = o.topk;
+  c.num_experts_per_pe = o.experts_per_pe;
   c.format = o.mode;
-  c.max_received_tokens = o.max_received_tokens;
-  c.workers = {o.matrix_workers, o.vector_workers};
+  c.max_recv_rows = o.max_received_tokens;
+  c.matrix_workers = o.matrix_workers;
+  c.vector_workers = o.vector_workers;
   c.wave_rows = o.wave_rows;
-  c.schedule = o.schedule == "overlapped" ? moe::MegaSchedule::kOverlapped
-               : o.schedule == "inline"   ? moe::MegaSchedule::kInline
-               : o.schedule == "solo"     ? moe::MegaSchedule::kSolo
-                                          : moe::MegaSchedule::kAuto;
-  c.weights = o.weights == "fp8"    ? moe::MegaWeights::kFp8
-              : o.weights == "bf16" ? moe::MegaWeights::kBf16
-                                    : moe::MegaWeights::kAuto;
+  c.schedule = o.schedule == "overlapped" ? SHMOE_MEGA_SCHEDULE_OVERLAPPED
+               : o.schedule == "inline"   ? SHMOE_MEGA_SCHEDULE_INLINE
+               : o.schedule == "solo"     ? SHMOE_MEGA_SCHEDULE_SOLO
+                                          : SHMOE_MEGA_SCHEDULE_AUTO;
+  c.weights = o.weights == "fp8"    ? SHMOE_MEGA_WEIGHTS_FP8
+              : o.weights == "bf16" ? SHMOE_MEGA_WEIGHTS_BF16
+                                    : SHMOE_MEGA_WEIGHTS_AUTO;
   return c;
 }
 
@@ -98,7 +99,7 @@ int finish_mega_options(const MegaOptionText& text, MegaOptions& o) {
   const std::string& routing = text.routing;
   const CLI::Option* aic = text.matrix_workers;
   const CLI::Option* aiv = text.vector_workers;
-  o.mode = mode == "e5m2" ? numeric::Fp8Format::kE5M2 : numeric::Fp8Format::kE4M3;
+  o.mode = mode == "e5m2" ? SHMOE_FP8_E5M2 : SHMOE_FP8_E4M3;
   o.routing.routing = routing == "zipf"  ? Routing::kZipf
                       : routing == "hot" ? Routing::kHot
                                          : Routing::kUniform;
@@ -112,18 +113,22 @@ int finish_mega_options(const MegaOptionText& text, MegaOptions& o) {
         "AIC_NUM/--matrix-workers and AIV_NUM/--vector-workers must be given together "
         "(or neither: 1 and 2)");
   }
-  // The operator's own rules, in the names of this command line.
-  moe::MegaConfigNames names;
-  names.tokens = "TOKEN_COUNT (--tokens)";
-  names.model_dim = "MODEL_DIM (--model-dim)";
-  names.ffn_dim = "FFN_DIM (--ffn-dim)";
-  names.topk = "EXPERTS_PER_TOKEN (--topk)";
-  names.experts_per_pe = "LOCAL_EXPERT_COUNT (--experts-per-pe)";
-  names.matrix_workers = "AIC_NUM (--matrix-workers)";
-  names.vector_workers = "AIV_NUM (--vector-workers)";
-  names.wave_rows = "--wave-rows";
-  if (const std::string e = moe::config_error(mega_config(o), o.pes, names); !e.empty())
-    return refuse(e);
+  // The operator's own rules (the public API's check, which needs no PE), in the names of this
+  // command line.
+  static const std::map<std::string, std::string, std::less<>> kOptionOf = {
+      {"max_tokens_per_pe", "TOKEN_COUNT (--tokens)"},
+      {"hidden", "MODEL_DIM (--model-dim)"},
+      {"intermediate_hidden", "FFN_DIM (--ffn-dim)"},
+      {"num_topk", "EXPERTS_PER_TOKEN (--topk)"},
+      {"num_experts_per_pe", "LOCAL_EXPERT_COUNT (--experts-per-pe)"},
+      {"matrix_workers", "AIC_NUM (--matrix-workers)"},
+      {"vector_workers", "AIV_NUM (--vector-workers)"},
+      {"wave_rows", "--wave-rows"},
+  };
+  // The API takes 0 for "the default" (128); for the tool it is out of range, as it always was.
+  if (o.wave_rows == 0) return refuse("--wave-rows=0 is out of range (1..4096)");
+  if (const std::string e = MegaMoE::config_error(mega_config(o), o.pes); !e.empty())
+    return refuse(in_option_names(e, kOptionOf));
   if (o.routing.empty_pes > o.pes) {
     return refuse("--empty-pes=" + std::to_string(o.routing.empty_pes) + " is out of range (0.." +
                   std::to_string(o.pes) + ")");

@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <string>
 
-#include "moe/mega_moe.hpp"
-#include "numeric/fp8.hpp"
 #include "options.hpp"
 
 namespace shmoe::tools {
@@ -15,13 +13,13 @@ struct MegaOptions {
   int pes = 2;
   int tokens = 16;  // per PE
   int model_dim = 256, ffn_dim = 512, topk = 2, experts_per_pe = 2;
-  numeric::Fp8Format mode = numeric::Fp8Format::kE4M3;
+  shmoe_fp8_format_t mode = SHMOE_FP8_E4M3;
   std::size_t max_received_tokens = 0;
   int warmup = 2, loops = 10;
   int matrix_workers = 0, vector_workers = 0;
   int wave_rows = 128;
-  std::string schedule = "auto";  // auto | overlapped | inline (moe::MegaSchedule)
-  std::string weights = "auto";   // auto | fp8 | bf16 (moe::MegaWeights)
+  std::string schedule = "auto";  // auto | overlapped | inline (shmoe_mega_schedule_t)
+  std::string weights = "auto";   // auto | fp8 | bf16 (shmoe_mega_weights_t)
   bool unfused = false;           // time the unfused chain instead of the fused operator
   bool compare = false;           // also run the unfused chain and require bitwise-equal outputs
   bool perf = false;
@@ -44,7 +42,7 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o);
 // error, said on stderr), or -1 to go on.
 int finish_mega_options(const MegaOptionText& text, MegaOptions& o);
 
-// The operator's configuration the options ask for.
-moe::MegaMoEConfig mega_config(const MegaOptions& options);
+// The operator's configuration the options ask for (the public API's).
+MegaMoEConfig mega_config(const MegaOptions& options);
 
 }  // namespace shmoe::tools

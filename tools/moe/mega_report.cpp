@@ -20,8 +20,8 @@
 
 namespace shmoe::tools {
 
-const char* mode_name(numeric::Fp8Format f) {
-  return f == numeric::Fp8Format::kE4M3 ? "e4m3" : "e5m2";
+const char* mode_name(shmoe_fp8_format_t f) {
+  return f == SHMOE_FP8_E4M3 ? "e4m3" : "e5m2";
 }
 
 void Stats::add(double v) {
@@ -140,8 +140,8 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
   if (!f) fail();
 }
 
-void write_trace(const std::string& path, const std::vector<kernel::StageEvent>& events,
-                 const moe::MegaMoEConfig& cfg) {
+void write_trace(const std::string& path, const std::vector<MegaStageEvent>& events,
+                 const MegaMoEInfo& layer) {
   const int P = shmem_n_pes(), me = shmem_my_pe();
   const std::string part = fmt::format("{}.pe{}", path, me);
   {
@@ -186,12 +186,13 @@ void write_trace(const std::string& path, const std::vector<kernel::StageEvent>&
                      {"ph", "M"},
                      {"pid", pe},
                      {"args", {{"name", fmt::format("PE {}", pe)}}}});
-      const bool solo = cfg.schedule == moe::MegaSchedule::kSolo;
-      for (int w = 0; w < (solo ? 1 : cfg.workers.total()); ++w) {
-        const bool matrix = w < cfg.workers.matrix;
+      const bool solo = layer.schedule == SHMOE_MEGA_SCHEDULE_SOLO;
+      const int matrix_workers = layer.matrix_workers;
+      for (int w = 0; w < (solo ? 1 : matrix_workers + layer.vector_workers); ++w) {
+        const bool matrix = w < matrix_workers;
         const std::string thread = solo ? "calling thread (solo)"
                                         : fmt::format("{} {}", matrix ? "matrix" : "vector",
-                                                      matrix ? w : w - cfg.workers.matrix);
+                                                      matrix ? w : w - matrix_workers);
         out.push_back({{"name", "thread_name"},
                        {"ph", "M"},
                        {"pid", pe},

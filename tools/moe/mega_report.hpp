@@ -9,13 +9,11 @@
 #include <vector>
 
 #include "common/huge_pages.hpp"
-#include "kernel/stage_trace.hpp"
 #include "mega_options.hpp"
-#include "moe/mega_moe.hpp"
 
 namespace shmoe::tools {
 
-const char* mode_name(numeric::Fp8Format f);
+const char* mode_name(shmoe_fp8_format_t f);
 
 struct Stats {
   double sum = 0, min = 1e300, max = 0;
@@ -39,7 +37,7 @@ struct Timings {
   Stats e2e, kernel;
   std::vector<double> e2e_us;
   template <typename Call>
-  void time(bool keep, const moe::MegaMoE& op, Call&& call) {
+  void time(bool keep, const MegaMoE& op, Call&& call) {
     const auto t0 = std::chrono::steady_clock::now();
     call();
     const double us =
@@ -92,7 +90,7 @@ void report(const MegaOptions& o, const char* variant, const std::string& shape,
 
 // Each PE writes its events to PATH.peN; PE 0 merges them into one Chrome trace (one process per
 // PE, one thread per worker), time zero at the first event. Collective.
-void write_trace(const std::string& path, const std::vector<kernel::StageEvent>& events,
-                 const moe::MegaMoEConfig& cfg);
+void write_trace(const std::string& path, const std::vector<MegaStageEvent>& events,
+                 const MegaMoEInfo& layer);
 
 }  // namespace shmoe::tools

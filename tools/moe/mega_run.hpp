@@ -5,7 +5,6 @@
 #include <cstddef>
 
 #include "mega_options.hpp"
-#include "moe/mega_moe.hpp"
 
 namespace shmoe::tools {
 

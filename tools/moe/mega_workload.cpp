@@ -3,11 +3,20 @@
 #include <algorithm>
 #include <cmath>
 
-#include "numeric/half.hpp"
+#include "dtype.hpp"
 #include "random_stream.hpp"
 
 namespace shmoe::tools {
 namespace {
+
+// One row of n fp32 values into an MX FP8 row at `out` (the public helper: the operator's input
+// format), and, with `back`, its values again.
+void quantize_row(const float* row, int n, shmoe_fp8_format_t f, std::uint8_t* out, float* back) {
+  if (shmoe_mx_quantize_rows(row, 1, n, f, out) != SHMOE_MOE_OK ||
+      (back != nullptr && shmoe_mx_dequantize_rows(out, 1, n, f, back) != SHMOE_MOE_OK)) {
+    throw Error(shmoe_moe_last_error());
+  }
+}
 
 // Normal values by Box-Muller, both of each pair (a logarithm and a cosine for every value were
 // half of a run's time at DeepSeek-V2-Lite's shape). Tokens and weights are normal,
@@ -36,34 +45,33 @@ class Normals {
 };
 
 // Weights ~ N(0, 1/fan_in), so activations keep their scale from layer input to output.
-void fill_rows(Stream& r, int rows, int cols, const moe::MxRow& layout, numeric::Fp8Format f,
+void fill_rows(Stream& r, int rows, int cols, shmoe_fp8_format_t f,
                std::vector<std::uint8_t>& codes, std::vector<float>& dequantized) {
   const double sigma = std::sqrt(1.0 / cols);
-  codes.assign(static_cast<std::size_t>(rows) * layout.bytes(), 0);
+  const std::size_t row_bytes = mx_row_bytes(cols);
+  codes.assign(static_cast<std::size_t>(rows) * row_bytes, 0);
   dequantized.resize(static_cast<std::size_t>(rows) * cols);
   std::vector<float> row(cols);
   Normals normal(r);
   for (int i = 0; i < rows; ++i) {
     for (auto& v : row) v = static_cast<float>(normal.next() * sigma);
-    std::uint8_t* out = codes.data() + static_cast<std::size_t>(i) * layout.bytes();
-    numeric::quantize_mx(row.data(), cols, f, out, out + layout.scales_offset());
-    numeric::dequantize_mx(out, out + layout.scales_offset(), cols, f,
-                           dequantized.data() + static_cast<std::size_t>(i) * cols);
+    quantize_row(row.data(), cols, f, codes.data() + static_cast<std::size_t>(i) * row_bytes,
+                 dequantized.data() + static_cast<std::size_t>(i) * cols);
   }
 }
 
 }  // namespace
 
-GeneratedExpert make_expert(const moe::ExpertFfnShape& shape, std::uint64_t seed, int expert) {
+GeneratedExpert make_expert(const MegaOptions& o, std::uint64_t seed, int expert) {
   GeneratedExpert g;
   Stream r(seed, expert, 10);
-  fill_rows(r, shape.ffn_dim, shape.model_dim, shape.token_row(), shape.format, g.w1_rows, g.w1);
-  fill_rows(r, shape.model_dim, shape.ffn_dim / 2, shape.act_row(), shape.format, g.w2_rows, g.w2);
+  fill_rows(r, o.ffn_dim, o.model_dim, o.mode, g.w1_rows, g.w1);
+  fill_rows(r, o.model_dim, o.ffn_dim / 2, o.mode, g.w2_rows, g.w2);
   return g;
 }
 
 MoeCase mega_case(const MegaOptions& o) {
-  return {o.tokens, o.model_dim, o.topk, o.experts_per_pe, moe::DType::kBFloat16};
+  return {o.tokens, o.model_dim, o.topk, o.experts_per_pe, SHMOE_DTYPE_BFLOAT16};
 }
 
 PeInputs make_mega_inputs(const MegaOptions& o, std::uint64_t seed, int pe, int n_pes) {
@@ -72,7 +80,7 @@ PeInputs make_mega_inputs(const MegaOptions& o, std::uint64_t seed, int pe, int 
   Normals normal(r);
   auto* x = reinterpret_cast<std::uint16_t*>(in.x.data());
   for (std::size_t i = 0; i < in.x.size() / 2; ++i)
-    x[i] = numeric::float_to_bf16(static_cast<float>(normal.next())).bits;
+    x[i] = float_to_bf16(static_cast<float>(normal.next()));
   return in;
 }
 
@@ -91,21 +99,20 @@ ReferenceLayer reference_layer(const PeInputs& mine, const MegaOptions& o,
                                const std::vector<const GeneratedExpert*>& experts,
                                bool replay_fp8) {
   const int D = o.model_dim, F = o.ffn_dim, half = F / 2;
-  const moe::ExpertFfnShape shape{D, F, o.mode};
-  const moe::MxRow token_row = shape.token_row(), act_row = shape.act_row();
+
   ReferenceLayer ref;
   ref.y.assign(static_cast<std::size_t>(mine.bs) * D, 0.0);
   ref.slack.assign(ref.y.size(), 0.0);
   std::vector<double> x(D), h(F), a(half), a_up(half), a_down(half);
   std::vector<float> tmp(std::max(D, half));
-  std::vector<std::uint8_t> q(std::max(token_row.bytes(), act_row.bytes()));
-  // What the operator's FP8 rounding does to a row of n values (numeric/mx on their fp32 value).
+  std::vector<std::uint8_t> q(std::max(mx_row_bytes(D), mx_row_bytes(half)));
+  // What the operator's FP8 rounding does to a row of n values (the public MX helpers on their
+  // fp32 value).
   auto round_fp8 = [&](const std::vector<double>& in, std::vector<double>& out, double factor,
-                       const moe::MxRow& row) {
-    for (int j = 0; j < row.elems; ++j) tmp[j] = static_cast<float>(in[j] * factor);
-    numeric::quantize_mx(tmp.data(), row.elems, o.mode, q.data(), q.data() + row.scales_offset());
-    numeric::dequantize_mx(q.data(), q.data() + row.scales_offset(), row.elems, o.mode, tmp.data());
-    for (int j = 0; j < row.elems; ++j) out[j] = tmp[j];
+                       int n) {
+    for (int j = 0; j < n; ++j) tmp[j] = static_cast<float>(in[j] * factor);
+    quantize_row(tmp.data(), n, o.mode, q.data(), tmp.data());
+    for (int j = 0; j < n; ++j) out[j] = tmp[j];
   };
   // The operator computes the activations in fp32 from an fp32 GEMM, so they differ from these
   // fp64 ones in about the sixth digit: one that lies that close to an FP8 rounding boundary (or a
@@ -116,8 +123,8 @@ ReferenceLayer reference_layer(const PeInputs& mine, const MegaOptions& o,
   for (int t = 0; t < mine.bs; ++t) {
     const auto* bits =
         reinterpret_cast<const std::uint16_t*>(mine.x.data()) + static_cast<std::size_t>(t) * D;
-    for (int j = 0; j < D; ++j) x[j] = numeric::bf16_to_float({bits[j]});
-    if (replay_fp8) round_fp8(x, x, 1.0, token_row);  // the same BF16 values: no ambiguity
+    for (int j = 0; j < D; ++j) x[j] = bf16_to_float(bits[j]);
+    if (replay_fp8) round_fp8(x, x, 1.0, D);  // the same BF16 values: no ambiguity
     for (int k = 0; k < o.topk; ++k) {
       const std::size_t i = static_cast<std::size_t>(t) * o.topk + k;
       const int e = mine.expert_ids[i];
@@ -132,9 +139,9 @@ ReferenceLayer reference_layer(const PeInputs& mine, const MegaOptions& o,
       for (int j = 0; j < half; ++j) a[j] = h[j] / (1.0 + std::exp(-h[j])) * h[half + j];
       std::vector<std::pair<int, double>> ambiguous;  // (element, how far its rounding can move)
       if (replay_fp8) {
-        round_fp8(a, a_up, 1.0 + kAmbiguity, act_row);
-        round_fp8(a, a_down, 1.0 - kAmbiguity, act_row);
-        round_fp8(a, a, 1.0, act_row);
+        round_fp8(a, a_up, 1.0 + kAmbiguity, half);
+        round_fp8(a, a_down, 1.0 - kAmbiguity, half);
+        round_fp8(a, a, 1.0, half);
         for (int j = 0; j < half; ++j) {
           // a_up/a_down are rounded from the moved values: compare at the same scale.
           const double up = a_up[j] / (1.0 + kAmbiguity), down = a_down[j] / (1.0 - kAmbiguity);

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "mega_options.hpp"
-#include "moe/expert_ffn.hpp"
 #include "workload.hpp"
 
 namespace shmoe::tools {
@@ -14,11 +13,11 @@ namespace shmoe::tools {
 // One expert's weights, quantized (what the operator gets) and dequantized (what the reference
 // computes with).
 struct GeneratedExpert {
-  std::vector<std::uint8_t> w1_rows, w2_rows;  // MxRow layout, see moe::MegaMoEWeights
+  std::vector<std::uint8_t> w1_rows, w2_rows;  // MX rows (shmoe_mega_moe_create)
   std::vector<float> w1, w2;                   // dequantized: [F][D], [D][F/2]
 };
 
-GeneratedExpert make_expert(const moe::ExpertFfnShape& shape, std::uint64_t seed, int expert);
+GeneratedExpert make_expert(const MegaOptions& o, std::uint64_t seed, int expert);
 
 MoeCase mega_case(const MegaOptions& o);  // the token/routing shape in workload.hpp's terms
 
@@ -31,8 +30,9 @@ std::vector<std::int32_t> expected_expert_counts(const std::vector<PeInputs>& al
 
 // y of one PE in fp64 from the BF16 tokens and the dequantized weights. Without replay_fp8 the
 // tokens and activations are not rounded at all (the layer's ideal); with it they are rounded to
-// MX FP8 where the operator rounds them (numeric/mx, tested on its own against a brute-force
-// oracle), and everything else stays fp64. `experts` holds every global expert.
+// MX FP8 where the operator rounds them (the public MX helpers, shmoe_mx_quantize_rows; the
+// library tests its quantizer against a brute-force oracle), and everything else stays fp64.
+// `experts` holds every global expert.
 struct ReferenceLayer {
   std::vector<double> y;
   // Per element: how far the output can move because an activation lies so close to an FP8

@@ -9,7 +9,6 @@
 #include <tuple>
 
 #include "cli_checks.hpp"
-#include "moe/config_check.hpp"
 
 namespace shmoe::tools {
 namespace {
@@ -27,17 +26,21 @@ const std::map<std::string, std::string> kReferenceSpellings = {
     {"-perf", "--perf"},
 };
 
-// What the operators' own rules say of one case of the sweep, in this command line's names.
+// What the operators' own rules say of one case of the sweep (the public API's check, which
+// needs no PE), in this command line's names.
 std::string case_error(const MoeRunOptions& o, const MoeCase& c) {
-  moe::MoeConfigNames names;
-  names.experts_per_pe = "--experts-per-pe";
-  names.max_bs = "--bs";
-  names.hidden = "--hidden";
-  names.topk = "--topk";
-  names.workers = "--matrix-workers/--vector-workers:";
-  names.shrink_timeout_ms = "--shrink-ms";
-  names.max_recv_rows = "--max-recv-rows";
-  return moe::config_error(moe_config(o, c), o.pes, names);
+  static const std::map<std::string, std::string, std::less<>> kOptionOf = {
+      {"num_experts_per_pe", "--experts-per-pe"},
+      {"max_tokens_per_pe", "--bs"},
+      {"hidden", "--hidden"},
+      {"num_topk", "--topk"},
+      {"matrix_workers", "--matrix-workers"},
+      {"vector_workers", "--vector-workers"},
+      {"shrink_timeout_ms", "--shrink-ms"},
+      {"max_recv_rows", "--max-recv-rows"},
+  };
+  const std::string e = MoeBuffer::config_error(moe_config(o, c), o.pes);
+  return e.empty() ? e : in_option_names(e, kOptionOf);
 }
 
 }  // namespace
@@ -61,16 +64,19 @@ std::string default_plot_python() {
   return "python3";
 }
 
-moe::MoeConfig moe_config(const MoeRunOptions& o, const MoeCase& c) {
-  moe::MoeConfig cfg;
-  cfg.experts_per_pe = c.experts_per_pe;
-  cfg.max_bs = c.bs;
+MoeConfig moe_config(const MoeRunOptions& o, const MoeCase& c) {
+  MoeConfig cfg;
+  cfg.num_experts_per_pe = c.experts_per_pe;
+  cfg.max_tokens_per_pe = c.bs;
   cfg.hidden = c.hidden;
-  cfg.topk = c.topk;
+  cfg.num_topk = c.topk;
   cfg.dtype = c.dtype;
   cfg.max_recv_rows = o.max_recv_rows;
-  cfg.workers = {o.matrix_workers, o.vector_workers};
-  cfg.doubleplane_threshold = o.threshold;
+  cfg.matrix_workers = o.matrix_workers;
+  cfg.vector_workers = o.vector_workers;
+  // 0 is the API's "default" (2 MiB); the tool's --threshold 0 means every segment larger than
+  // the average, which a threshold of 1 byte says alike (an empty segment is never above it).
+  cfg.double_plane_threshold = o.threshold == 0 ? 1 : o.threshold;
   cfg.shrink_timeout_ms = o.shrink_ms;
   return cfg;
 }
@@ -288,7 +294,7 @@ int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o) {
       for (int k : topk)
         for (int e : epp)
           for (const auto& d : dtypes) {
-            auto dt = moe::parse_dtype(d);
+            auto dt = parse_dtype(d);
             if (!dt) {
               std::fprintf(
                   stderr, "shmoe-moe: --dtype=%s is not one of int32, float16, bfloat16, float32\n",

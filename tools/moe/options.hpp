@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "moe/dtype.hpp"
-#include "moe/moe.hpp"
+#include "dtype.hpp"
+#include "shmoe/moe.hpp"
 
 // CLI11 is a large header: only the files that build the command line include it.
 namespace CLI {
@@ -27,7 +27,7 @@ enum class FailAction { kQuit, kStop, kKill };
 
 struct MoeCase {
   int bs = 8, hidden = 16, topk = 2, experts_per_pe = 2;
-  moe::DType dtype = moe::DType::kInt32;
+  DType dtype = SHMOE_DTYPE_INT32;
 };
 
 // The most rows --max-recv-rows (and mega's --max-received-tokens) may ask for: 64 PEs x 2^20
@@ -101,7 +101,7 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o);
 // exit code to stop with (an error, said on stderr), or -1 to go on.
 int finish_moe_options(const MoeOptionText& text, MoeRunOptions& o);
 
-// The operators' configuration for one case.
-moe::MoeConfig moe_config(const MoeRunOptions& options, const MoeCase& c);
+// The operators' configuration for one case (the public API's).
+MoeConfig moe_config(const MoeRunOptions& options, const MoeCase& c);
 
 }  // namespace shmoe::tools

@@ -13,12 +13,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
 
-#include "moe/moe.hpp"
+#include "dtype.hpp"
+#include "harness.hpp"
 #include "ordered_lines.hpp"
 #include "run_csv.hpp"
 #include "slow_pe.hpp"
@@ -26,8 +26,6 @@
 
 namespace shmoe::tools {
 namespace {
-
-using moe::DType;
 
 // Buffers of one PE for one case, sized for the context.
 struct Buffers {
@@ -112,7 +110,7 @@ double check_combine(const Buffers& b, const PeInputs& mine, const MoeCase& c, V
   golden_combine(mine, c, value, magnitude);
   double worst = 0;  // largest error as a fraction of its tolerance
   for (std::size_t i = 0; i < value.size(); ++i) {
-    const double got = moe::load_f32(c.dtype, b.x_out.data(), i);
+    const double got = load_f32(c.dtype, b.x_out.data(), i);
     const double tol = combine_tolerance(c.dtype, c.topk, magnitude[i]);
     const double err = std::fabs(got - value[i]);
     if (!std::isfinite(got) || err > tol) {
@@ -130,10 +128,10 @@ double check_combine(const Buffers& b, const PeInputs& mine, const MoeCase& c, V
 // The combine check's line: within its bound, or the worst error as a multiple of it (a ratio
 // of 1.000 on a pass read as a near-failure: it is the bound's rounding, reached exactly).
 std::string combine_verdict(double worst_err_over_tol, DType dtype) {
-  const char* bound = dtype == DType::kInt32      ? "0.5 + fp32 accumulation"
-                      : dtype == DType::kFloat32  ? "(topk+1)*2^-24*sum|terms|"
-                      : dtype == DType::kBFloat16 ? "2^-8*sum|terms| + accumulation"
-                                                  : "2^-11*sum|terms| + accumulation";
+  const char* bound = dtype == SHMOE_DTYPE_INT32      ? "0.5 + fp32 accumulation"
+                      : dtype == SHMOE_DTYPE_FLOAT32  ? "(topk+1)*2^-24*sum|terms|"
+                      : dtype == SHMOE_DTYPE_BFLOAT16 ? "2^-8*sum|terms| + accumulation"
+                                                      : "2^-11*sum|terms| + accumulation";
   if (worst_err_over_tol <= 1) return fmt::format(" combine within tolerance (|err| <= {})", bound);
   return fmt::format(" combine_err/tol={:.3f} (tol: {})", worst_err_over_tol, bound);
 }
@@ -196,7 +194,7 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
     f << fmt::format("{},{},{:.0f},{},{},{:.4f},{:.3f},{},{:.0f},{:.4f},{},{},{},{},{},{},{}",
                      run.id, run.time, global_bytes / P, P, workers, gbps, max_us, metric,
                      global_bytes, gbps / P, c.bs, c.hidden, c.topk, c.experts_per_pe,
-                     moe::dtype_name(c.dtype), o.warmup, o.loops);
+                     dtype_name(c.dtype), o.warmup, o.loops);
     for (int p = 0; p < P; ++p)
       for (int w = 0; w < workers; ++w)
         f << fmt::format(",{:.3f}", full ? all_worker_us[p * workers + w] : all_comm_us[p]);
@@ -204,7 +202,7 @@ void write_csv(const MoeRunOptions& o, const MoeCase& c, const std::string& name
     fmt::print(
         "perf: {} {} pes={} bs={} h={} topk={} experts_per_pe={} dtype={} time_max={:.1f} us "
         "bandwidth={:.3f} GB/s per_pe={:.3f} GB/s csv={}\n",
-        name, metric, P, c.bs, c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype), max_us,
+        name, metric, P, c.bs, c.hidden, c.topk, c.experts_per_pe, dtype_name(c.dtype), max_us,
         gbps, gbps / P, path);
   }
   f.close();
@@ -304,243 +302,318 @@ void resume_when_stopped(pid_t pid) {
   ::kill(pid, SIGCONT);
 }
 
-int run_case(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed) {
-  const int P = shmem_n_pes(), me = shmem_my_pe();
-  moe::MoeBuffer ctx(moe_config(o, c));
-  const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
-  const std::size_t cap = ctx.recv_capacity();
-  // The outputs are required even when no row can arrive (--bs 0 gives a capacity of 0): a
-  // buffer of at least one row is never null.
-  const std::size_t min_rows = std::max<std::size_t>(cap, 1);
-  Buffers b;
-  if (o.copy_out) {
-    b.expand_x.resize(min_rows * row_bytes);
-    b.expert_out.resize(min_rows * row_bytes);
+// One case on this PE, as a call object: the buffer and the tool's own buffers, the state the
+// phases share, and one method per phase; operator() shows the order and the collective steps.
+class CaseRun {
+ public:
+  CaseRun(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed);
+  ~CaseRun() {
+    if (back_ != nullptr) shmem_free(back_);  // collective: every PE allocated it
   }
-  // Where dispatch's rows are read and where the experts' outputs go.
-  std::byte* const expand_x =
-      o.copy_out ? b.expand_x.data() : static_cast<std::byte*>(ctx.receive_window());
-  std::byte* const expert_out = o.copy_out ? b.expert_out.data() : expand_x;
-  b.x_out.resize(static_cast<std::size_t>(std::max(c.bs, 1)) * row_bytes);
-  b.assist_info.resize(min_rows * 3);
-  b.ep_recv_count.resize(static_cast<std::size_t>(P) * c.experts_per_pe);
-  b.expert_token_nums.resize(c.experts_per_pe);
-  b.expand_scales.resize(min_rows);
-  const bool double_plane = op_uses_double_plane(o);
-  const bool check_dispatch_out = !op_is_combine(o.op);
-  const bool do_combine = op_is_combine(o.op) || o.op == MoeOp::kPipeline;
+  CaseRun(const CaseRun&) = delete;
+  CaseRun& operator=(const CaseRun&) = delete;
 
-  // Shrink mode with the receive window as expand_x: the rows stay in their fixed slots.
-  const bool in_slots = o.shrink_ms > 0 && !o.copy_out;
-  // Shrink mode: the PEs this PE has masked, passed to every call.
-  std::vector<std::int32_t> mask(static_cast<std::size_t>(P), 0);
-  std::int32_t* const pe_mask = o.shrink_ms > 0 ? mask.data() : nullptr;
-  const std::vector<pid_t> pids =
-      o.fail_action == FailAction::kStop && o.fail_pe >= 0 ? exchange_pids() : std::vector<pid_t>{};
-  // Set at every other PE by a stopped PE once it is back (symmetric, zeroed).
-  long* const back = pids.empty() ? nullptr : static_cast<long*>(shmem_calloc(1, sizeof(long)));
-  auto dispatch = [&](const PeInputs& in) {
-    moe::DispatchArgs a{in.x.data(), in.expert_ids.data(), in.scales.data(), in.bs};
-    a.pe_mask = pe_mask;
-    moe::DispatchOutputs out{expand_x, b.assist_info.data(), b.ep_recv_count.data(),
-                             b.expert_token_nums.data(), b.expand_scales.data()};
-    return double_plane ? moe::dispatch_doubleplane(ctx, a, out)
-                        : moe::dispatch_classic(ctx, a, out);
-  };
-  auto combine = [&](const PeInputs& in) {
-    moe::CombineArgs a{expert_out,           b.assist_info.data(), b.ep_recv_count.data(),
-                       in.expert_ids.data(), in.scales.data(),     in.bs,
-                       b.x_out.data()};
-    a.pe_mask = pe_mask;
-    double_plane ? moe::combine_doubleplane(ctx, a) : moe::combine_classic(ctx, a);
-  };
+  // The PE's status for the case: 0 when every output verified.
+  int operator()() {
+    iterate();                                // collective calls, checked as they come
+    if (!pids_.empty()) rejoin_after_stop();  // collective: every PE, the stopped one too
+    if (!failed_.empty()) return report_failure_on_purpose();
+    report_verdict();  // collective unless a PE may be gone
+    if (o_.perf && verdict_.ok) report_perf(o_, c_, perf_name(o_), timed_calls());  // collective
+    return verdict_.ok ? 0 : 1;
+  }
 
-  Verdict verdict;
-  double worst_combine = 0;
-  int rows = 0;
-  std::size_t engine_bytes = 0;
-  PeInputs mine;
-  std::string failed;   // this PE failed on purpose (--fail-pe): how
-  std::string masking;  // when and how fast this PE masked others
+ private:
+  int dispatch(const PeInputs& in);
+  void combine(const PeInputs& in);
+  std::pair<std::uint64_t, std::vector<PeInputs>> inputs_of_iteration(int it) const;
+  std::vector<std::size_t> slots() const;
+  void iterate();
+  void verified_iteration(int it);
+  void fail_on_purpose(int it);
+  void rejoin_after_stop();
+  int report_failure_on_purpose();
+  void report_verdict();
+  PerfSample timed_calls();
+
   // The operators' call number of iteration `it`, counted as shrink mode's mask warnings count
   // ("... of call N"): each iteration calls dispatch (and combine) once on this case's own
-  // context, the library counts calls from 1, and a rejoin goes on from the furthest PE's count
+  // buffer, the library counts calls from 1, and a rejoin goes on from the furthest PE's count
   // (that of the PEs that made every iteration), so iteration `it` is call it + 1 on every PE.
   // "masked=[P] from call N" names the first call whose outputs leave P out: the call whose step
   // the warning says P missed, or the next one when that step was a combine's last (combine
   // reads: P's rows were all read, so the call completed with them), as tests/moe/shrink_cli.sh
   // checks.
-  auto call_of = [](int it) { return it + 1; };
-  auto inputs_of_iteration = [&](int it) {
-    const std::uint64_t s = seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(it);
-    std::vector<PeInputs> all;
-    for (int pe = 0; pe < P; ++pe) all.push_back(make_inputs(o, c, s, pe, P));
-    return std::make_pair(s, all);
-  };
-  // Iteration `it`'s calls, checked against a reference without the PEs this PE has masked.
-  auto verified_iteration = [&](int it) {
-    const auto [s, all] = inputs_of_iteration(it);
-    mine = all[me];
-    const std::size_t masked_before = masked_pes(mask).size();
-    const auto t0 = std::chrono::steady_clock::now();
-    rows = dispatch(mine);
-    engine_bytes += ctx.last_timing().bytes_via_copy_engine;
-    const std::vector<std::size_t> slots =
-        in_slots ? fixed_slots(b, P, c.bs) : std::vector<std::size_t>{};
-    if (check_dispatch_out) {
-      check_dispatch(b, expand_x, rows, golden_dispatch(without(all, masked_pes(mask)), c, me),
-                     row_bytes, slots, verdict);
-    }
-    if (do_combine) {
-      run_experts(b, expand_x, expert_out, c, me, P, rows, row_bytes, slots);
-      combine(mine);
-      engine_bytes += ctx.last_timing().bytes_via_copy_engine;
-      const PeInputs kept = without_experts_of(mine, masked_pes(mask), c.experts_per_pe);
-      worst_combine = std::max(worst_combine, check_combine(b, kept, c, verdict));
-    }
-    if (masked_pes(mask).size() > masked_before) {
-      masking += fmt::format(
-          " masked=[{}] from call {} (iteration {}) within {:.0f} ms",
-          fmt::join(masked_pes(mask), ","), call_of(it), it,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-  };
-  for (int it = 0; it < o.iterations && verdict.ok; ++it) {
-    if (me == o.fail_pe && it == o.fail_iteration) {
-      if (o.fail_action == FailAction::kQuit) {
-        failed = fmt::format("quit (stopped calling) at call {} (iteration {})", call_of(it), it);
-        break;
-      }
-      // Stopped (or killed) somewhere in the first 500 us of the iteration's calls; once
-      // resumed, it finishes the calls it is in (the others no longer answer it, so it masks
-      // them). A kill that comes after the calls comes at the latest in join(): the PE never
-      // goes on.
-      const auto [s, all] = inputs_of_iteration(it);
-      mine = all[me];
-      std::atomic<bool> calling{false};
-      const int sig = o.fail_action == FailAction::kKill ? SIGKILL : SIGSTOP;
-      std::thread stopper = signal_after(calling, std::chrono::microseconds((s >> 7) % 500), sig);
-      calling.store(true, std::memory_order_release);
-      dispatch(mine);
-      run_experts(b, expand_x, expert_out, c, me, P, ctx.last_timing().rows_received, row_bytes,
-                  in_slots ? fixed_slots(b, P, c.bs) : std::vector<std::size_t>{});
-      combine(mine);
-      stopper.join();
-      failed = fmt::format("stopped by SIGSTOP during call {} (iteration {}) and resumed",
-                           call_of(it), it);
-      break;
-    }
+  static int call_of(int it) { return it + 1; }
+
+  const MoeRunOptions& o_;
+  const MoeCase& c_;
+  const std::uint64_t seed_;
+  const int P_ = shmem_n_pes(), me_ = shmem_my_pe();
+  MoeBuffer buffer_;
+  const std::size_t row_bytes_;
+  Buffers b_;
+  std::byte* expand_x_ = nullptr;    // where dispatch's rows are read
+  std::byte* expert_out_ = nullptr;  // where the experts' outputs go
+  const shmoe_plane_t plane_;
+  const bool check_dispatch_out_, do_combine_;
+  // Shrink mode with the receive window as expand_x: the rows stay in their fixed slots.
+  const bool in_slots_;
+  // Shrink mode: the PEs this PE has masked, passed to every call.
+  std::vector<std::int32_t> mask_;
+  std::int32_t* pe_mask_ = nullptr;
+  // --fail-pe P:stop: every PE's pid, and a word set at every other PE by the stopped PE once it
+  // is back (symmetric, zeroed).
+  std::vector<pid_t> pids_;
+  long* back_ = nullptr;
+
+  Verdict verdict_;
+  double worst_combine_ = 0;
+  int rows_ = 0;
+  std::size_t engine_bytes_ = 0;
+  PeInputs mine_;
+  std::string failed_;   // this PE failed on purpose (--fail-pe): how
+  std::string masking_;  // when and how fast this PE masked others
+};
+
+CaseRun::CaseRun(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed)
+    : o_(o),
+      c_(c),
+      seed_(seed),
+      buffer_(moe_config(o, c)),
+      row_bytes_(static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype)),
+      plane_(op_uses_double_plane(o) ? SHMOE_PLANE_DOUBLE : SHMOE_PLANE_CLASSIC),
+      check_dispatch_out_(!op_is_combine(o.op)),
+      do_combine_(op_is_combine(o.op) || o.op == MoeOp::kPipeline),
+      in_slots_(o.shrink_ms > 0 && !o.copy_out),
+      mask_(static_cast<std::size_t>(P_), 0) {
+  // The outputs are required even when no row can arrive (--bs 0 gives a capacity of 0): a
+  // buffer of at least one row is never null.
+  const std::size_t min_rows = std::max<std::size_t>(buffer_.recv_capacity(), 1);
+  if (o.copy_out) {
+    b_.expand_x.resize(min_rows * row_bytes_);
+    b_.expert_out.resize(min_rows * row_bytes_);
+  }
+  expand_x_ = o.copy_out ? b_.expand_x.data() : static_cast<std::byte*>(buffer_.receive_window());
+  expert_out_ = o.copy_out ? b_.expert_out.data() : expand_x_;
+  b_.x_out.resize(static_cast<std::size_t>(std::max(c.bs, 1)) * row_bytes_);
+  b_.assist_info.resize(min_rows * 3);
+  b_.ep_recv_count.resize(static_cast<std::size_t>(P_) * c.experts_per_pe);
+  b_.expert_token_nums.resize(c.experts_per_pe);
+  b_.expand_scales.resize(min_rows);
+  if (o.shrink_ms > 0) pe_mask_ = mask_.data();
+  if (o.fail_action == FailAction::kStop && o.fail_pe >= 0) {
+    pids_ = exchange_pids();  // collective
+    back_ = static_cast<long*>(shmem_calloc(1, sizeof(long)));
+  }
+}
+
+int CaseRun::dispatch(const PeInputs& in) {
+  DispatchArgs a;
+  a.plane = plane_;
+  a.x = in.x.data();
+  a.topk_idx = in.expert_ids.data();
+  a.topk_weights = in.scales.data();
+  a.num_tokens = in.bs;
+  a.pe_mask = pe_mask_;
+  DispatchOutputs out;
+  out.recv_x = expand_x_;
+  out.recv_src_info = b_.assist_info.data();
+  out.recv_layout_prefix = b_.ep_recv_count.data();
+  out.num_recv_tokens_per_expert = b_.expert_token_nums.data();
+  out.recv_weights = b_.expand_scales.data();
+  return buffer_.dispatch(a, out);
+}
+
+void CaseRun::combine(const PeInputs& in) {
+  CombineArgs a;
+  a.plane = plane_;
+  a.x = expert_out_;
+  a.src_info = b_.assist_info.data();
+  a.layout_prefix = b_.ep_recv_count.data();
+  a.topk_idx = in.expert_ids.data();
+  a.topk_weights = in.scales.data();
+  a.num_tokens = in.bs;
+  a.combined_x = b_.x_out.data();
+  a.pe_mask = pe_mask_;
+  buffer_.combine(a);
+}
+
+std::pair<std::uint64_t, std::vector<PeInputs>> CaseRun::inputs_of_iteration(int it) const {
+  const std::uint64_t s = seed_ + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(it);
+  std::vector<PeInputs> all;
+  for (int pe = 0; pe < P_; ++pe) all.push_back(make_inputs(o_, c_, s, pe, P_));
+  return {s, std::move(all)};
+}
+
+std::vector<std::size_t> CaseRun::slots() const {
+  return in_slots_ ? fixed_slots(b_, P_, c_.bs) : std::vector<std::size_t>{};
+}
+
+void CaseRun::iterate() {
+  for (int it = 0; it < o_.iterations && verdict_.ok; ++it) {
+    if (me_ == o_.fail_pe && it == o_.fail_iteration) return fail_on_purpose(it);
     verified_iteration(it);
   }
-  if (!pids.empty()) {
-    // The lowest other PE resumes the stopped one once done; that one says when it is back
-    // (its calls of the iteration it was stopped in end at their bound), and every PE rejoins:
-    // one more iteration, checked with every PE live on every PE.
-    if (me != o.fail_pe) {
-      if (me == (o.fail_pe == 0 ? 1 : 0))
-        resume_when_stopped(pids[static_cast<std::size_t>(o.fail_pe)]);
-      shmem_long_wait_until(back, SHMEM_CMP_EQ, 1);
-    } else {
-      for (int pe = 0; pe < P; ++pe) {
-        if (pe != me) shmem_long_atomic_set(back, 1, pe);
-      }
-    }
-    moe::rejoin(ctx, mask.data());
-    if (!masked_pes(mask).empty()) {
-      verdict.fail(
-          fmt::format("PEs {} still masked after the rejoin", fmt::join(masked_pes(mask), ",")));
-    }
-    verified_iteration(o.iterations);
-    masking += fmt::format(" rejoined: every PE live, call {} (iteration {}) checked",
-                           call_of(o.iterations), o.iterations);
-    shmem_free(back);
+}
+
+// Iteration `it`'s calls, checked against a reference without the PEs this PE has masked.
+void CaseRun::verified_iteration(int it) {
+  const auto [s, all] = inputs_of_iteration(it);
+  mine_ = all[me_];
+  const std::size_t masked_before = masked_pes(mask_).size();
+  const auto t0 = std::chrono::steady_clock::now();
+  rows_ = dispatch(mine_);
+  engine_bytes_ += buffer_.last_timing().bytes_via_copy_engine;
+  const std::vector<std::size_t> where = slots();
+  if (check_dispatch_out_) {
+    check_dispatch(b_, expand_x_, rows_, golden_dispatch(without(all, masked_pes(mask_)), c_, me_),
+                   row_bytes_, where, verdict_);
   }
-  if (!failed.empty()) {
-    fmt::print("PE {}: failed on purpose: {}{}\n", me, failed,
-               pids.empty() ? std::string()
-                            : fmt::format("; rejoined: verify={}{}", verdict.ok ? "pass" : "FAIL",
-                                          verdict.ok ? "" : " first mismatch: " + verdict.detail));
-    std::fflush(stdout);
-    return verdict.ok ? 0 : 1;
+  if (do_combine_) {
+    run_experts(b_, expand_x_, expert_out_, c_, me_, P_, rows_, row_bytes_, where);
+    combine(mine_);
+    engine_bytes_ += buffer_.last_timing().bytes_via_copy_engine;
+    const PeInputs kept = without_experts_of(mine_, masked_pes(mask_), c_.experts_per_pe);
+    worst_combine_ = std::max(worst_combine_, check_combine(b_, kept, c_, verdict_));
   }
-  std::string checks = check_dispatch_out ? "dispatch_exact" : "";
-  if (do_combine) checks += std::string(checks.empty() ? "" : ",") + "combine_fp64";
+  if (masked_pes(mask_).size() > masked_before) {
+    masking_ += fmt::format(
+        " masked=[{}] from call {} (iteration {}) within {:.0f} ms",
+        fmt::join(masked_pes(mask_), ","), call_of(it), it,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
+// --fail-pe: this PE quits calling, or is stopped (or killed) somewhere in the first 500 us of
+// the iteration's calls; once resumed, it finishes the calls it is in (the others no longer
+// answer it, so it masks them). A kill that comes after the calls comes at the latest in join():
+// the PE never goes on.
+void CaseRun::fail_on_purpose(int it) {
+  if (o_.fail_action == FailAction::kQuit) {
+    failed_ = fmt::format("quit (stopped calling) at call {} (iteration {})", call_of(it), it);
+    return;
+  }
+  const auto [s, all] = inputs_of_iteration(it);
+  mine_ = all[me_];
+  std::atomic<bool> calling{false};
+  const int sig = o_.fail_action == FailAction::kKill ? SIGKILL : SIGSTOP;
+  std::thread stopper = signal_after(calling, std::chrono::microseconds((s >> 7) % 500), sig);
+  calling.store(true, std::memory_order_release);
+  dispatch(mine_);
+  run_experts(b_, expand_x_, expert_out_, c_, me_, P_, buffer_.last_timing().rows_received,
+              row_bytes_, slots());
+  combine(mine_);
+  stopper.join();
+  failed_ =
+      fmt::format("stopped by SIGSTOP during call {} (iteration {}) and resumed", call_of(it), it);
+}
+
+// The lowest other PE resumes the stopped one once done; that one says when it is back (its
+// calls of the iteration it was stopped in end at their bound), and every PE rejoins: one more
+// iteration, checked with every PE live on every PE.
+void CaseRun::rejoin_after_stop() {
+  if (me_ != o_.fail_pe) {
+    if (me_ == (o_.fail_pe == 0 ? 1 : 0))
+      resume_when_stopped(pids_[static_cast<std::size_t>(o_.fail_pe)]);
+    shmem_long_wait_until(back_, SHMEM_CMP_EQ, 1);
+  } else {
+    for (int pe = 0; pe < P_; ++pe) {
+      if (pe != me_) shmem_long_atomic_set(back_, 1, pe);
+    }
+  }
+  buffer_.rejoin(mask_.data());
+  if (!masked_pes(mask_).empty()) {
+    verdict_.fail(
+        fmt::format("PEs {} still masked after the rejoin", fmt::join(masked_pes(mask_), ",")));
+  }
+  verified_iteration(o_.iterations);
+  masking_ += fmt::format(" rejoined: every PE live, call {} (iteration {}) checked",
+                          call_of(o_.iterations), o_.iterations);
+}
+
+int CaseRun::report_failure_on_purpose() {
+  fmt::print("PE {}: failed on purpose: {}{}\n", me_, failed_,
+             pids_.empty() ? std::string()
+                           : fmt::format("; rejoined: verify={}{}", verdict_.ok ? "pass" : "FAIL",
+                                         verdict_.ok ? "" : " first mismatch: " + verdict_.detail));
+  std::fflush(stdout);
+  return verdict_.ok ? 0 : 1;
+}
+
+void CaseRun::report_verdict() {
+  std::string checks = check_dispatch_out_ ? "dispatch_exact" : "";
+  if (do_combine_) checks += std::string(checks.empty() ? "" : ",") + "combine_fp64";
+  const bool double_plane = plane_ == SHMOE_PLANE_DOUBLE;
   const std::string op =
-      op_name(o.op) + (o.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : "");
+      op_name(o_.op) + (o_.op == MoeOp::kPipeline && double_plane ? "-doubleplane" : "");
   const std::string line = fmt::format(
       "PE {}: {} verify={}({}) bs={} h={} topk={} experts_per_pe={} dtype={} rows={} "
       "iterations={}{}{}{}",
-      me, op, verdict.ok ? "pass" : "FAIL", checks, mine.bs, c.hidden, c.topk, c.experts_per_pe,
-      moe::dtype_name(c.dtype), rows, o.iterations,
-      do_combine ? combine_verdict(worst_combine, c.dtype) : "",
-      (double_plane ? fmt::format(" copy_engine_bytes={}", engine_bytes) : "") + masking,
-      verdict.ok ? "" : " first mismatch: " + verdict.detail);
-  if (o.fail_pe < 0) {
+      me_, op, verdict_.ok ? "pass" : "FAIL", checks, mine_.bs, c_.hidden, c_.topk,
+      c_.experts_per_pe, dtype_name(c_.dtype), rows_, o_.iterations,
+      do_combine_ ? combine_verdict(worst_combine_, c_.dtype) : "",
+      (double_plane ? fmt::format(" copy_engine_bytes={}", engine_bytes_) : "") + masking_,
+      verdict_.ok ? "" : " first mismatch: " + verdict_.detail);
+  if (o_.fail_pe < 0) {
     // Every PE is alive: PE 0 prints the lines in PE order and the case's summary.
-    print_in_pe_order(line, verdict.ok,
-                      fmt::format("{} bs={} h={} topk={} experts_per_pe={} dtype={}", op, c.bs,
-                                  c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype)));
+    print_in_pe_order(line, verdict_.ok,
+                      fmt::format("{} bs={} h={} topk={} experts_per_pe={} dtype={}", op, c_.bs,
+                                  c_.hidden, c_.topk, c_.experts_per_pe, dtype_name(c_.dtype)));
   } else {
     fmt::print("{}\n", line);  // a PE may be gone: each prints its own
     std::fflush(stdout);
   }
+}
 
-  if (o.perf && verdict.ok) {
-    // Timed calls reuse the last verified inputs; what is timed is what the op name says.
-    PerfSample sample;
-    sample.worker_us.assign(ctx.config().workers.vector, 0);
-    sample.source_wait_us.assign(static_cast<std::size_t>(P), 0);
-    const auto delay = std::chrono::duration<double, std::micro>(me == o.delay_pe ? o.delay_us : 0);
-    for (int i = 0; i < o.warmup + o.loops; ++i) {
-      double comm = 0, bytes = 0;
-      std::vector<double> w(sample.worker_us.size(), 0), waits(sample.source_wait_us.size(), 0);
-      auto add = [&] {
-        const auto& t = ctx.last_timing();
-        for (std::size_t k = 0; k < w.size(); ++k) w[k] += t.worker_us[k];
-        for (std::size_t s = 0; s < waits.size(); ++s) waits[s] += t.source_wait_us[s];
-        comm += t.comm_us;
-        bytes += static_cast<double>(t.bytes_sent);
-      };
-      if (delay.count() > 0) std::this_thread::sleep_for(delay);
-      if (!op_is_combine(o.op)) {
-        dispatch(mine);
-        add();
-      }
-      if (do_combine) {
-        combine(mine);
-        add();
-      }
-      if (i >= o.warmup) {
-        for (std::size_t k = 0; k < w.size(); ++k) sample.worker_us[k] += w[k] / o.loops;
-        for (std::size_t s = 0; s < waits.size(); ++s)
-          sample.source_wait_us[s] += waits[s] / o.loops;
-        sample.comm_us += comm / o.loops;
-        sample.bytes += bytes / o.loops;
-      }
+// Timed calls reuse the last verified inputs; what is timed is what the op name says. What each
+// call measured is read into vectors sized once, so the loop allocates nothing.
+PerfSample CaseRun::timed_calls() {
+  PerfSample sample;
+  sample.worker_us.assign(static_cast<std::size_t>(buffer_.last_timing().workers), 0);
+  sample.source_wait_us.assign(static_cast<std::size_t>(P_), 0);
+  const auto delay =
+      std::chrono::duration<double, std::micro>(me_ == o_.delay_pe ? o_.delay_us : 0);
+  std::vector<double> w(sample.worker_us.size()), waits(sample.source_wait_us.size());
+  std::vector<double> call_w(w.size()), call_waits(waits.size());
+  for (int i = 0; i < o_.warmup + o_.loops; ++i) {
+    double comm = 0, bytes = 0;
+    std::fill(w.begin(), w.end(), 0.0);
+    std::fill(waits.begin(), waits.end(), 0.0);
+    auto add = [&] {
+      const MoeTiming t = buffer_.last_timing();
+      buffer_.last_worker_times(call_w);
+      buffer_.last_source_waits(call_waits);
+      for (std::size_t k = 0; k < w.size(); ++k) w[k] += call_w[k];
+      for (std::size_t s = 0; s < waits.size(); ++s) waits[s] += call_waits[s];
+      comm += t.comm_us;
+      bytes += static_cast<double>(t.bytes_sent);
+    };
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    if (!op_is_combine(o_.op)) {
+      dispatch(mine_);
+      add();
     }
-    report_perf(o, c, perf_name(o), sample);
+    if (do_combine_) {
+      combine(mine_);
+      add();
+    }
+    if (i >= o_.warmup) {
+      for (std::size_t k = 0; k < w.size(); ++k) sample.worker_us[k] += w[k] / o_.loops;
+      for (std::size_t s = 0; s < waits.size(); ++s)
+        sample.source_wait_us[s] += waits[s] / o_.loops;
+      sample.comm_us += comm / o_.loops;
+      sample.bytes += bytes / o_.loops;
+    }
   }
-  return verdict.ok ? 0 : 1;
+  return sample;
 }
 
 }  // namespace
 
-std::uint64_t agree_on_seed(std::uint64_t requested) {
-  auto* slot = static_cast<std::uint64_t*>(shmem_calloc(1, sizeof(std::uint64_t)));
-  if (shmem_my_pe() == 0) {
-    std::uint64_t seed = requested;
-    if (seed == 0) seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-    for (int pe = 0; pe < shmem_n_pes(); ++pe) shmem_uint64_p(slot, seed, pe);
-  }
-  shmem_barrier_all();
-  std::uint64_t seed = *slot;
-  shmem_free(slot);
-  return seed;
-}
-
 std::size_t symmetric_bytes_for(const MoeRunOptions& o, const MoeCase& c) {
   // Room beyond the operator's windows for the seed and the perf report's scratch.
-  return moe::MoeBuffer::window_bytes(moe_config(o, c), o.pes) + (64u << 20);
+  return MoeBuffer::symmetric_bytes(moe_config(o, c), o.pes) + (64u << 20);
 }
 
 std::size_t symmetric_bytes_needed(const MoeRunOptions& o) {
@@ -550,19 +623,13 @@ std::size_t symmetric_bytes_needed(const MoeRunOptions& o) {
 }
 
 int run_moe_pe(const MoeRunOptions& o) {
-  const std::uint64_t seed = agree_on_seed(o.seed);
-  if (shmem_my_pe() == 0)
-    fmt::print("shmoe-moe: {} on {} PEs, seed={}\n", op_name(o.op), shmem_n_pes(), seed);
-  int status = 0;
-  for (const auto& c : o.cases) {
-    try {
-      status |= run_case(o, c, seed);
-    } catch (const moe::Refused& e) {
-      fmt::print(stderr, "PE {}: refused: {}\n", shmem_my_pe(), e.what());
-      status = 2;
-    }
-  }
-  return status;
+  return run_driver(
+      o.seed,
+      [&](std::uint64_t seed) {
+        return fmt::format("shmoe-moe: {} on {} PEs, seed={}", op_name(o.op), shmem_n_pes(), seed);
+      },
+      o.cases.size(),
+      [&](std::size_t i, std::uint64_t seed) { return CaseRun(o, o.cases[i], seed)(); });
 }
 
 }  // namespace shmoe::tools

@@ -4,13 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "moe/moe.hpp"
 #include "options.hpp"
 
 namespace shmoe::tools {
-
-// PE 0's seed (a fresh random one if `requested` is 0), known to every PE. Collective.
-std::uint64_t agree_on_seed(std::uint64_t requested);
 
 // Returns the PE's exit status: 0 when every output verified.
 int run_moe_pe(const MoeRunOptions& options);

@@ -45,7 +45,7 @@ std::string perf_name(const MoeRunOptions& o) {
 std::string perf_csv_path(const MoeRunOptions& o, const MoeCase& c, const std::string& name,
                           int pes) {
   return fmt::format("{}/{}_pes{}_bs{}_h{}_topk{}_epp{}_{}.csv", o.output_dir, name, pes, c.bs,
-                     c.hidden, c.topk, c.experts_per_pe, moe::dtype_name(c.dtype));
+                     c.hidden, c.topk, c.experts_per_pe, dtype_name(c.dtype));
 }
 
 std::ofstream open_run_csv(const std::string& path, const std::string& header) {

@@ -26,15 +26,15 @@ PeInputs make_inputs(const MoeRunOptions& o, const MoeCase& c, std::uint64_t see
   PeInputs in;
   in.bs = pe >= n_pes - o.empty_pes ? 0 : c.bs;
   const int experts = n_pes * c.experts_per_pe;
-  const std::size_t elem = moe::dtype_size(c.dtype);
+  const std::size_t elem = dtype_size(c.dtype);
   in.x.resize(static_cast<std::size_t>(in.bs) * c.hidden * elem);
   Stream values(seed, pe, 1), routes(seed, pe, 2), weights(seed, pe, 3);
   for (std::size_t i = 0; i < static_cast<std::size_t>(in.bs) * c.hidden; ++i) {
-    if (c.dtype == moe::DType::kInt32) {
+    if (c.dtype == SHMOE_DTYPE_INT32) {
       std::int32_t v = static_cast<std::int32_t>(values.below(2001)) - 1000;
       std::memcpy(in.x.data() + 4 * i, &v, 4);
     } else {
-      moe::store_f32(c.dtype, in.x.data(), i, static_cast<float>(values.uniform() * 4.0 - 2.0));
+      store_f32(c.dtype, in.x.data(), i, static_cast<float>(values.uniform() * 4.0 - 2.0));
     }
   }
   std::vector<double> zipf_cdf;
@@ -62,15 +62,14 @@ PeInputs make_inputs(const MoeRunOptions& o, const MoeCase& c, std::uint64_t see
   return in;
 }
 
-void expert_step(moe::DType dtype, int expert, const void* in_row, void* out_row, int hidden) {
+void expert_step(DType dtype, int expert, const void* in_row, void* out_row, int hidden) {
   const float w = 0.5f + 0.25f * static_cast<float>(expert % 7);
-  for (int j = 0; j < hidden; ++j)
-    moe::store_f32(dtype, out_row, j, moe::load_f32(dtype, in_row, j) * w);
+  for (int j = 0; j < hidden; ++j) store_f32(dtype, out_row, j, load_f32(dtype, in_row, j) * w);
 }
 
 DispatchGolden golden_dispatch(const std::vector<PeInputs>& all, const MoeCase& c, int me) {
   const int P = static_cast<int>(all.size()), L = c.experts_per_pe;
-  const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype);
   DispatchGolden g;
   g.ep_recv_count.resize(static_cast<std::size_t>(L) * P);
   g.expert_token_nums.assign(L, 0);
@@ -98,7 +97,7 @@ DispatchGolden golden_dispatch(const std::vector<PeInputs>& all, const MoeCase& 
 
 void golden_combine(const PeInputs& mine, const MoeCase& c, std::vector<double>& value,
                     std::vector<double>& magnitude) {
-  const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * moe::dtype_size(c.dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype);
   value.assign(static_cast<std::size_t>(mine.bs) * c.hidden, 0.0);
   magnitude.assign(value.size(), 0.0);
   std::vector<std::byte> y(row_bytes);
@@ -110,8 +109,7 @@ void golden_combine(const PeInputs& mine, const MoeCase& c, std::vector<double>&
       expert_step(c.dtype, e, mine.x.data() + static_cast<std::size_t>(t) * row_bytes, y.data(),
                   c.hidden);
       for (int j = 0; j < c.hidden; ++j) {
-        const double term =
-            static_cast<double>(moe::load_f32(c.dtype, y.data(), j)) * mine.scales[i];
+        const double term = static_cast<double>(load_f32(c.dtype, y.data(), j)) * mine.scales[i];
         value[static_cast<std::size_t>(t) * c.hidden + j] += term;
         magnitude[static_cast<std::size_t>(t) * c.hidden + j] += std::fabs(term);
       }
@@ -119,16 +117,16 @@ void golden_combine(const PeInputs& mine, const MoeCase& c, std::vector<double>&
   }
 }
 
-double combine_tolerance(moe::DType dtype, int topk, double magnitude) {
+double combine_tolerance(DType dtype, int topk, double magnitude) {
   const double accumulate = (topk + 1) * 0x1p-24 * magnitude;  // fp32 products and sums
   switch (dtype) {
-    case moe::DType::kInt32:
+    case SHMOE_DTYPE_INT32:
       return 0.5 + accumulate + 1e-9;
-    case moe::DType::kFloat16:
+    case SHMOE_DTYPE_FLOAT16:
       return 0x1p-11 * magnitude + accumulate + 0x1p-24;  // + subnormal step
-    case moe::DType::kBFloat16:
+    case SHMOE_DTYPE_BFLOAT16:
       return 0x1p-8 * magnitude + accumulate + 1e-38;
-    case moe::DType::kFloat32:
+    case SHMOE_DTYPE_FLOAT32:
       return accumulate + 1e-38;
   }
   return 0;

@@ -22,7 +22,7 @@ PeInputs make_inputs(const MoeRunOptions& o, const MoeCase& c, std::uint64_t see
                      int n_pes);
 
 // The stand-in for an expert's FFN: y = x * (0.5 + 0.25 * (e % 7)), in fp32, stored as dtype.
-void expert_step(moe::DType dtype, int expert, const void* in_row, void* out_row, int hidden);
+void expert_step(DType dtype, int expert, const void* in_row, void* out_row, int hidden);
 
 struct DispatchGolden {
   int rows = 0;
@@ -43,6 +43,6 @@ void golden_combine(const PeInputs& mine, const MoeCase& c, std::vector<double>&
 
 // The tolerance for a combine output element: rounding of the output type, plus fp32
 // accumulation over topk terms, relative to the terms' magnitude.
-double combine_tolerance(moe::DType dtype, int topk, double magnitude);
+double combine_tolerance(DType dtype, int topk, double magnitude);
 
 }  // namespace shmoe::tools

@@ -141,7 +141,9 @@ class FusedCall {
     std::vector<std::int64_t> rows(L);
     for (int e = 0; e < L; ++e) rows[e] = s_.plan.expert_rows(s_.me, e);
     s_.waves = cut_waves(rows, cfg().wave_rows);
-    for (int e = 0; e < L; ++e) in_.expert_token_counts[e] = static_cast<std::int32_t>(rows[e]);
+    if (in_.expert_token_counts != nullptr) {  // optional (shmoe_mega_moe_run)
+      for (int e = 0; e < L; ++e) in_.expert_token_counts[e] = static_cast<std::int32_t>(rows[e]);
+    }
     // Where each destination's expert blocks start, and their first wave, to address the
     // arrival counters there.
     const int P = s_.n_pes;

@@ -87,8 +87,6 @@ CallHeader mega_header(const MegaMoE::State& s, const MegaMoEArgs& in, std::int3
                    : in.expert_ids == nullptr      ? Tensor::kExpertIds
                    : in.routing_weights == nullptr ? Tensor::kRoutingWeights
                                                    : Tensor::kY);
-  } else if (in.expert_token_counts == nullptr) {
-    refuse_null(h, Tensor::kExpertTokenCounts);
   }
   return h;
 }

@@ -119,5 +119,38 @@ TEST(MegaCaller, InfoSaysWhatCreationResolvedAndTheTraceHasEachWorkersStages) {
             SHMOE_MOE_REFUSED);  // room for one event, but nowhere to write it
 }
 
+// num_recv_tokens_per_expert may be NULL (shmoe_mega_moe_run): the same output, fused and
+// unfused, and nothing else written.
+TEST(MegaCaller, TheTokenCountsAreOptional) {
+  Weights w;
+  MegaMoE op(config(), w.p1, w.p2);
+  const int me = shmem_my_pe(), experts = shmem_n_pes() * kExperts;
+  const std::uint64_t seed = test::shared_seed();
+  std::vector<std::uint16_t> x(static_cast<std::size_t>(kTokens) * kHidden);
+  for (std::size_t i = 0; i < x.size(); ++i)  // k / 8 for small k: exact in bf16
+    x[i] = static_cast<std::uint16_t>(0x3e00 + test::mix(seed + me * 977 + i) % 64);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(kTokens) * 2);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<std::int32_t>(test::mix(seed ^ (me + 1) * 131 ^ i) % experts);
+  const std::vector<float> weights(ids.size(), 0.5f);
+  std::vector<std::uint16_t> with(x.size()), without(x.size()), unfused(x.size());
+  std::vector<std::int32_t> counts(kExperts, -1);
+  op.run({x.data(), ids.data(), weights.data(), kTokens, with.data(), counts.data()});
+  op.run({x.data(), ids.data(), weights.data(), kTokens, without.data(), nullptr});
+  op.run_unfused({x.data(), ids.data(), weights.data(), kTokens, unfused.data(), nullptr});
+  EXPECT_EQ(with, without);
+  EXPECT_EQ(with, unfused);
+  int received = 0;
+  for (const std::int32_t c : counts) received += c;
+  int expected = 0;  // this PE's experts' rows: every PE's routing, rebuilt from the seed
+  for (int pe = 0; pe < shmem_n_pes(); ++pe) {
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto e = static_cast<int>(test::mix(seed ^ (pe + 1) * 131 ^ i) % experts);
+      expected += e / kExperts == me;
+    }
+  }
+  EXPECT_EQ(received, expected);
+}
+
 }  // namespace
 }  // namespace shmoe

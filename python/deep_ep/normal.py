@@ -20,7 +20,7 @@ operator's pools of host blocks, which return when the last tensor over them die
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -30,7 +30,7 @@ import shmoe.moe
 from shmoe import _shmoe
 from shmoe._runtime import agreed
 
-from .checks import bad, check_range, integer, tensor
+from .checks import bad, check_range, integer, tensor, tensor_rows
 from .config import Config
 
 _MIN_CAPACITY = 64
@@ -69,6 +69,7 @@ class _Plan:
         self.x = self._buffer(hidden, "bfloat16", token_side_bytes=4 * self.side_width,
                               header_ints=_HEADER + experts)
         self.weights: Optional[shmoe.MoeBuffer] = None
+        self.wide: Dict[int, shmoe.MoeBuffer] = {}  # combine operators of other widths
         self.ones = np.ones((capacity, n), np.float32)
         self.no_side = np.zeros((capacity, self.side_width), np.int32)  # a cached dispatch's
         self.no_ints = np.zeros(_HEADER + experts, np.int32)
@@ -89,9 +90,20 @@ class _Plan:
             self.weights = self._buffer(self.topk, "float32")
         return self.weights
 
+    def combine_buffer(self, hidden: int) -> shmoe.MoeBuffer:
+        """The BF16 operator that combines rows of `hidden` elements: the dispatch's own, or,
+        where the dispatch moved another dtype (whose rows are `self.hidden` 2-byte units), one
+        of that width on the same routing, made at first use (collective: every rank combines
+        alike)."""
+        if hidden == self.hidden:
+            return self.x
+        if hidden not in self.wide:
+            self.wide[hidden] = self._buffer(hidden, "bfloat16")
+        return self.wide[hidden]
+
     def close(self, abandon: bool = False) -> None:
         self.closed = True
-        for buf in (self.weights, self.x):
+        for buf in (self.weights, *self.wide.values(), self.x):
             if buf is not None:
                 buf.abandon() if abandon else buf.close()
 
@@ -109,10 +121,15 @@ def _capacity_for(tokens: int) -> int:
     return capacity
 
 
+def _units(xs: torch.Tensor) -> int:
+    """The 2-byte units of one of xs's rows: a row of any dtype travels as that many bf16."""
+    return xs.shape[1] * xs.element_size() // 2
+
+
 def _shape(args: Any) -> Tuple[int, int, int, int]:
-    """(hidden, experts, top-k, tokens) of a dispatch's checked arguments."""
+    """(row units, experts, top-k, tokens) of a dispatch's checked arguments."""
     xs, idx, per_expert = args[0], args[6], args[3]
-    return xs.shape[1], per_expert.shape[0], 0 if idx is None else idx.shape[1], xs.shape[0]
+    return _units(xs), per_expert.shape[0], 0 if idx is None else idx.shape[1], xs.shape[0]
 
 
 class Normal:
@@ -133,8 +150,8 @@ class Normal:
         """Collective, every rank alike (after a retry, or at the first dispatch): agrees on
         the call's arguments (hidden, experts, top-k) and makes the plan that holds every
         rank's tokens, unless the current one does."""
-        agreed(call, convert, lambda _: [("hidden", shape[0]), ("num_experts", shape[1]),
-                                         ("num_topk", shape[2])])
+        agreed(call, convert, lambda _: [("x's row size (hidden x element bytes / 2)", shape[0]),
+                                         ("num_experts", shape[1]), ("num_topk", shape[2])])
         mine = shmoe.zeros(1, "int64")
         most = shmoe.zeros(self.n, "int64")
         try:
@@ -184,10 +201,11 @@ class Normal:
                 raise ValueError(f"{call}: x is an (FP8 values, scales) tuple; this build has no "
                                  "SM90 FP8 path (Buffer.is_sm90_compiled() is False): pass "
                                  "bfloat16 x")
-            xs = tensor(call, "x", x, torch.bfloat16, (None, None))
+            xs = tensor_rows(call, "x", x)
             tokens, hidden = xs.shape
-            if hidden < 1:
-                raise bad(call, "x", x, "[tokens, hidden] with hidden >= 1")
+            if hidden < 1 or hidden * xs.element_size() % 2:
+                raise bad(call, "x", x, "[tokens, hidden] with hidden >= 1, of any dtype whose "
+                          "rows are whole 2-byte units (DeepEP asks for 16-byte rows)")
             if num_tokens_per_rank is None or is_token_in_rank is None \
                     or num_tokens_per_expert is None:
                 raise ValueError(f"{call}: without handle=, num_tokens_per_rank, "
@@ -232,7 +250,7 @@ class Normal:
          channel, recv_channel, src_idx, send_head, per_local, _) = got
         tokens, hidden = xs.shape
         K = 0 if idx is None else idx.shape[1]
-        recv_x = torch.from_numpy(recv_x).view(torch.bfloat16)
+        recv_x = torch.from_numpy(recv_x).view(xs.dtype)
         if recv_topk_idx is not None:
             recv_topk_idx = torch.from_numpy(recv_topk_idx)
             recv_topk_weights = torch.from_numpy(recv_topk_weights)
@@ -241,9 +259,10 @@ class Normal:
                          torch.from_numpy(send_head)))
         handle.plan, handle.routes, handle.assist, handle.ep_recv = plan, routes, assist, ep_recv
         handle.rows, handle.tokens, handle.num_topk = rows, tokens, K
+        handle.dtype, handle.hidden = xs.dtype, hidden
         if worst:
             pad = worst - rows
-            recv_x = torch.cat([recv_x, torch.zeros((pad, hidden), dtype=torch.bfloat16)])
+            recv_x = torch.cat([recv_x, torch.zeros((pad, hidden), dtype=xs.dtype)])
             if recv_topk_idx is not None and recv_topk_weights is not None:
                 recv_topk_idx = torch.cat([recv_topk_idx,
                                            torch.full((pad, K), -1, dtype=torch.int64)])
@@ -293,7 +312,7 @@ class Normal:
                            assist, ep_recv, np.empty(1, np.int32), None,
                            token_side=plan.no_side, header_ints=plan.no_ints)
         received = block[:rows * plan.hidden].reshape(rows, plan.hidden)
-        return torch.from_numpy(received).view(torch.bfloat16)
+        return torch.from_numpy(received).view(xs.dtype)
 
     def cached_dispatch(self, call, x, handle, topk_idx, topk_weights):
         def check():
@@ -301,7 +320,7 @@ class Normal:
             if topk_idx is not None or topk_weights is not None:
                 raise ValueError(f"{call}: a cached dispatch (handle=) takes no topk_idx or "
                                  "topk_weights")
-            return tensor(call, "x", x, torch.bfloat16, (handle.tokens, handle.plan.hidden))
+            return tensor(call, "x", x, handle.dtype, (handle.tokens, handle.hidden))
 
         xs = agreed(call, check)
         return self._send(handle.plan, xs, handle.routes, *self._side_arrays(handle.plan))
@@ -318,10 +337,10 @@ class Normal:
     def combine(self, call, x, handle, topk_weights, bias):
         def check():
             self._require_current(call, handle)
-            p = handle.plan
-            xs = tensor(call, "x", x, torch.bfloat16, (None, p.hidden))
+            hidden = handle.hidden
+            xs = tensor(call, "x", x, torch.bfloat16, (None, hidden))
             if xs.shape[0] < handle.rows:
-                raise bad(call, "x", x, f"[{handle.rows} received rows, {p.hidden}]")
+                raise bad(call, "x", x, f"[{handle.rows} received rows, {hidden}]")
             w = None
             if topk_weights is not None:
                 if not handle.num_topk:
@@ -336,7 +355,7 @@ class Normal:
             if len(biases) > 2:
                 raise ValueError(f"{call}: bias is at most two tensors, not {len(biases)}")
             biases = tuple(tensor(call, f"bias[{i}]", b, torch.bfloat16,
-                                  (handle.tokens, p.hidden)) for i, b in enumerate(biases))
+                                  (handle.tokens, hidden)) for i, b in enumerate(biases))
             return xs[:handle.rows], w, biases
 
         # Every rank combines on the current plan's operator (a handle of another is stale,
@@ -356,14 +375,16 @@ class Normal:
             raise
         mode = int(w is not None)
         rows = xs.view(torch.int16).numpy()
+        hidden = handle.hidden
+        op = p.combine_buffer(hidden)
         if biases:
             # DeepEP adds the bias to the float32 sum and rounds once.
-            summed = Normal._reduce(p.x, handle, rows, p.hidden, mode, sums=True)
+            summed = Normal._reduce(op, handle, rows, hidden, mode, sums=True)
             for b in biases:
                 summed += b.to(torch.float32)
             combined = summed.to(torch.bfloat16)
         else:
-            combined = Normal._reduce(p.x, handle, rows, p.hidden, mode).view(torch.bfloat16)
+            combined = Normal._reduce(op, handle, rows, hidden, mode).view(torch.bfloat16)
         combined_w = None
         if w is not None:
             combined_w = Normal._reduce(p.float32_weights(), handle, w.numpy(), handle.num_topk,

@@ -41,6 +41,35 @@ def _tokens(rank):
     return x
 
 
+def _typed_tokens(rank, dtype):
+    """Rank `rank`'s tokens in `dtype`: column 0 the rank, column 1 the token, the rest k / 8
+    with |k| <= 16 (the same wherever it is computed)."""
+    g = torch.Generator().manual_seed(900 + rank)
+    x = torch.randint(-16, 17, (TOKENS, HIDDEN), generator=g).float() / 8
+    x[:, 0] = rank
+    x[:, 1] = torch.arange(TOKENS)
+    return x.to(dtype)
+
+
+def _other_dtypes(rank, n, buffer, layout, rows, reached):
+    """A dispatch of float32 and of FP8 x: the rows arrive bit for bit as the source ranks sent
+    them (DeepEP moves any dtype with 16-byte rows), a cached dispatch repeats them, and a bf16
+    combine at the dispatch's width sums them (exactly: every sum here fits bf16)."""
+    idx, w, per_rank, in_rank, per_expert = layout
+    for dtype in (torch.float32, torch.float8_e4m3fn):
+        x = _typed_tokens(rank, dtype)
+        recv_x, _, recv_w, _, handle, _ = buffer.dispatch(
+            x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+            num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
+        assert recv_x.dtype == dtype and tuple(recv_x.shape) == (len(rows), HIDDEN)
+        want = torch.stack([_typed_tokens(src, dtype)[t] for src, t in rows])
+        assert torch.equal(recv_x.view(torch.uint8), want.view(torch.uint8)), dtype
+        again = buffer.dispatch(x, handle=handle)[0]
+        assert torch.equal(again.view(torch.uint8), want.view(torch.uint8)), dtype
+        combined, _, _ = buffer.combine(recv_x.to(torch.bfloat16), handle, topk_weights=recv_w)
+        assert torch.equal(combined.float(), x.to(torch.bfloat16).float() * reached), dtype
+
+
 def _normal_mode(rank, n, buffer):
     import deep_ep
 
@@ -99,6 +128,7 @@ def _normal_mode(rank, n, buffer):
         topk_idx=idx, topk_weights=w, num_worst_tokens=worst)
     assert wcounts == [] and wx.shape[0] == worst and torch.equal(wx[: len(rows)], recv_x)
     assert bool((widx[len(rows):] == -1).all()) and bool((ww[len(rows):] == 0).all())
+    _other_dtypes(rank, n, buffer, (idx, w, per_rank, in_rank, per_expert), rows, reached)
 
 
 def _ll_reference(rank, n):
@@ -267,7 +297,7 @@ def _bad_input(rank, n, buffer):
     per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(idx, experts)
     x = _tokens(rank)
     cases = {
-        "x": dict(x=x.float()),  # wrong dtype on rank 1
+        "x": dict(x=x[:, :63].to(torch.uint8)),  # rows of an odd byte count on rank 1
         "topk_idx": dict(topk_idx=torch.where(idx == idx.max(), torch.full_like(idx, experts),
                                               idx)),
         "is_token_in_rank": dict(is_token_in_rank=in_rank[:, :1].contiguous()),

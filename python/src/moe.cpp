@@ -50,6 +50,8 @@ std::int32_t* pe_mask_of(const py::object& pe_mask) {
   return m.as<std::int32_t>();
 }
 
+}  // namespace
+
 std::unique_ptr<Buffer> make_buffer(int num_experts_per_pe, int max_tokens_per_pe, int hidden,
                                     int num_topk, const std::string& dtype,
                                     std::size_t max_recv_rows, int matrix_workers,
@@ -71,6 +73,8 @@ std::unique_ptr<Buffer> make_buffer(int num_experts_per_pe, int max_tokens_per_p
   c.shrink_timeout_ms = shrink_timeout_ms;
   return std::make_unique<Buffer>(c, t.bytes);
 }
+
+namespace {
 
 py::memoryview receive_window(Buffer& b) {
   void* w = b.get().receive_window();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "bindings.hpp"
@@ -140,5 +141,13 @@ class Buffer : public Collective<MoeBuffer> {
   std::shared_ptr<BlockPool> blocks_;  // take_block's
   std::array<std::vector<std::int32_t>, 4> scratch_;
 };
+
+// A Buffer of this shape (moe.cpp; the binding's MoeBuffer constructor and MoeRuntime's
+// operators): dtype is int32, float16, bfloat16 or float32.
+std::unique_ptr<Buffer> make_buffer(int num_experts_per_pe, int max_tokens_per_pe, int hidden,
+                                    int num_topk, const std::string& dtype,
+                                    std::size_t max_recv_rows, int matrix_workers,
+                                    int vector_workers, std::size_t double_plane_threshold,
+                                    int token_side_bytes, int header_ints, int shrink_timeout_ms);
 
 }  // namespace shmoe::python

@@ -25,10 +25,6 @@ namespace {
 
 constexpr const char* kDTypes[] = {"float32", "bfloat16", "float16", "int32"};
 
-std::size_t element_bytes(const std::string& dtype) {
-  return dtype == "float32" || dtype == "int32" ? 4 : 2;
-}
-
 // One dispatch's record, what a combine needs of it: where each received row came from, and
 // the routing of this PE's tokens.
 struct DispatchRecord {
@@ -54,11 +50,11 @@ class MoeRuntime {
   explicit MoeRuntime(const Options& o) : o_(o) {
     check_options();
     const int L = o_.num_experts / shmem_n_pes();
-    operator_ = make_buffer(L, o_.hidden, o_.dtype, o_.token_side_bytes, o_.header_ints);
+    operator_ = operator_of(L, o_.hidden, o_.dtype, o_.token_side_bytes, o_.header_ints);
     op_ = &operator_.cast<Buffer&>();
     if (!o_.fp8.empty()) {
       fp8_row_ = shmoe_mx_row_bytes(o_.hidden);
-      fp8_operator_ = make_buffer(L, static_cast<int>(fp8_row_ / 4), "int32", 0, 0);
+      fp8_operator_ = operator_of(L, static_cast<int>(fp8_row_ / 4), "int32", 0, 0);
       fp8_op_ = &fp8_operator_.cast<Buffer&>();
       quantized_.resize(static_cast<std::size_t>(o_.max_tokens_per_pe) * fp8_row_);
     }
@@ -154,7 +150,7 @@ class MoeRuntime {
   py::object self() const { return py::cast(this, py::return_value_policy::reference); }
 
   void check_options() const;
-  py::object make_buffer(int L, int hidden, const std::string& dtype, int side, int ints) const;
+  py::object operator_of(int L, int hidden, const std::string& dtype, int side, int ints) const;
   std::int32_t* checked_mask(Refusal& r, const py::object& pe_mask) const;
   bool routes_like(const py::object& other) const;
   py::tuple call_dispatch(const Array& xs, const std::vector<std::int32_t>& idx,
@@ -213,25 +209,12 @@ void MoeRuntime::check_options() const {
   r.settle(false);  // creation is collective, in shrink mode too
 }
 
-py::object MoeRuntime::make_buffer(int L, int hidden, const std::string& dtype, int side,
+py::object MoeRuntime::operator_of(int L, int hidden, const std::string& dtype, int side,
                                    int ints) const {
-  MoeConfig c;
-  c.num_experts_per_pe = L;
-  c.max_tokens_per_pe = o_.max_tokens_per_pe;
-  c.hidden = hidden;
-  c.num_topk = o_.num_topk;
-  c.dtype = dtype == "int32"      ? SHMOE_DTYPE_INT32
-            : dtype == "float16"  ? SHMOE_DTYPE_FLOAT16
-            : dtype == "bfloat16" ? SHMOE_DTYPE_BFLOAT16
-                                  : SHMOE_DTYPE_FLOAT32;
-  c.max_recv_rows = static_cast<std::size_t>(o_.max_recv_rows);
-  c.matrix_workers = o_.matrix_workers;
-  c.vector_workers = o_.vector_workers;
-  c.double_plane_threshold = static_cast<std::size_t>(o_.double_plane_threshold);
-  c.token_side_bytes = side;
-  c.header_ints = ints;
-  c.shrink_timeout_ms = o_.shrink_timeout_ms;
-  return py::cast(std::make_unique<Buffer>(c, element_bytes(dtype)));
+  return py::cast(python::make_buffer(
+      L, o_.max_tokens_per_pe, hidden, o_.num_topk, dtype,
+      static_cast<std::size_t>(o_.max_recv_rows), o_.matrix_workers, o_.vector_workers,
+      static_cast<std::size_t>(o_.double_plane_threshold), side, ints, o_.shrink_timeout_ms));
 }
 
 // Shrink mode's pe_mask (int32 [n_pes], written by the call), required there and refused
@@ -334,13 +317,11 @@ py::tuple MoeRuntime::call_dispatch(const Array& xs, const std::vector<std::int3
 
 py::array MoeRuntime::call_combine(const DispatchRecord& d, const Array& ys,
                                    const py::object& weights, std::int32_t* mask) {
-  const std::size_t elem = element_bytes(o_.dtype);
   py::array out(o_.dtype == "float32"   ? py::dtype::of<float>()
                 : o_.dtype == "int32"   ? py::dtype::of<std::int32_t>()
                 : o_.dtype == "float16" ? py::dtype("float16")
                                         : py::dtype::of<std::uint16_t>(),
                 std::vector<py::ssize_t>{d.num_tokens, o_.hidden});
-  (void)elem;
   CombineArgs args;
   args.plane = o_.double_plane ? SHMOE_PLANE_DOUBLE : SHMOE_PLANE_CLASSIC;
   args.x = ys.info.ptr;

@@ -67,7 +67,12 @@ typedef enum {
   SHMOE_DTYPE_INT32 = 0,
   SHMOE_DTYPE_FLOAT16 = 1,
   SHMOE_DTYPE_BFLOAT16 = 2,
-  SHMOE_DTYPE_FLOAT32 = 3
+  SHMOE_DTYPE_FLOAT32 = 3,
+  /* Element types of the ElasticBuffer's tensors (shmoe/elastic.h); an MoE buffer carries 0..3. */
+  SHMOE_DTYPE_INT64 = 4,
+  SHMOE_DTYPE_UINT8 = 5,
+  SHMOE_DTYPE_FLOAT8_E4M3 = 6,
+  SHMOE_DTYPE_BOOL = 7
 } shmoe_dtype_t;
 
 /* Classic: the workers move every row. Double: segments of at least double_plane_threshold bytes

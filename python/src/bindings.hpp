@@ -109,5 +109,6 @@ void bind_moe(py::module_& m);
 void bind_moe_runtime(py::module_& m);
 void bind_mega(py::module_& m);
 void bind_deep_ep(py::module_& m);
+void bind_elastic(py::module_& m);
 
 }  // namespace shmoe::python

@@ -14,6 +14,8 @@ std::string_view dtype_name(DType t) {
       return "bfloat16";
     case SHMOE_DTYPE_FLOAT32:
       return "float32";
+    default:  // an MoE buffer carries only the four types above
+      break;
   }
   return "?";
 }

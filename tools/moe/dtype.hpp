@@ -85,6 +85,8 @@ inline float load_f32(DType t, const void* row, std::size_t i) {
       return bf16_to_float(static_cast<const std::uint16_t*>(row)[i]);
     case SHMOE_DTYPE_FLOAT32:
       return static_cast<const float*>(row)[i];
+    default:  // an MoE buffer carries only the four types above
+      break;
   }
   return 0;
 }
@@ -109,6 +111,8 @@ inline void store_f32(DType t, void* row, std::size_t i, float v) {
       return;
     case SHMOE_DTYPE_FLOAT32:
       static_cast<float*>(row)[i] = v;
+      return;
+    default:  // an MoE buffer carries only the four types above
       return;
   }
 }

@@ -128,6 +128,8 @@ double combine_tolerance(DType dtype, int topk, double magnitude) {
       return 0x1p-8 * magnitude + accumulate + 1e-38;
     case SHMOE_DTYPE_FLOAT32:
       return accumulate + 1e-38;
+    default:  // an MoE buffer carries only the four types above
+      break;
   }
   return 0;
 }

@@ -1,0 +1,59 @@
+// The ElasticBuffer (shmoe/elastic.h): DeepEP V2's expert-parallel dispatch and combine over a
+// symmetric window. Every call is a call object (elastic_dispatch.cpp, elastic_combine.cpp) with
+// the same shape: check the arguments locally, agree on the verdict and the values every rank
+// must pass alike (the agreement is also the barrier that says every rank has finished reading
+// the window of the previous call), write rows into the other ranks' windows, barrier, read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "deep_ep/result.hpp"
+#include "shmoe/elastic.h"
+
+namespace shmoe::deep_ep {
+
+class ElasticBuffer {
+ public:
+  // Collective: allocates the window (config.num_bytes, or the size hint of its MoE settings).
+  explicit ElasticBuffer(const shmoe_elastic_buffer_config_t& config);
+  ElasticBuffer(const ElasticBuffer&) = delete;
+  ElasticBuffer& operator=(const ElasticBuffer&) = delete;
+  // Collective: frees the window.
+  ~ElasticBuffer();
+
+  static std::uint64_t size_hint(const shmoe_elastic_buffer_config_t& config, int num_ranks);
+  // Bytes a dispatch slot takes: the token index, the top-k indices and weights, the row.
+  static std::int64_t dispatch_slot_bytes(std::int64_t row_bytes, int num_topk);
+
+  // Collective calls; the result has one reference, the caller's.
+  shmoe_ep_result* dispatch(const shmoe_elastic_dispatch_args_t& args);
+  shmoe_ep_result* combine(const shmoe_elastic_combine_args_t& args);
+
+  const shmoe_elastic_buffer_config_t& config() const { return config_; }
+  int num_ranks() const { return n_; }
+  int rank() const { return me_; }
+  int num_hosts() const { return n_ / ranks_per_host_; }
+  int ranks_per_host() const { return ranks_per_host_; }
+  // Logical (scale-out, scale-up) sizes: (hosts, ranks per host) in hybrid mode, else (1, n).
+  int logical_scaleup() const { return hybrid() ? ranks_per_host_ : n_; }
+  bool hybrid() const { return config_.allow_hybrid_mode && num_hosts() > 1; }
+  std::uint64_t id() const { return id_; }
+
+  std::byte* window() const { return window_; }
+  std::uint64_t window_bytes() const { return window_bytes_; }
+  std::int32_t* counts() const { return counts_; }
+  // `bytes` of the window must hold what a call of `what` needs (the same verdict on every PE).
+  void require_fits(const char* call, std::uint64_t bytes, const char* what) const;
+
+ private:
+  shmoe_elastic_buffer_config_t config_{};
+  int n_ = 0, me_ = 0, ranks_per_host_ = 1;
+  std::uint64_t id_ = 0;
+  std::byte* window_ = nullptr;
+  std::uint64_t window_bytes_ = 0;
+  std::int32_t* counts_ = nullptr;  // [n]: the tokens each rank sent in this call
+};
+
+}  // namespace shmoe::deep_ep

@@ -1,0 +1,78 @@
+#include "deep_ep/result.hpp"
+
+#include <cstring>
+
+namespace shmoe::deep_ep {
+
+std::size_t dtype_bytes(shmoe_dtype_t t) {
+  switch (t) {
+    case SHMOE_DTYPE_INT64:
+      return 8;
+    case SHMOE_DTYPE_INT32:
+    case SHMOE_DTYPE_FLOAT32:
+      return 4;
+    case SHMOE_DTYPE_FLOAT16:
+    case SHMOE_DTYPE_BFLOAT16:
+      return 2;
+    case SHMOE_DTYPE_UINT8:
+    case SHMOE_DTYPE_FLOAT8_E4M3:
+    case SHMOE_DTYPE_BOOL:
+      return 1;
+  }
+  return 0;
+}
+
+namespace {
+
+Array fresh(const std::string& name, shmoe_dtype_t dtype, std::int64_t elements, bool zero) {
+  Array a;
+  a.name = name;
+  const auto bytes = static_cast<std::size_t>(elements) * dtype_bytes(dtype);
+  a.memory.reset(new std::byte[bytes == 0 ? 1 : bytes]);
+  if (zero) std::memset(a.memory.get(), 0, bytes);
+  a.tensor.data = a.memory.get();
+  a.tensor.dtype = dtype;
+  return a;
+}
+
+}  // namespace
+
+shmoe_tensor_t& Result::add(const std::string& name, shmoe_dtype_t dtype,
+                            std::initializer_list<std::int64_t> shape, bool zero) {
+  std::int64_t elements = 1;
+  for (std::int64_t s : shape) elements *= s;
+  Array a = fresh(name, dtype, elements, zero);
+  a.tensor.ndim = static_cast<int>(shape.size());
+  int d = 0;
+  for (std::int64_t s : shape) a.tensor.shape[d++] = s;
+  std::int64_t stride = 1;
+  for (d = a.tensor.ndim - 1; d >= 0; --d) {
+    a.tensor.strides[d] = stride;
+    stride *= a.tensor.shape[d];
+  }
+  arrays_.push_back(std::move(a));
+  return arrays_.back().tensor;
+}
+
+shmoe_tensor_t& Result::add_column_major(const std::string& name, shmoe_dtype_t dtype,
+                                         std::int64_t rows, std::int64_t cols,
+                                         std::int64_t row_align, bool zero) {
+  const std::int64_t padded = (rows + row_align - 1) / row_align * row_align;
+  Array a = fresh(name, dtype, padded * cols, zero);
+  a.tensor.ndim = 2;
+  a.tensor.shape[0] = rows;
+  a.tensor.shape[1] = cols;
+  a.tensor.strides[0] = 1;
+  a.tensor.strides[1] = padded;
+  arrays_.push_back(std::move(a));
+  return arrays_.back().tensor;
+}
+
+const shmoe_tensor_t* Result::find(const std::string& name) const {
+  for (const Array& a : arrays_) {
+    if (a.name == name) return &a.tensor;
+  }
+  return nullptr;
+}
+
+}  // namespace shmoe::deep_ep

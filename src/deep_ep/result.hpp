@@ -1,0 +1,71 @@
+// A call's results (shmoe_ep_result_t of shmoe/elastic.h): named arrays over memory the result
+// owns, reference counted across the C API, and what a later call needs of the dispatch that
+// made it (its routing, for a cached dispatch and for combine).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shmoe/elastic.h"
+
+namespace shmoe::deep_ep {
+
+// One array of a result: its description and the memory it lives in.
+struct Array {
+  std::string name;
+  shmoe_tensor_t tensor{};
+  std::shared_ptr<std::byte[]> memory;
+};
+
+std::size_t dtype_bytes(shmoe_dtype_t t);
+
+// What a dispatch knows of its routing, kept by its result for a cached dispatch and combine.
+struct Routing {
+  int num_tokens = 0, num_topk = 0, num_experts = 0, num_max_tokens_per_rank = 0;
+  int expert_alignment = 1;
+  bool do_expand = false, do_cpu_sync = true;
+  std::int64_t x_row_bytes = 0, sf_row_bytes = 0, sf_cols = 0;
+  shmoe_dtype_t x_dtype = SHMOE_DTYPE_BFLOAT16, sf_dtype = SHMOE_DTYPE_FLOAT32;
+  std::vector<std::int32_t> topk_idx;  // [num_tokens][num_topk], global experts or -1
+  // Received tokens, in receive order: source rank and its token index, and per top-k slot the
+  // local expert (or -1) and, in expand mode, the expanded row (or -1).
+  std::vector<std::int32_t> src_rank, src_token, local_expert, expanded_row;
+  std::int64_t num_recv_tokens = 0, num_expanded_tokens = 0;
+  std::int64_t recv_rows = 0, expanded_rows = 0;  // the arrays' rows (worst case without sync)
+  const void* buffer = nullptr;                   // the ElasticBuffer that dispatched
+  std::uint64_t epoch = 0;                        // the buffer's epoch then (see ElasticBuffer)
+};
+
+class Result {
+ public:
+  // A fresh array of `shape` (C-contiguous), zeroed when `zero`.
+  shmoe_tensor_t& add(const std::string& name, shmoe_dtype_t dtype,
+                      std::initializer_list<std::int64_t> shape, bool zero = false);
+  // A fresh [rows, cols] array stored column-major with rows padded to `row_align`.
+  shmoe_tensor_t& add_column_major(const std::string& name, shmoe_dtype_t dtype, std::int64_t rows,
+                                   std::int64_t cols, std::int64_t row_align, bool zero = false);
+  const shmoe_tensor_t* find(const std::string& name) const;
+  const std::deque<Array>& arrays() const { return arrays_; }
+
+  std::shared_ptr<Routing> routing;  // set by a (non-cached) dispatch
+  bool cached = false;               // made by a cached dispatch
+
+  void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // Drops a reference; true when it was the last.
+  bool release() { return refs_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+
+ private:
+  std::deque<Array> arrays_;  // a deque: add() returns references that later adds keep valid
+  std::atomic<int> refs_{1};
+};
+
+}  // namespace shmoe::deep_ep
+
+// The C API's result handle is the result itself.
+struct shmoe_ep_result final : shmoe::deep_ep::Result {};

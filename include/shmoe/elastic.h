@@ -13,8 +13,7 @@
  *
  * Every call is collective over the job's PEs; a refused call (status SHMOE_MOE_REFUSED, text in
  * shmoe_last_error(), naming the argument, its value and what is allowed) is refused on every PE
- * and moves nothing. Results are owned by a shmoe_ep_result_t: named arrays, alive until the last
- * reference is released. */
+ * and moves nothing. Results are shmoe_ep_result_t (shmoe/tensor.h). */
 #ifndef SHMOE_ELASTIC_H
 #define SHMOE_ELASTIC_H
 
@@ -23,31 +22,11 @@
 
 #include "shmoe/export.h"
 #include "shmoe/moe.h"
+#include "shmoe/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* An array: `ndim` (0..4) extents and strides in elements. A caller's tensor must be
- * C-contiguous (strides are then ignored) and `data` NULL means "not given". Results may be
- * strided (recv_sf with use_tma_aligned_col_major_sf is column-major). */
-#define SHMOE_TENSOR_MAX_DIMS 4
-typedef struct {
-  void* data;
-  shmoe_dtype_t dtype;
-  int ndim;
-  int64_t shape[SHMOE_TENSOR_MAX_DIMS];
-  int64_t strides[SHMOE_TENSOR_MAX_DIMS];
-} shmoe_tensor_t;
-
-/* A call's results, by name (see each call), reference counted. */
-typedef struct shmoe_ep_result* shmoe_ep_result_t;
-/* The array `name` of `result` into *out: 1 if the result holds it, 0 if not (*out zeroed). */
-SHMOE_API int shmoe_ep_result_get(shmoe_ep_result_t result, const char* name, shmoe_tensor_t* out);
-/* The i-th name of `result` (0-based), or NULL past the last. */
-SHMOE_API const char* shmoe_ep_result_name(shmoe_ep_result_t result, int i);
-SHMOE_API void shmoe_ep_result_retain(shmoe_ep_result_t result);
-SHMOE_API void shmoe_ep_result_release(shmoe_ep_result_t result);
 
 typedef struct shmoe_elastic_buffer* shmoe_elastic_buffer_t;
 

@@ -1,8 +1,6 @@
 // _shmoe.ElasticBuffer: the runtime of deep_ep.ElasticBuffer over shmoe/elastic.h. Each method
-// takes the package's arrays as converted (numpy views of torch tensors with torch's dtype names)
-// and makes one C call, which checks every argument on every PE; an argument this file cannot
-// even read joins the call as the PE's refusal, so no PE is left waiting. Results come back as
-// numpy arrays over the result's memory, each keeping the result (an _shmoe.EpResult) alive.
+// takes the package's arrays as converted (numpy views of torch tensors with torch's dtype names,
+// ep_arrays.hpp) and makes one C call, which checks every argument on every PE.
 #include "shmoe/elastic.h"
 
 #include <pybind11/numpy.h>
@@ -13,104 +11,10 @@
 #include <utility>
 
 #include "bindings.hpp"
+#include "ep_arrays.hpp"
 
 namespace shmoe::python {
 namespace {
-
-struct DType {
-  const char* name;
-  shmoe_dtype_t code;
-  const char* numpy;  // the numpy dtype of the element's bits
-};
-constexpr DType kDTypes[] = {
-    {"bfloat16", SHMOE_DTYPE_BFLOAT16, "int16"},
-    {"float16", SHMOE_DTYPE_FLOAT16, "float16"},
-    {"float32", SHMOE_DTYPE_FLOAT32, "float32"},
-    {"int32", SHMOE_DTYPE_INT32, "int32"},
-    {"int64", SHMOE_DTYPE_INT64, "int64"},
-    {"uint8", SHMOE_DTYPE_UINT8, "uint8"},
-    {"float8_e4m3fn", SHMOE_DTYPE_FLOAT8_E4M3, "uint8"},
-    {"bool", SHMOE_DTYPE_BOOL, "bool"},
-};
-
-// A result of a call, released when the last array over it and the package's handle are gone.
-class EpResult {
- public:
-  explicit EpResult(shmoe_ep_result_t r) : r_(r) {}
-  ~EpResult() { shmoe_ep_result_release(r_); }
-  EpResult(const EpResult&) = delete;
-  EpResult& operator=(const EpResult&) = delete;
-  shmoe_ep_result_t get() const { return r_; }
-
- private:
-  shmoe_ep_result_t r_;
-};
-
-// The call's arguments as C tensors; the first that cannot be read becomes the refusal.
-class Converted {
- public:
-  shmoe_tensor_t tensor(const py::object& a, const std::string& dtype, const char* param) {
-    shmoe_tensor_t t{};
-    if (a.is_none()) return t;
-    try {
-      const DType* d = nullptr;
-      for (const DType& k : kDTypes) {
-        if (dtype == k.name) d = &k;
-      }
-      if (d == nullptr) throw Error("dtype " + dtype + " is not one the ElasticBuffer carries");
-      const py::buffer_info info = a.cast<py::buffer>().request(true);
-      if (info.ndim > SHMOE_TENSOR_MAX_DIMS) throw Error("it has more than 4 dimensions");
-      (void)bytes_of(a.cast<py::buffer>(), param);  // C-contiguous
-      t.data = info.ptr;
-      t.dtype = d->code;
-      t.ndim = static_cast<int>(info.ndim);
-      for (int i = 0; i < t.ndim; ++i) {
-        t.shape[i] = info.shape[static_cast<std::size_t>(i)];
-        t.strides[i] = info.strides[static_cast<std::size_t>(i)] / info.itemsize;
-      }
-      if (t.data == nullptr) t.data = this;  // an empty array is given, not missing
-    } catch (const std::exception& e) {
-      if (refusal_.empty()) refusal_ = std::string(param) + " cannot be read: " + e.what();
-    }
-    return t;
-  }
-  const char* refusal() const { return refusal_.empty() ? nullptr : refusal_.c_str(); }
-  void note(const std::string& why) {
-    if (refusal_.empty()) refusal_ = why;
-  }
-
- private:
-  std::string refusal_;
-};
-
-shmoe_ep_result_t handle_of(const py::object& h, Converted& c) {
-  if (h.is_none()) return nullptr;
-  try {
-    return h.cast<const EpResult&>().get();
-  } catch (const std::exception&) {
-    c.note("handle is not the handle a dispatch of an ElasticBuffer returned");
-    return nullptr;
-  }
-}
-
-// The result's arrays by name, each a numpy array keeping `owner` alive.
-py::dict arrays_of(const py::object& owner) {
-  shmoe_ep_result_t r = owner.cast<const EpResult&>().get();
-  py::dict out;
-  for (int i = 0; const char* name = shmoe_ep_result_name(r, i); ++i) {
-    shmoe_tensor_t t{};
-    shmoe_ep_result_get(r, name, &t);
-    const char* numpy = "uint8";
-    for (const DType& k : kDTypes) {
-      if (k.code == t.dtype) numpy = k.numpy;
-    }
-    const py::dtype dt(numpy);
-    std::vector<py::ssize_t> shape(t.shape, t.shape + t.ndim), strides;
-    for (int d = 0; d < t.ndim; ++d) strides.push_back(t.strides[d] * dt.itemsize());
-    out[name] = py::array(dt, shape, strides, t.data, owner);
-  }
-  return out;
-}
 
 int check(int status) {
   if (status != SHMOE_MOE_OK) throw Error(shmoe_last_error(), status);
@@ -143,12 +47,12 @@ class ElasticRuntime {
     Converted c;
     shmoe_elastic_dispatch_args_t a{};
     a.struct_size = sizeof a;
-    a.x = tensor(c, t, "x");
-    a.sf = tensor(c, t, "sf");
-    a.topk_idx = tensor(c, t, "topk_idx");
-    a.topk_weights = tensor(c, t, "topk_weights");
-    a.cumulative_local_expert_recv_stats = tensor(c, t, "cumulative_local_expert_recv_stats");
-    a.handle = handle_of(handle, c);
+    a.x = c.tensor(t, "x");
+    a.sf = c.tensor(t, "sf");
+    a.topk_idx = c.tensor(t, "topk_idx");
+    a.topk_weights = c.tensor(t, "topk_weights");
+    a.cumulative_local_expert_recv_stats = c.tensor(t, "cumulative_local_expert_recv_stats");
+    a.handle = c.handle(handle);
     a.num_experts = num_experts;
     a.num_max_tokens_per_rank = num_max_tokens_per_rank;
     a.expert_alignment = expert_alignment;
@@ -168,11 +72,11 @@ class ElasticRuntime {
     Converted c;
     shmoe_elastic_combine_args_t a{};
     a.struct_size = sizeof a;
-    a.x = tensor(c, t, "x");
-    a.topk_weights = tensor(c, t, "topk_weights");
-    a.bias0 = tensor(c, t, "bias0");
-    a.bias1 = tensor(c, t, "bias1");
-    a.handle = handle_of(handle, c);
+    a.x = c.tensor(t, "x");
+    a.topk_weights = c.tensor(t, "topk_weights");
+    a.bias0 = c.tensor(t, "bias0");
+    a.bias1 = c.tensor(t, "bias1");
+    a.handle = c.handle(handle);
     a.refusal = c.refusal();
     shmoe_ep_result_t r = nullptr;
     released([&] { return check(shmoe_elastic_combine(get(), &a, &r)); });
@@ -183,12 +87,6 @@ class ElasticRuntime {
   shmoe_elastic_buffer_t get() const {
     if (b_ == nullptr) throw Error("ElasticBuffer: the buffer was destroyed");
     return b_;
-  }
-  // t[name] = (array, dtype name) or absent.
-  static shmoe_tensor_t tensor(Converted& c, const py::dict& t, const char* name) {
-    if (!t.contains(name)) return {};
-    const py::tuple pair = t[name].cast<py::tuple>();
-    return c.tensor(pair[0], pair[1].cast<std::string>(), name);
   }
 
   shmoe_elastic_buffer_t b_ = nullptr;
@@ -212,7 +110,7 @@ shmoe_elastic_buffer_config_t config_of(std::uint64_t num_bytes, int tokens, int
 }  // namespace
 
 void bind_elastic(py::module_& m) {
-  py::class_<EpResult>(m, "EpResult");
+  bind_ep_result(m);
   py::class_<ElasticRuntime>(m, "ElasticBuffer")
       .def(py::init([](std::uint64_t num_bytes, int tokens, int hidden, int topk, bool fp8,
                        bool hybrid, bool multiple, bool deterministic) {

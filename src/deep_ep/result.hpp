@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "shmoe/elastic.h"
+#include "shmoe/tensor.h"
 
 namespace shmoe::deep_ep {
 

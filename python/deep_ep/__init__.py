@@ -20,9 +20,11 @@ _torch_cpu.install()
 
 from .buffer import Buffer  # noqa: E402
 from .config import Config  # noqa: E402
+from .elastic import ElasticBuffer, EPHandle  # noqa: E402
 from .utils import EventHandle, EventOverlap  # noqa: E402
 
 topk_idx_t = torch.int64
 
-__all__ = ["Buffer", "Config", "EventOverlap", "EventHandle", "topk_idx_t"]
+__all__ = ["Buffer", "Config", "ElasticBuffer", "EPHandle", "EventOverlap", "EventHandle",
+           "topk_idx_t"]
 

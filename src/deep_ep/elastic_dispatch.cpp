@@ -80,8 +80,9 @@ class DispatchCall {
   std::int64_t slot_ = 0, tokens_ = 0, local_ = 0;
   bool with_weights_ = false;
   std::vector<std::int32_t> dst_slot_;  // [tokens][topk]: the slot at the expert's rank, or -1
-  std::vector<std::vector<std::byte>> staged_;  // rows for ranks whose window is not mapped
-  std::vector<std::int64_t> per_expert_;        // received tokens of each local expert
+  // Rows for ranks whose window is not mapped (another host), put from here; not zeroed.
+  std::vector<std::unique_ptr<std::byte[]>> staged_;
+  std::vector<std::int64_t> per_expert_;  // received tokens of each local expert
 };
 
 void DispatchCall::check() {
@@ -199,7 +200,8 @@ void DispatchCall::send() {
   for (int j = 0; j < n; ++j) {
     mapped[static_cast<std::size_t>(j)] = static_cast<std::byte*>(shmem_ptr(b_.window(), j));
     if (mapped[static_cast<std::size_t>(j)] == nullptr) {
-      staged_[static_cast<std::size_t>(j)].resize(static_cast<std::size_t>(max_tokens_ * slot_));
+      staged_[static_cast<std::size_t>(j)] =
+          std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(tokens_ * slot_));
     }
   }
   const auto* x = static_cast<const std::byte*>(a_.x.data);
@@ -215,7 +217,7 @@ void DispatchCall::send() {
       if (slot_of[j] < 0) {
         slot_of[j] = count[j]++;
         std::byte* base =
-            mapped[j] != nullptr ? mapped[j] + me * max_tokens_ * slot_ : staged_[j].data();
+            mapped[j] != nullptr ? mapped[j] + me * max_tokens_ * slot_ : staged_[j].get();
         std::byte* s = base + slot_of[j] * slot_;
         const auto token = static_cast<std::int32_t>(t);
         std::memcpy(s, &token, 4);
@@ -237,7 +239,7 @@ void DispatchCall::send() {
   for (int j = 0; j < n; ++j) {
     const auto uj = static_cast<std::size_t>(j);
     if (mapped[uj] == nullptr && count[uj] > 0) {
-      shmem_putmem_nbi(b_.window() + me * max_tokens_ * slot_, staged_[uj].data(),
+      shmem_putmem_nbi(b_.window() + me * max_tokens_ * slot_, staged_[uj].get(),
                        static_cast<std::size_t>(count[uj] * slot_), j);
     }
     shmem_int32_p(b_.counts() + me, count[uj], j);

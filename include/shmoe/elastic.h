@@ -78,8 +78,8 @@ typedef struct {
   /* A dispatch's result: dispatch again on its routing (cached), or NULL. */
   shmoe_ep_result_t handle;
   int num_experts;
-  int num_max_tokens_per_rank; /* 0: the buffer's */
-  int expert_alignment;        /* 0: 1 */
+  int num_max_tokens_per_rank; /* 0: the handle's, else the buffer's */
+  int expert_alignment;        /* 0: the handle's, else 1 */
   /* Without CPU sync the arrays have their worst-case rows (num_recv_tokens says how many hold
    * tokens); a cached dispatch sizes them as its handle's dispatch did. */
   int do_cpu_sync;

@@ -171,17 +171,13 @@ class ElasticBuffer:
                  do_cpu_sync: Optional[bool] = None, do_expand: bool = False,
                  do_zero_padding: bool = False, use_tma_aligned_col_major_sf: bool = False):
         x, sf = x if isinstance(x, tuple) else (x, None)
-        cached = isinstance(handle, EPHandle)
-        if cached:
-            num_experts = num_experts or handle.num_experts
-            num_max_tokens_per_rank = num_max_tokens_per_rank or handle.num_max_tokens_per_rank
-            expert_alignment = expert_alignment or handle.expert_alignment
+        cached = handle is not None  # the runtime takes what is not given from the handle
         stats = cumulative_local_expert_recv_stats
         with torch.profiler.record_function(_DISPATCH):
             arrays, result = self.runtime.dispatch(
                 _tensors(x=x, sf=sf, topk_idx=topk_idx, topk_weights=topk_weights,
                          cumulative_local_expert_recv_stats=stats),
-                handle.result if cached else handle, num_experts or 0,
+                handle.result if isinstance(handle, EPHandle) else handle, num_experts or 0,
                 num_max_tokens_per_rank or 0, expert_alignment or 0,
                 (not cached) if do_cpu_sync is None else bool(do_cpu_sync), bool(do_expand),
                 bool(do_zero_padding), bool(use_tma_aligned_col_major_sf), bool(do_handle_copy))

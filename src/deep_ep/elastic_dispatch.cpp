@@ -116,8 +116,14 @@ void DispatchCall::check() {
                    {SHMOE_DTYPE_INT32}, {{local_}});
   }
   checks_.range("expert_alignment", a_.expert_alignment == 0 ? 1 : a_.expert_alignment, 1);
-  max_tokens_ = a_.num_max_tokens_per_rank == 0 ? b_.config().num_max_tokens_per_rank
-                                                : a_.num_max_tokens_per_rank;
+  const int default_tokens = routing_ != nullptr && handle_ != nullptr
+                                 ? routing_->num_max_tokens_per_rank
+                                 : b_.config().num_max_tokens_per_rank;
+  max_tokens_ = a_.num_max_tokens_per_rank == 0 ? default_tokens : a_.num_max_tokens_per_rank;
+  if (!checks_.any() && handle_ != nullptr && max_tokens_ != routing_->num_max_tokens_per_rank) {
+    checks_.refuse(fmt::format("num_max_tokens_per_rank={} differs from the handle's {}",
+                               max_tokens_, routing_->num_max_tokens_per_rank));
+  }
   if (!checks_.any() && tokens_ > max_tokens_) {
     checks_.refuse(
         fmt::format("x has {} tokens, more than num_max_tokens_per_rank={}", tokens_, max_tokens_));
@@ -170,7 +176,7 @@ void DispatchCall::check_cached() {
     checks_.refuse(
         fmt::format("num_experts={} differs from the handle's {}", a_.num_experts, h.num_experts));
   }
-  const int align = a_.expert_alignment == 0 ? 1 : a_.expert_alignment;
+  const int align = a_.expert_alignment == 0 ? h.expert_alignment : a_.expert_alignment;
   if (align != h.expert_alignment) {
     checks_.refuse(
         fmt::format("expert_alignment={} differs from the handle's {}", align, h.expert_alignment));

@@ -13,7 +13,7 @@
 #     deep_ep.get_physical/logical_domain_size(group) instead of deep_ep._C over an NCCL
 #     communicator (deep_ep has neither); get_rdma_gbs() is 10 GB/s where ibstat is missing
 #     (test_pp divides by it); test_internode's "8 ranks per node" asserts -> "more than one node";
-#     refs.py's all_to_all_single of rows moves them as bytes (uint8 views: gloo has no bf16).
+#     refs.py's all_to_all_single of x and sf rows moves bytes (uint8 views: gloo has no bf16).
 set -eu
 kind=${1:?usage: $0 legacy|main FILE...}
 shift
@@ -36,7 +36,7 @@ case $kind in
            -e "/^def get_rdma_gbs/,/return 0$/ s/return 0$/return 10/" \
            -e "s/num_local_ranks == 8 and num_ranks > 8/num_ranks > num_local_ranks/" \
            -e "s/and num_local_ranks == 8$/and num_ranks > num_local_ranks/" \
-           -e "s/all_to_all_single(\(recv_[a-z_]*\), \(send_[a-z_]*\),/all_to_all_single(\1.view(torch.uint8), \2.view(torch.uint8),/" \
+           -e "s/all_to_all_single(recv_\(x\|sf\), send_\(x\|sf\),/all_to_all_single(recv_\1.view(torch.uint8), send_\2.view(torch.uint8),/" \
            "$@" ;;
   *) echo "deepep-cpu-edits.sh: kind '$kind' must be legacy or main" >&2; exit 2 ;;
 esac

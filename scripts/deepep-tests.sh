@@ -14,8 +14,10 @@
 #     legacy_intranode legacy_low_latency legacy_low_latency_logfmt legacy_low_latency_shrink
 #     legacy_internode (2 simulated hosts)
 #   elastic (ElasticBuffer, DEEPEP_MAIN's tests/elastic/):
-#     elastic_ep (--skip-perf-test) elastic_ep_perf elastic_ep_hosts2 elastic_barrier
-#     elastic_barrier_hosts2 elastic_pp elastic_agrs elastic_engram
+#     elastic_ep (--skip-perf-test) elastic_ep_masked (--masked-ratio 0.3 --deterministic)
+#     elastic_ep_single_reduction (--allow-multiple-reduction 0 --do-cpu-sync 0) elastic_ep_perf
+#     elastic_ep_hosts2 elastic_barrier elastic_barrier_hosts2 elastic_pp elastic_agrs
+#     elastic_engram
 # DEEPEP_MAIN's tests import DeepEP's helpers from deep_ep.utils (envs, math, refs, gate,
 # testing): they are laid, edited, into a temporary copy of the package tested, first on
 # PYTHONPATH. Each suite runs once per DEEPEP_PROCS ("2 3 4") count of processes, but for
@@ -43,8 +45,8 @@ python=${PYTHON:-$("$here/venv.sh")}
 v1_suites="intranode low_latency low_latency_logfmt low_latency_shrink"
 legacy_suites="legacy_intranode legacy_low_latency legacy_low_latency_logfmt
   legacy_low_latency_shrink legacy_internode"
-elastic_suites="elastic_ep elastic_ep_perf elastic_ep_hosts2 elastic_barrier
-  elastic_barrier_hosts2 elastic_pp elastic_agrs elastic_engram"
+elastic_suites="elastic_ep elastic_ep_masked elastic_ep_single_reduction elastic_ep_perf
+  elastic_ep_hosts2 elastic_barrier elastic_barrier_hosts2 elastic_pp elastic_agrs elastic_engram"
 suites=
 for word in ${DEEPEP_SUITES:-all}; do
   case $word in
@@ -166,6 +168,12 @@ for n in $procs; do
       elastic_ep | elastic_ep_hosts2)
         set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
                --num-experts "$e" --skip-perf-test ;;
+      elastic_ep_masked)
+        set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
+               --num-experts "$e" --skip-perf-test --masked-ratio 0.3 --deterministic ;;
+      elastic_ep_single_reduction)
+        set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
+               --num-experts "$e" --skip-perf-test --allow-multiple-reduction 0 --do-cpu-sync 0 ;;
       elastic_ep_perf)
         set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
                --num-experts "$e" --test-first-only ;;

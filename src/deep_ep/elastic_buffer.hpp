@@ -44,6 +44,8 @@ class ElasticBuffer {
   std::byte* window() const { return window_; }
   std::uint64_t window_bytes() const { return window_bytes_; }
   std::int32_t* counts() const { return counts_; }
+  // Where the calls' results live.
+  const std::shared_ptr<ArrayMemory>& memory() const { return memory_; }
   // `bytes` of the window must hold what a call of `what` needs (the same verdict on every PE).
   void require_fits(const char* call, std::uint64_t bytes, const char* what) const;
 
@@ -54,6 +56,7 @@ class ElasticBuffer {
   std::byte* window_ = nullptr;
   std::uint64_t window_bytes_ = 0;
   std::int32_t* counts_ = nullptr;  // [n]: the tokens each rank sent in this call
+  std::shared_ptr<ArrayMemory> memory_ = std::make_shared<ArrayMemory>();
 };
 
 }  // namespace shmoe::deep_ep

@@ -30,7 +30,9 @@ using numeric::float_to_bf16;
 class CombineCall {
  public:
   CombineCall(ElasticBuffer& b, const shmoe_elastic_combine_args_t& a)
-      : b_(b), a_(a), checks_(kCall), result_(std::make_unique<shmoe_ep_result>()) {}
+      : b_(b), a_(a), checks_(kCall), result_(std::make_unique<shmoe_ep_result>()) {
+    result_->use(b.memory());
+  }
 
   shmoe_ep_result* operator()() {
     check();

@@ -33,7 +33,9 @@ std::int64_t row_bytes(const shmoe_tensor_t& t) {
 class DispatchCall {
  public:
   DispatchCall(ElasticBuffer& b, const shmoe_elastic_dispatch_args_t& a)
-      : b_(b), a_(a), checks_(kCall), result_(std::make_unique<shmoe_ep_result>()) {}
+      : b_(b), a_(a), checks_(kCall), result_(std::make_unique<shmoe_ep_result>()) {
+    result_->use(b.memory());
+  }
 
   shmoe_ep_result* operator()() {
     check();

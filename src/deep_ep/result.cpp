@@ -22,20 +22,36 @@ std::size_t dtype_bytes(shmoe_dtype_t t) {
   return 0;
 }
 
-namespace {
+std::shared_ptr<std::byte[]> ArrayMemory::take(std::size_t bytes) {
+  constexpr std::size_t kPooled = std::size_t{64} << 10;  // below this malloc reuses well
+  if (bytes < kPooled) return std::shared_ptr<std::byte[]>(new std::byte[bytes == 0 ? 1 : bytes]);
+  std::size_t size = kPooled;
+  while (size < bytes) size *= 2;  // a size class: calls' results vary in rows
+  std::shared_ptr<common::BlockPool> pool;
+  {
+    std::lock_guard lock(mutex_);
+    auto& p = pools_[size];
+    if (!p) p = std::make_shared<common::BlockPool>(size);
+    pool = p;
+  }
+  common::BlockMemory block = pool->take();
+  std::byte* data = block.release();
+  return std::shared_ptr<std::byte[]>(data,
+                                      [pool](std::byte* d) { pool->give(common::BlockMemory(d)); });
+}
 
-Array fresh(const std::string& name, shmoe_dtype_t dtype, std::int64_t elements, bool zero) {
+Array Result::fresh(const std::string& name, shmoe_dtype_t dtype, std::int64_t elements,
+                    bool zero) {
   Array a;
   a.name = name;
   const auto bytes = static_cast<std::size_t>(elements) * dtype_bytes(dtype);
-  a.memory.reset(new std::byte[bytes == 0 ? 1 : bytes]);
+  a.memory = memory_ ? memory_->take(bytes)
+                     : std::shared_ptr<std::byte[]>(new std::byte[bytes == 0 ? 1 : bytes]);
   if (zero) std::memset(a.memory.get(), 0, bytes);
   a.tensor.data = a.memory.get();
   a.tensor.dtype = dtype;
   return a;
 }
-
-}  // namespace
 
 shmoe_tensor_t& Result::add(const std::string& name, shmoe_dtype_t dtype,
                             std::initializer_list<std::int64_t> shape, bool zero) {

@@ -7,11 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/block_pool.hpp"
 #include "shmoe/tensor.h"
 
 namespace shmoe::deep_ep {
@@ -24,6 +27,17 @@ struct Array {
 };
 
 std::size_t dtype_bytes(shmoe_dtype_t t);
+
+// Where a buffer's results live: blocks of a few size classes, reused once no result holds them
+// (a result may outlive its buffer: each block keeps its pool).
+class ArrayMemory {
+ public:
+  std::shared_ptr<std::byte[]> take(std::size_t bytes);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::size_t, std::shared_ptr<common::BlockPool>> pools_;  // by size class
+};
 
 // What a dispatch knows of its routing, kept by its result for a cached dispatch and combine.
 struct Routing {
@@ -44,6 +58,8 @@ struct Routing {
 
 class Result {
  public:
+  // The memory later arrays come from (fresh allocations until set).
+  void use(std::shared_ptr<ArrayMemory> memory) { memory_ = std::move(memory); }
   // A fresh array of `shape` (C-contiguous), zeroed when `zero`.
   shmoe_tensor_t& add(const std::string& name, shmoe_dtype_t dtype,
                       std::initializer_list<std::int64_t> shape, bool zero = false);
@@ -61,6 +77,9 @@ class Result {
   bool release() { return refs_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
 
  private:
+  Array fresh(const std::string& name, shmoe_dtype_t dtype, std::int64_t elements, bool zero);
+
+  std::shared_ptr<ArrayMemory> memory_;
   std::deque<Array> arrays_;  // a deque: add() returns references that later adds keep valid
   std::atomic<int> refs_{1};
 };

@@ -37,8 +37,9 @@ class IntranodeCombine {
       reduce(*p, op, a_.x.data, sums.data(), true, mode);
       add_biases(sums);
     } else {
-      void* out = result_->add("combined_x", SHMOE_DTYPE_BFLOAT16, {tokens, hidden}).data;
-      reduce(*p, op, a_.x.data, out, false, mode);
+      auto block = b_.block(static_cast<std::size_t>(tokens * hidden) * 2);  // reused
+      result_->add_over("combined_x", SHMOE_DTYPE_BFLOAT16, {tokens, hidden}, block, block.get());
+      reduce(*p, op, a_.x.data, block.get(), false, mode);
     }
     if (mode) {
       const int K = h_->num_topk;

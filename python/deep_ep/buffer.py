@@ -53,7 +53,7 @@ class Buffer:
         ms = shrink.timeout_ms(call) if self.enable_shrink else 0  # before anything collective
         heap = min(max(self.num_nvl_bytes + self.num_rdma_bytes, _MIN_HEAP), _MAX_HEAP)
         _job.join(self.group, heap)
-        self._normal = normal.Normal(self.group_size, self.rank)
+        self._normal = normal.Normal()
         self._shrink = shrink.Shrink(call, self.group_size, self.rank, ms) if ms else None
         self._low_latency = low_latency.LowLatency(self.group_size, self._shrink)
         self._local_bytes: dict = {}
@@ -151,10 +151,9 @@ class Buffer:
                             async_finish: bool = False, allocate_on_comm_stream: bool = False):
         """(num_tokens_per_rank int32 [ranks], None, num_tokens_per_expert int32 [experts],
         is_token_in_rank bool [tokens, ranks], event); local."""
-        call = "deep_ep.Buffer.get_dispatch_layout"
-        self._require_live(call)
+        self._require_live("deep_ep.Buffer.get_dispatch_layout")
         with torch.profiler.record_function("deep_ep::get_dispatch_layout"):
-            per_rank, per_expert, in_rank = self._normal.layout(call, topk_idx, num_experts)
+            per_rank, per_expert, in_rank = self._normal.layout(topk_idx, num_experts)
         return per_rank, None, per_expert, in_rank, EventOverlap(EventHandle())
 
     def dispatch(self, x, handle=None, num_tokens_per_rank=None, num_tokens_per_rdma_rank=None,
@@ -165,15 +164,14 @@ class Buffer:
         """DeepEP's dispatch (collective over the group): returns (recv_x, recv_topk_idx,
         recv_topk_weights, num_recv_tokens_per_expert_list, handle, event); with handle= (a
         cached dispatch) (recv_x, None, None, None, None, event)."""
-        call = "deep_ep.Buffer.dispatch"
-        self._require_live(call)
+        self._require_live("deep_ep.Buffer.dispatch")
         with torch.profiler.record_function("deep_ep::dispatch"):
             if handle is not None:
-                recv_x = self._normal.cached_dispatch(call, x, handle, topk_idx, topk_weights)
+                recv_x = self._normal.cached_dispatch(x, handle, topk_idx, topk_weights)
                 return recv_x, None, None, None, None, EventOverlap(EventHandle())
-            out = self._normal.dispatch(call, x, num_tokens_per_rank, is_token_in_rank,
+            out = self._normal.dispatch(x, num_tokens_per_rank, is_token_in_rank,
                                         num_tokens_per_expert, topk_idx, topk_weights,
-                                        expert_alignment, num_worst_tokens, config)
+                                        expert_alignment, num_worst_tokens)
         return (*out, EventOverlap(EventHandle()))
 
     def combine(self, x, handle, topk_weights=None, bias=None, config=None, previous_event=None,
@@ -181,10 +179,9 @@ class Buffer:
         """DeepEP's combine (collective): (combined_x [tokens, hidden] bfloat16, the summed
         topk_weights or None, event); each token's rows from every rank it went to, summed
         without weights, plus bias (0, 1 or 2 tensors of [tokens, hidden])."""
-        call = "deep_ep.Buffer.combine"
-        self._require_live(call)
+        self._require_live("deep_ep.Buffer.combine")
         with torch.profiler.record_function("deep_ep::combine"):
-            combined, combined_w = self._normal.combine(call, x, handle, topk_weights, bias)
+            combined, combined_w = self._normal.combine(x, handle, topk_weights, bias)
         return combined, combined_w, EventOverlap(EventHandle())
 
     # ---- Low-latency mode (deep_ep/low_latency.py) ------------------------------------------

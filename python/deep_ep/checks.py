@@ -33,13 +33,6 @@ def tensor(call: str, name: str, t: Any, dtype: torch.dtype, shape: Tuple[Option
     return t.contiguous()
 
 
-def tensor_rows(call: str, name: str, t: Any) -> torch.Tensor:
-    """`t`, checked: a CPU tensor of two dimensions, of any dtype, made contiguous."""
-    if not (isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() == 2):
-        raise bad(call, name, t, "a CPU tensor of shape [tokens, hidden]")
-    return t.contiguous()
-
-
 def integer(call: str, name: str, v: Any, low: int = 0) -> int:
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
         raise ValueError(f"{call}: {name}={v!r} must be an int of at least {low}")

@@ -108,7 +108,7 @@ void bind_collectives(py::module_& m);
 void bind_moe(py::module_& m);
 void bind_moe_runtime(py::module_& m);
 void bind_mega(py::module_& m);
-void bind_deep_ep(py::module_& m);
 void bind_elastic(py::module_& m);
+void bind_intranode(py::module_& m);
 
 }  // namespace shmoe::python

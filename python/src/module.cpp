@@ -47,6 +47,6 @@ PYBIND11_MODULE(_shmoe, m) {
   shmoe::python::bind_moe(m);
   shmoe::python::bind_moe_runtime(m);
   shmoe::python::bind_mega(m);
-  shmoe::python::bind_deep_ep(m);
   shmoe::python::bind_elastic(m);
+  shmoe::python::bind_intranode(m);
 }

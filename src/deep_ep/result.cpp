@@ -70,6 +70,24 @@ shmoe_tensor_t& Result::add(const std::string& name, shmoe_dtype_t dtype,
   return arrays_.back().tensor;
 }
 
+shmoe_tensor_t& Result::add_over(const std::string& name, shmoe_dtype_t dtype,
+                                 std::initializer_list<std::int64_t> shape,
+                                 std::shared_ptr<std::byte[]> memory, void* data) {
+  shmoe_tensor_t& t = add(name, dtype, {0});
+  Array& a = arrays_.back();
+  a.memory = std::move(memory);
+  t.data = data;
+  t.ndim = static_cast<int>(shape.size());
+  int d = 0;
+  for (std::int64_t s : shape) t.shape[d++] = s;
+  std::int64_t stride = 1;
+  for (d = t.ndim - 1; d >= 0; --d) {
+    t.strides[d] = stride;
+    stride *= t.shape[d];
+  }
+  return t;
+}
+
 shmoe_tensor_t& Result::add_column_major(const std::string& name, shmoe_dtype_t dtype,
                                          std::int64_t rows, std::int64_t cols,
                                          std::int64_t row_align, bool zero) {

@@ -66,11 +66,17 @@ class Result {
   // A fresh [rows, cols] array stored column-major with rows padded to `row_align`.
   shmoe_tensor_t& add_column_major(const std::string& name, shmoe_dtype_t dtype, std::int64_t rows,
                                    std::int64_t cols, std::int64_t row_align, bool zero = false);
+  // An array of `shape` (C-contiguous) at `data` inside `memory`, which the result keeps: memory
+  // a runtime reuses between calls (deep_ep/block_pool.hpp).
+  shmoe_tensor_t& add_over(const std::string& name, shmoe_dtype_t dtype,
+                           std::initializer_list<std::int64_t> shape,
+                           std::shared_ptr<std::byte[]> memory, void* data);
   const shmoe_tensor_t* find(const std::string& name) const;
   const std::deque<Array>& arrays() const { return arrays_; }
 
   std::shared_ptr<Routing> routing;  // set by a (non-cached) dispatch
   bool cached = false;               // made by a cached dispatch
+  std::shared_ptr<void> state;       // what another runtime's later calls need of this call
 
   void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
   // Drops a reference; true when it was the last.

@@ -2,7 +2,6 @@
 // arrays its calls return (moe.cpp binds it; deep_ep_normal.cpp calls it).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -65,20 +64,6 @@ class Buffer : public Collective<MoeBuffer> {
   std::size_t max_tokens_per_pe() const {
     return static_cast<std::size_t>(config_.max_tokens_per_pe);
   }
-  // A host block of `bytes` from a pool of that size (a layer's per-call output arrays, carved
-  // from one block that returns when the last of them dies; deep_ep_normal.cpp): fresh arrays of
-  // hundreds of KiB per call cost page faults at every call.
-  std::unique_ptr<HostBlock> take_block(std::size_t bytes) {
-    if (!blocks_ || blocks_->bytes() != bytes) blocks_ = std::make_shared<BlockPool>(bytes);
-    return std::make_unique<HostBlock>(blocks_);
-  }
-  // Scratch memory `i` (0..3) of at least `n` ints, kept between calls (calls on a buffer never
-  // overlap: they are collective, made in one order).
-  std::int32_t* scratch(int i, std::size_t n) {
-    auto& v = scratch_.at(static_cast<std::size_t>(i));
-    if (v.size() < n) v.resize(n);
-    return v.data();
-  }
   std::unique_ptr<HostBlock> take_rows() const { return std::make_unique<HostBlock>(rows_); }
   std::unique_ptr<HostBlock> take_token_rows() const {
     return std::make_unique<HostBlock>(tokens_);
@@ -90,8 +75,6 @@ class Buffer : public Collective<MoeBuffer> {
   std::size_t capacity_;
   std::shared_ptr<BlockPool> rows_;    // blocks of recv_capacity rows
   std::shared_ptr<BlockPool> tokens_;  // blocks of max_tokens_per_pe rows (combine's output)
-  std::shared_ptr<BlockPool> blocks_;  // take_block's
-  std::array<std::vector<std::int32_t>, 4> scratch_;
 };
 
 // A Buffer of this shape (moe.cpp; the binding's MoeBuffer constructor and MoeRuntime's

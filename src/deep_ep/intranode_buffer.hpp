@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "deep_ep/block_pool.hpp"
 #include "deep_ep/result.hpp"
 #include "shmoe/deep_ep.h"
 #include "shmoe/moe.hpp"
@@ -96,13 +95,13 @@ class IntranodeBuffer {
   // handle's routing when it is a dispatch's of this buffer's current operators, else nullptr
   // with the reason in *why.
   const IntranodeRouting* current(const shmoe_ep_result* handle, std::string* why) const;
-  std::shared_ptr<std::byte[]> block(std::size_t bytes) { return pools_.take(bytes); }
+  std::shared_ptr<std::byte[]> block(std::size_t bytes) { return memory_.take(bytes); }
 
  private:
   int n_ = 0, me_ = 0, first_capacity_ = 64;
   std::uint64_t epochs_ = 0;
   std::unique_ptr<IntranodePlan> plan_;
-  BlockPools pools_;
+  ArrayMemory memory_;
 };
 
 }  // namespace shmoe::deep_ep

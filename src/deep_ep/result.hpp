@@ -67,7 +67,7 @@ class Result {
   shmoe_tensor_t& add_column_major(const std::string& name, shmoe_dtype_t dtype, std::int64_t rows,
                                    std::int64_t cols, std::int64_t row_align, bool zero = false);
   // An array of `shape` (C-contiguous) at `data` inside `memory`, which the result keeps: memory
-  // a runtime reuses between calls (deep_ep/block_pool.hpp).
+  // a runtime reuses between calls (ArrayMemory).
   shmoe_tensor_t& add_over(const std::string& name, shmoe_dtype_t dtype,
                            std::initializer_list<std::int64_t> shape,
                            std::shared_ptr<std::byte[]> memory, void* data);

@@ -17,6 +17,7 @@ import shmoe
 from shmoe import _shmoe
 
 from . import _job
+from .elastic_primitives import ElasticPrimitives
 from .utils import EventHandle, EventOverlap
 
 _MIN_HEAP = 512 << 20
@@ -76,7 +77,7 @@ class EPHandle:
         self.num_expanded_tokens = int(arrays["num_expanded_tokens"])
 
 
-class ElasticBuffer:
+class ElasticBuffer(ElasticPrimitives):
     """DeepEP V2's ElasticBuffer: expert-parallel dispatch and combine (AGRS, PP and Engram are
     not there yet). The group's ranks are the shmoe job's PEs (deep_ep/_job.py); the scale-up
     domain is the PEs of one host, the scale-out domain the hosts."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import torch
 import torch.distributed as dist
@@ -51,6 +51,11 @@ def _batched(shapes: Shapes) -> bool:
     return isinstance(shapes[0], (tuple, list, torch.Size))  # type: ignore[index]
 
 
+def _shape_list(shapes: Shapes) -> List[Shape]:
+    """The shapes of a batched call, or the one shape as a list of one."""
+    return list(cast(Sequence[Shape], shapes)) if _batched(shapes) else [cast(Shape, shapes)]
+
+
 def _nbytes(shape: Shape, dtype: torch.dtype) -> int:
     return math.prod(shape) * dtype.itemsize
 
@@ -72,9 +77,8 @@ class ElasticPrimitives:
     def get_agrs_num_max_session_bytes(group: "dist.ProcessGroup", shapes: Shapes,
                                        dtype: torch.dtype) -> int:
         """The session bytes all-gathers of tensors of `shapes` (one shape or several) take."""
-        shapes = shapes if _batched(shapes) else (shapes,)  # type: ignore[assignment]
         return int(_shmoe.elastic_agrs_session_bytes(
-            group.size(), [_nbytes(s, dtype) for s in shapes]))  # type: ignore[union-attr]
+            group.size(), [_nbytes(s, dtype) for s in _shape_list(shapes)]))
 
     @staticmethod
     def get_agrs_buffer_size_hint(group: "dist.ProcessGroup", num_max_session_bytes: int) -> int:
@@ -138,13 +142,11 @@ class ElasticPrimitives:
                                 ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
         """This rank's places in the next all_gather's output: tensors written here are gathered
         without a copy. One tensor for one shape, a tuple for several."""
-        batched = _batched(shapes)
-        shapes = shapes if batched else (shapes,)  # type: ignore[assignment]
-        places = self.runtime.agrs_get_inplace_tensor(
-            [_nbytes(s, dtype) for s in shapes])  # type: ignore[union-attr]
-        out = tuple(torch.from_numpy(p).view(dtype).view(s)
-                    for p, s in zip(places, shapes, strict=True))  # type: ignore[arg-type]
-        return out if batched else out[0]
+        listed = _shape_list(shapes)
+        places = self.runtime.agrs_get_inplace_tensor([_nbytes(s, dtype) for s in listed])
+        out = tuple(torch.from_numpy(p).view(dtype).view(tuple(s))
+                    for p, s in zip(places, listed, strict=True))
+        return out if _batched(shapes) else out[0]
 
     def all_gather(self, t: Union[torch.Tensor, Sequence[torch.Tensor]]) -> Any:
         """Gathers t (or each of several tensors) from every rank, inside a session: returns

@@ -17,6 +17,7 @@ import shmoe
 from shmoe import _shmoe
 
 from . import _job
+from .elastic_primitives import ElasticPrimitives
 from .utils import EventHandle, EventOverlap
 
 _MIN_HEAP = 512 << 20
@@ -76,10 +77,10 @@ class EPHandle:
         self.num_expanded_tokens = int(arrays["num_expanded_tokens"])
 
 
-class ElasticBuffer:
-    """DeepEP V2's ElasticBuffer: expert-parallel dispatch and combine (AGRS, PP and Engram are
-    not there yet). The group's ranks are the shmoe job's PEs (deep_ep/_job.py); the scale-up
-    domain is the PEs of one host, the scale-out domain the hosts."""
+class ElasticBuffer(ElasticPrimitives):
+    """DeepEP V2's ElasticBuffer: expert-parallel dispatch and combine, and (ElasticPrimitives)
+    PP, AGRS sessions and Engram. The group's ranks are the shmoe job's PEs (deep_ep/_job.py);
+    the scale-up domain is the PEs of one host, the scale-out domain the hosts."""
 
     def __init__(self, group: "dist.ProcessGroup", num_bytes: Optional[int] = None,
                  num_cpu_bytes: int = 0, num_max_tokens_per_rank: int = 0, hidden: int = 0,
@@ -147,7 +148,8 @@ class ElasticBuffer:
 
     def barrier(self, use_comm_stream: bool = True, with_cpu_sync: bool = False,
                 sequential: bool = True) -> None:
-        shmoe.barrier_all()
+        with torch.profiler.record_function("barrier"):  # DeepEP's kernel name: its tests time it
+            shmoe.barrier_all()
 
     @staticmethod
     def capture() -> EventHandle:

@@ -35,6 +35,9 @@ class ElasticRuntime {
     released([&] { return check(shmoe_elastic_buffer_destroy(std::exchange(b_, nullptr))); });
   }
 
+  // The C handle, for the primitives' methods (elastic_primitives.cpp).
+  shmoe_elastic_buffer_t handle() const { return get(); }
+
   std::pair<int, int> domain_size(bool logical) const {
     int s[2] = {0, 0};
     check(shmoe_elastic_buffer_domain_size(get(), logical ? 1 : 0, s));
@@ -108,6 +111,10 @@ shmoe_elastic_buffer_config_t config_of(std::uint64_t num_bytes, int tokens, int
 }
 
 }  // namespace
+
+shmoe_elastic_buffer_t elastic_buffer_of(const py::object& runtime) {
+  return runtime.cast<const ElasticRuntime&>().handle();
+}
 
 void bind_elastic(py::module_& m) {
   bind_ep_result(m);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bindings.hpp"
+#include "shmoe/elastic.h"
 #include "shmoe/tensor.h"
 
 namespace shmoe::python {
@@ -47,5 +48,8 @@ class Converted {
 py::dict arrays_of(const py::object& owner);
 
 void bind_ep_result(py::module_& m);
+
+// The C handle of a _shmoe.ElasticBuffer (elastic.cpp); refuses a destroyed one.
+shmoe_elastic_buffer_t elastic_buffer_of(const py::object& runtime);
 
 }  // namespace shmoe::python

@@ -2,14 +2,10 @@
 #include <cstring>
 #include <string>
 
-#include "deep_ep/elastic_buffer.hpp"
+#include "deep_ep/c_handle.hpp"
 #include "moe/c_api_guard.hpp"
 #include "shmoe/elastic.h"
 #include "shmoe/runtime.hpp"
-
-struct shmoe_elastic_buffer {
-  shmoe::deep_ep::ElasticBuffer impl;
-};
 
 namespace {
 

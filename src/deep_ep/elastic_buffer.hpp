@@ -49,6 +49,13 @@ class ElasticBuffer {
   // `bytes` of the window must hold what a call of `what` needs (the same verdict on every PE).
   void require_fits(const char* call, std::uint64_t bytes, const char* what) const;
 
+  // What the primitives beside dispatch and combine (PP, AGRS, Engram: primitives.hpp) keep with
+  // the buffer: their symmetric memory, freed (collectively) with the buffer.
+  struct Extension {
+    virtual ~Extension() = default;
+  };
+  std::unique_ptr<Extension>& extension() { return extension_; }
+
  private:
   shmoe_elastic_buffer_config_t config_{};
   int n_ = 0, me_ = 0, ranks_per_host_ = 1;
@@ -57,6 +64,8 @@ class ElasticBuffer {
   std::uint64_t window_bytes_ = 0;
   std::int32_t* counts_ = nullptr;  // [n]: the tokens each rank sent in this call
   std::shared_ptr<ArrayMemory> memory_ = std::make_shared<ArrayMemory>();
+  // Last: freed after the window, on every PE alike.
+  std::unique_ptr<Extension> extension_;
 };
 
 }  // namespace shmoe::deep_ep

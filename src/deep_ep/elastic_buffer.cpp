@@ -45,7 +45,8 @@ std::uint64_t ElasticBuffer::size_hint(const shmoe_elastic_buffer_config_t& c, i
   const std::uint64_t dispatch =
       static_cast<std::uint64_t>(num_ranks) * tokens *
       static_cast<std::uint64_t>(dispatch_slot_bytes(static_cast<std::int64_t>(row), topk));
-  const std::uint64_t combine = tokens * static_cast<std::uint64_t>(topk) * (2 * hidden + 4);
+  const std::uint64_t combine = tokens * static_cast<std::uint64_t>(topk) *
+                                (2 * hidden + 4 * static_cast<std::uint64_t>(num_ranks));
   return align_up(std::max(dispatch, combine), kAlignment);
 }
 

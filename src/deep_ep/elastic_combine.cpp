@@ -43,8 +43,9 @@ class CombineCall {
            {"the handle's num_topk", topk_},
            {"the handle's num_experts", experts_},
            {"the handle's num_max_tokens_per_rank", max_tokens_}});
-    b_.require_fits(kCall, static_cast<std::uint64_t>(max_tokens_ * topk_ * (2 * hidden_ + 4)),
-                    "num_max_tokens_per_rank x num_topk x (a bf16 row and a weight)");
+    b_.require_fits(
+        kCall, static_cast<std::uint64_t>(max_tokens_ * topk_ * (2 * hidden_ + 4 * b_.num_ranks())),
+        "num_max_tokens_per_rank x num_topk x (a bf16 row and a weight per rank)");
     send();
     shmem_barrier_all();
     reduce();
@@ -55,6 +56,7 @@ class CombineCall {
   void check();
   void send();
   void send_row(int rank, std::int64_t token, std::int64_t slot, const bf16* row);
+  void send_weights(int rank, std::int64_t token, const float* row);
   void reduce();
   void add_partials(std::int64_t t, float* acc) const;
 
@@ -66,8 +68,10 @@ class CombineCall {
   std::int64_t row_offset(std::int64_t t, std::int64_t k) const {
     return (t * topk_ + k) * 2 * hidden_;
   }
-  std::int64_t weight_offset(std::int64_t t, std::int64_t k) const {
-    return max_tokens_ * topk_ * 2 * hidden_ + (t * topk_ + k) * 4;
+  // Rank j's weights of token t: a row of num_topk floats per (rank, token), written whole in
+  // one put (0 where the slot's expert is not on j).
+  std::int64_t weight_offset(std::int64_t j, std::int64_t t) const {
+    return max_tokens_ * topk_ * 2 * hidden_ + (j * max_tokens_ + t) * topk_ * 4;
   }
   // Whether a rank reduces its rows of a token to one partial before sending it.
   bool one_partial_per_rank() const {
@@ -83,6 +87,7 @@ class CombineCall {
   bool expand_ = false, with_weights_ = false;
   std::vector<std::vector<bf16>> staged_;  // partials put to unmapped windows
   std::vector<std::byte*> mapped_;         // each rank's window, where this PE maps it
+  std::vector<float> staged_weights_;      // [received tokens][num_topk], put from here
 };
 
 void CombineCall::check() {
@@ -130,6 +135,16 @@ void CombineCall::send_row(int rank, std::int64_t token, std::int64_t slot, cons
   }
 }
 
+// Writes this rank's weights of `token` (num_topk floats) into rank's window.
+void CombineCall::send_weights(int rank, std::int64_t token, const float* row) {
+  const auto bytes = static_cast<std::size_t>(4 * topk_);
+  if (std::byte* mapped = mapped_[static_cast<std::size_t>(rank)]) {
+    std::memcpy(mapped + weight_offset(b_.rank(), token), row, bytes);
+  } else {
+    shmem_putmem_nbi(b_.window() + weight_offset(b_.rank(), token), row, bytes, rank);
+  }
+}
+
 void CombineCall::send() {
   const auto* x = static_cast<const bf16*>(a_.x.data);
   const auto* w = static_cast<const float*>(a_.topk_weights.data);
@@ -138,6 +153,7 @@ void CombineCall::send() {
     mapped_.push_back(static_cast<std::byte*>(shmem_ptr(b_.window(), j)));
   }
   staged_.reserve(r_->src_rank.size() * static_cast<std::size_t>(K));
+  staged_weights_.resize(r_->src_rank.size() * static_cast<std::size_t>(K));
   std::vector<float> acc(static_cast<std::size_t>(hidden_));
   std::vector<bf16> partial(static_cast<std::size_t>(hidden_));
   for (std::size_t q = 0; q < r_->src_rank.size(); ++q) {
@@ -147,18 +163,13 @@ void CombineCall::send() {
     const std::int32_t* pos = r_->expanded_row.data() + q * static_cast<std::size_t>(K);
     std::int64_t last = -1;  // this rank's largest top-k slot of the token
     std::fill(acc.begin(), acc.end(), 0.0F);
+    float* wrow = staged_weights_.data() + q * static_cast<std::size_t>(K);
+    std::fill(wrow, wrow + K, 0.0F);
     for (std::int64_t k = 0; k < K; ++k) {
       if (local[k] < 0) continue;
       last = k;
       const std::int64_t row = expand_ ? pos[k] : static_cast<std::int64_t>(q);
-      if (w != nullptr) {
-        const float wv = expand_ ? w[row] : w[row * K + k];
-        if (mapped_[static_cast<std::size_t>(i)] != nullptr) {
-          std::memcpy(mapped_[static_cast<std::size_t>(i)] + weight_offset(t, k), &wv, 4);
-        } else {
-          shmem_float_p(reinterpret_cast<float*>(b_.window() + weight_offset(t, k)), wv, i);
-        }
-      }
+      if (w != nullptr) wrow[k] = expand_ ? w[row] : w[row * K + k];
       if (!expand_) continue;
       const bf16* xr = x + row * hidden_;
       if (!one_partial_per_rank()) {
@@ -167,6 +178,7 @@ void CombineCall::send() {
       }
       add_row(acc.data(), xr);
     }
+    if (w != nullptr) send_weights(i, t, wrow);
     if (last < 0 || !one_partial_per_rank()) continue;
     if (!expand_) {
       send_row(i, t, last, x + static_cast<std::int64_t>(q) * hidden_);
@@ -244,8 +256,10 @@ void CombineCall::reduce() {
   for (std::int64_t t = 0; t < tokens_; ++t) {
     for (std::int64_t k = 0; k < topk_; ++k) {
       float v = 0.0F;
-      if (r_->topk_idx[static_cast<std::size_t>(t * topk_ + k)] >= 0) {
-        std::memcpy(&v, b_.window() + weight_offset(t, k), 4);
+      const std::int32_t e = r_->topk_idx[static_cast<std::size_t>(t * topk_ + k)];
+      if (e >= 0) {
+        const std::int64_t owner = e / (experts_ / b_.num_ranks());
+        std::memcpy(&v, b_.window() + weight_offset(owner, t) + 4 * k, 4);
       }
       w[t * topk_ + k] = v;
     }

@@ -141,9 +141,26 @@ typedef struct shmoe_low_latency_buffer* shmoe_low_latency_buffer_t;
 typedef struct {
   size_t struct_size;
   int reserved; /* 0 */
+  /* DeepEP's shrink mode when > 0 (shmoe_low_latency_shrink_timeout_ms gives DeepEP's setting):
+   * no call waits for a rank longer than this many ms; one that has not arrived by then is masked
+   * (a mask of [ranks] int32 per buffer, 1: masked) and the calls go on without it. The calls
+   * agree on nothing beforehand: a PE refuses its own bad arguments alone (the others mask it).
+   * The create is then collective: it makes the operators of the hinted shapes of this job's size
+   * up front (room for 11 experts per token; calls with fewer pad with -1), since a failed rank
+   * would hold up their collective making later; a shape first used later is made at its first
+   * call while no rank is masked, else refused. */
+  int shrink_timeout_ms;
+  /* [num_hinted_shapes, 4]: (num_max_dispatch_tokens_per_rank, hidden, ranks, num_experts) asked
+   * of the size hint, the same on every PE (agreed). */
+  const int32_t* hinted_shapes;
+  int num_hinted_shapes;
 } shmoe_low_latency_buffer_config_t;
 
-/* Local (the operators are made by the first dispatch of each shape). */
+/* Local: *ms = SHMOE_SHRINK_TIMEOUT_MS (default 10000), refused unless an int in 1..2^31-1. */
+SHMOE_API int shmoe_low_latency_shrink_timeout_ms(int* ms);
+
+/* Local, or collective in shrink mode (the operators are made by the first dispatch of each
+ * shape). */
 SHMOE_API int shmoe_low_latency_buffer_create(const shmoe_low_latency_buffer_config_t* config,
                                               shmoe_low_latency_buffer_t* buffer);
 /* Collective: frees the operators. NULL is ignored. */
@@ -205,8 +222,19 @@ SHMOE_API int shmoe_low_latency_get_next_combine_buffer(shmoe_low_latency_buffer
                                                         shmoe_ep_result_t handle,
                                                         shmoe_tensor_t* combine_buffer);
 
-/* Collective: DeepEP's clean_low_latency_buffer. Nothing to zero (the operators keep no flags
- * between calls): the arguments are checked and agreed on. */
+/* Shrink mode, local: mask (nonzero) or unmask rank_to_mask for the following calls (a PE cannot
+ * mask itself); copy the mask into mask_status (int32 [ranks]); unmask every rank. Unmasking a
+ * masked rank, or clearing the mask, makes the next clean a rejoin. */
+SHMOE_API int shmoe_low_latency_update_mask(shmoe_low_latency_buffer_t buffer, int rank_to_mask,
+                                            int mask);
+SHMOE_API int shmoe_low_latency_query_mask(shmoe_low_latency_buffer_t buffer,
+                                           shmoe_tensor_t mask_status);
+SHMOE_API int shmoe_low_latency_clean_mask(shmoe_low_latency_buffer_t buffer);
+
+/* Collective: DeepEP's clean_low_latency_buffer. In shrink mode the arguments are checked locally
+ * and the call is a barrier of the live ranks (masking those that miss the bound), or a rejoin
+ * of every rank (shmoe_moe_rejoin_with) after an unmask. Otherwise nothing to zero (the operators
+ * keep no flags between calls): the arguments are checked and agreed on. */
 SHMOE_API int shmoe_low_latency_clean(shmoe_low_latency_buffer_t buffer,
                                       int num_max_dispatch_tokens_per_rank, int hidden,
                                       int num_experts, const char* refusal);

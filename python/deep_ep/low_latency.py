@@ -4,19 +4,17 @@ The runtime is shmoe's LowLatencyBuffer (shmoe/deep_ep.h, bound as _shmoe.LowLat
 checks every argument on every rank, keeps each shape's operators, packs FP8 and does the work;
 each method here converts torch tensors to arrays and back and makes one runtime call. The
 receive step is part of the call, so a return_recv_hook's hook has nothing left to do. Shrink mode
-(shrink_low_latency.py) still runs in Python."""
+(shrink.py) is the runtime's too."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
 from shmoe import _shmoe
 
-from . import shrink_low_latency
 from .elastic import _tensor, _tensors
-from .shrink import Shrink
 from .utils import EventHandle, EventOverlap
 
 _BLOCK = 128  # channels per FP8 scale
@@ -58,34 +56,27 @@ def _done() -> None:
 
 
 class LowLatency:
-    """The low-latency half of a deep_ep.Buffer over `num_ranks` ranks (in shrink mode, with
-    `shrink`, shrink_low_latency.py's)."""
+    """The low-latency half of a deep_ep.Buffer; in shrink mode (shrink_timeout_ms > 0) the
+    runtime makes the operators of the `hinted` shapes now, collectively."""
 
-    def __init__(self, num_ranks: int, shrink: Optional[Shrink] = None) -> None:
-        self.shrink_mode: Any = None
-        self.runtime: Any = None
-        if shrink is not None:
-            self.shrink_mode = shrink_low_latency.LowLatency(num_ranks, shrink)
-        else:
-            self.runtime = _shmoe.LowLatencyBuffer()
+    def __init__(self, shrink_timeout_ms: int = 0,
+                 hinted: Optional[List[Tuple[int, int, int, int]]] = None) -> None:
+        self.shrink = shrink_timeout_ms > 0
+        self.runtime: Any = _shmoe.LowLatencyBuffer(shrink_timeout_ms, hinted or [])
 
     def close(self) -> None:
-        """Frees the operators, collectively (in shrink mode: gives them up on this rank)."""
-        if self.shrink_mode is not None:
-            self.shrink_mode.close()
-        elif self.runtime is not None:
-            self.runtime.destroy()
+        """Frees the operators, collectively; in shrink mode gives them up on this rank alone."""
+        if self.runtime is not None:
+            self.runtime.abandon() if self.shrink else self.runtime.destroy()
             self.runtime = None
+
+    def query_mask(self, mask_status) -> None:
+        self.runtime.query_mask(_tensors(mask_status=mask_status))
 
     def dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
                  cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
                  use_fp8=True, round_scale=False, use_ue8m0=False, async_finish=False,
                  return_recv_hook=False):
-        if self.shrink_mode is not None:
-            return self.shrink_mode.dispatch(
-                x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
-                cumulative_local_expert_recv_stats, dispatch_wait_recv_cost_stats, use_fp8,
-                round_scale, use_ue8m0, async_finish, return_recv_hook)
         with torch.profiler.record_function(_DISPATCH):
             arrays, result = self.runtime.dispatch(
                 _tensors(x=x, topk_idx=topk_idx,
@@ -107,10 +98,6 @@ class LowLatency:
     def combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,
                 async_finish=False, return_recv_hook=False, out=None,
                 combine_wait_recv_cost_stats=None):
-        if self.shrink_mode is not None:
-            return self.shrink_mode.combine(x, topk_idx, topk_weights, handle, use_logfmt,
-                                            zero_copy, async_finish, return_recv_hook, out,
-                                            combine_wait_recv_cost_stats)
         with torch.profiler.record_function(_COMBINE):
             arrays = self.runtime.combine(
                 _tensors(x=None if zero_copy else x, topk_idx=topk_idx, topk_weights=topk_weights,
@@ -121,15 +108,10 @@ class LowLatency:
         return combined, EventOverlap(EventHandle()), hook
 
     def next_combine_buffer(self, handle) -> torch.Tensor:
-        if self.shrink_mode is not None:
-            return self.shrink_mode.next_combine_buffer(handle)
         return torch.from_numpy(self.runtime.next_combine_buffer(_result(handle))).view(
             torch.bfloat16)
 
     def clean(self, num_max_dispatch_tokens_per_rank, hidden, num_experts) -> None:
         """Nothing to zero: shmoe's operators keep no flags between calls. The arguments are
         checked and agreed on, collectively (shrink mode: a barrier of the live ranks)."""
-        if self.shrink_mode is not None:
-            self.shrink_mode.clean(num_max_dispatch_tokens_per_rank, hidden, num_experts)
-            return
         self.runtime.clean(num_max_dispatch_tokens_per_rank, hidden, num_experts)

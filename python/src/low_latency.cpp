@@ -3,10 +3,13 @@
 // dtype names, ep_arrays.hpp) and makes one C call, which checks every argument on every PE; a
 // value this binding cannot read becomes this PE's refusal, so the others are refused too.
 #include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "bindings.hpp"
 #include "ep_arrays.hpp"
@@ -34,10 +37,17 @@ int integer(Converted& c, const py::object& v, const char* name) {
 
 class LowLatencyRuntime {
  public:
-  LowLatencyRuntime() {
+  // shrink_timeout_ms > 0: shrink mode, with the operators of `hinted_shapes` ((max tokens,
+  // hidden, ranks, experts) tuples) made now, collectively.
+  LowLatencyRuntime(int shrink_timeout_ms, const std::vector<std::array<int, 4>>& hinted_shapes) {
+    std::vector<std::int32_t> hinted;
+    for (const auto& shape : hinted_shapes) hinted.insert(hinted.end(), shape.begin(), shape.end());
     shmoe_low_latency_buffer_config_t c{};
     c.struct_size = sizeof c;
-    check(shmoe_low_latency_buffer_create(&c, &b_));
+    c.shrink_timeout_ms = shrink_timeout_ms;
+    c.hinted_shapes = hinted.data();
+    c.num_hinted_shapes = static_cast<int>(hinted_shapes.size());
+    released([&] { return check(shmoe_low_latency_buffer_create(&c, &b_)); });
   }
   ~LowLatencyRuntime() {
     // Dropped without destroy(): the operators stay until the job ends.
@@ -104,6 +114,26 @@ class LowLatencyRuntime {
     return py::array(py::dtype("int16"), {t.shape[0], t.shape[1], t.shape[2]}, t.data, self);
   }
 
+  void update_mask(const py::object& rank_to_mask, bool mask) {
+    Converted c;
+    const int rank = integer(c, rank_to_mask, "rank_to_mask");
+    if (c.refusal() != nullptr) {
+      throw Error(std::string("deep_ep.Buffer.low_latency_update_mask_buffer: ") + c.refusal(),
+                  SHMOE_MOE_REFUSED);
+    }
+    check(shmoe_low_latency_update_mask(get(), rank, mask ? 1 : 0));
+  }
+  void query_mask(const py::dict& t) {
+    Converted c;
+    const shmoe_tensor_t mask_status = c.tensor(t, "mask_status");
+    if (c.refusal() != nullptr) {
+      throw Error(std::string("deep_ep.Buffer.low_latency_query_mask_buffer: ") + c.refusal(),
+                  SHMOE_MOE_REFUSED);
+    }
+    check(shmoe_low_latency_query_mask(get(), mask_status));
+  }
+  void clean_mask() { check(shmoe_low_latency_clean_mask(get())); }
+
   void clean(const py::object& m, const py::object& h, const py::object& e) {
     Converted c;
     const int max_tokens = integer(c, m, "num_max_dispatch_tokens_per_rank");
@@ -126,8 +156,18 @@ class LowLatencyRuntime {
 }  // namespace
 
 void bind_low_latency(py::module_& m) {
+  m.def("shrink_timeout_ms", [] {
+    int ms = 0;
+    check(shmoe_low_latency_shrink_timeout_ms(&ms));
+    return ms;
+  });
   py::class_<LowLatencyRuntime>(m, "LowLatencyBuffer")
-      .def(py::init<>())
+      .def(py::init<int, const std::vector<std::array<int, 4>>&>(),
+           py::arg("shrink_timeout_ms") = 0,
+           py::arg("hinted_shapes") = std::vector<std::array<int, 4>>{})
+      .def("update_mask", &LowLatencyRuntime::update_mask, py::arg("rank_to_mask"), py::arg("mask"))
+      .def("query_mask", &LowLatencyRuntime::query_mask, py::arg("tensors"))
+      .def("clean_mask", &LowLatencyRuntime::clean_mask)
       .def("destroy", &LowLatencyRuntime::destroy)
       .def("abandon", &LowLatencyRuntime::abandon)
       .def("dispatch", &LowLatencyRuntime::dispatch, py::arg("tensors"),

@@ -11,13 +11,20 @@
 
 namespace shmoe::deep_ep {
 
-LowLatencyAreas::LowLatencyAreas(const LowLatencyShape& s, int n_ranks)
+LowLatencyAreas::LowLatencyAreas(const LowLatencyShape& s, int n_ranks, int ms)
     : shape(s),
       n(n_ranks),
       local_experts(s.experts / n_ranks),
       slots(s.max_tokens * n_ranks),
+      shrink_ms(ms),
       fp8_row_bytes_(shmoe_fp8_token_row_bytes(s.hidden)) {
   bf16 = std::make_unique<MoeBuffer>(config(s.hidden, SHMOE_DTYPE_BFLOAT16));
+  if (shrink_ms > 0) {
+    const auto h = static_cast<std::size_t>(s.hidden);
+    wide.assign(static_cast<std::size_t>(s.max_tokens) * h, 0);
+    staged.assign(bf16->recv_capacity() * h, 0);
+    messages.assign(static_cast<std::size_t>(s.max_tokens) * fp8_row_bytes_, 0);
+  }
 }
 
 MoeConfig LowLatencyAreas::config(int hidden, shmoe_dtype_t dtype) const {
@@ -27,6 +34,10 @@ MoeConfig LowLatencyAreas::config(int hidden, shmoe_dtype_t dtype) const {
   c.hidden = hidden;
   c.num_topk = shape.topk;
   c.dtype = dtype;
+  if (shrink_ms > 0) {  // a fixed slot per (local expert, source, token): no row limit
+    c.shrink_timeout_ms = shrink_ms;
+    return c;
+  }
   // A local expert gets at most one row per token of each rank.
   c.max_recv_rows = static_cast<std::size_t>(std::min(local_experts, shape.topk)) *
                     static_cast<std::size_t>(slots);
@@ -48,21 +59,39 @@ void LowLatencyAreas::abandon() {
 }
 
 LowLatencyBuffer::LowLatencyBuffer(const shmoe_low_latency_buffer_config_t& config)
-    : n_(shmem_n_pes()) {
+    : n_(shmem_n_pes()), me_(shmem_my_pe()) {
   if (config.reserved != 0) {
     throw moe::Refused(fmt::format("LowLatencyBuffer: reserved={} must be 0", config.reserved));
   }
+  if (config.shrink_timeout_ms != 0) start_shrink(config);
 }
 
 LowLatencyBuffer::~LowLatencyBuffer() = default;
 
 void LowLatencyBuffer::abandon() {
   for (auto& [shape, a] : areas_) a->abandon();
+  if (sync_) (void)sync_->release();
 }
 
-LowLatencyAreas& LowLatencyBuffer::areas(const LowLatencyShape& s) {
+LowLatencyAreas& LowLatencyBuffer::areas(const LowLatencyShape& s, const char* call) {
+  auto found = areas_.find(s);
+  if (found != areas_.end()) return *found->second;
+  if (shrink() && any_masked()) {
+    std::string masked;
+    for (int j = 0; j < n_; ++j) {
+      if (mask_[static_cast<std::size_t>(j)] != 0) {
+        masked += (masked.empty() ? "" : ", ") + std::to_string(j);
+      }
+    }
+    throw moe::Refused(fmt::format(
+        "{}: shrink mode: the operators of num_max_dispatch_tokens_per_rank={}, hidden={}, "
+        "num_experts={}, num_topk={} do not exist, and are made with every rank, but ranks [{}] "
+        "are masked: ask get_low_latency_rdma_size_hint about the shape before making the "
+        "Buffer, or use it first while every rank is live",
+        call, s.max_tokens, s.hidden, s.experts, s.topk, masked));
+  }
   auto& a = areas_[s];
-  if (!a) a = std::make_unique<LowLatencyAreas>(s, n_);
+  a = std::make_unique<LowLatencyAreas>(s, n_, shrink_ms_);
   return *a;
 }
 
@@ -99,6 +128,18 @@ shmoe_tensor_t LowLatencyBuffer::next_combine_buffer(const shmoe_ep_result* hand
 
 void LowLatencyBuffer::clean(int max_tokens, int hidden, int experts, const char* refusal) {
   Checks checks("deep_ep.Buffer.clean_low_latency_buffer");
+  if (shrink()) {  // each rank checks its own, then a barrier of the live ranks (or a rejoin)
+    if (refusal != nullptr) checks.refuse(refusal);
+    checks.range("num_max_dispatch_tokens_per_rank", max_tokens, 1);
+    checks.range("hidden", hidden, 1);
+    checks.range("num_experts", experts, 1);
+    if (!checks.any() && experts % n_ != 0) {
+      checks.refuse(fmt::format("num_experts={} is not divisible by the {} ranks", experts, n_));
+    }
+    if (checks.any()) throw moe::Refused(checks.why());
+    barrier();
+    return;
+  }
   if (refusal != nullptr) checks.refuse(refusal);
   checks.range("num_max_dispatch_tokens_per_rank", max_tokens, 1);
   checks.range("hidden", hidden, 1);

@@ -103,4 +103,33 @@ int shmoe_low_latency_clean(shmoe_low_latency_buffer_t buffer, int num_max_dispa
   });
 }
 
+int shmoe_low_latency_shrink_timeout_ms(int* ms) {
+  return guarded([&] {
+    require(ms, "shmoe_low_latency_shrink_timeout_ms", "ms") = shmoe::deep_ep::shrink_timeout_ms();
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_low_latency_update_mask(shmoe_low_latency_buffer_t buffer, int rank_to_mask, int mask) {
+  return guarded([&] {
+    require(buffer, "shmoe_low_latency_update_mask", "buffer")
+        .impl.update_mask(rank_to_mask, mask != 0);
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_low_latency_query_mask(shmoe_low_latency_buffer_t buffer, shmoe_tensor_t mask_status) {
+  return guarded([&] {
+    require(buffer, "shmoe_low_latency_query_mask", "buffer").impl.query_mask(mask_status);
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_low_latency_clean_mask(shmoe_low_latency_buffer_t buffer) {
+  return guarded([&] {
+    require(buffer, "shmoe_low_latency_clean_mask", "buffer").impl.clean_mask();
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 }  // extern "C"

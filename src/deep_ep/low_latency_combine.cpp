@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <shmem.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "deep_ep/checks.hpp"
 #include "deep_ep/low_latency_buffer.hpp"
+#include "moe/moe.hpp"
 #include "shmoe/runtime.hpp"
 
 namespace shmoe::deep_ep {
@@ -23,7 +26,11 @@ class LowLatencyCombine {
 
   shmoe_ep_result* operator()() {
     check();
-    agree(SHMEM_TEAM_WORLD, kCall, checks_.why());
+    if (!b_.shrink()) {
+      agree(SHMEM_TEAM_WORLD, kCall, checks_.why());
+    } else if (checks_.any()) {  // each rank checks its own; the others mask a rank that raises
+      throw moe::Refused(checks_.why());
+    }
     LowLatencyAreas& areas = *h_->areas;
     auto r = std::make_unique<shmoe_ep_result>();
     r->use(b_.memory());
@@ -64,7 +71,7 @@ void LowLatencyCombine::check() {
     return;
   }
   const LowLatencyAreas& a = *h_->areas;
-  const std::int64_t tokens = h_->tokens, topk = h_->topk;
+  const std::int64_t tokens = h_->tokens, topk = h_->call_topk;
   x_ = a_.x;
   if (a_.zero_copy != 0) {
     if (!a.combine_input) {
@@ -87,7 +94,11 @@ void LowLatencyCombine::check() {
 
 void LowLatencyCombine::reduce(LowLatencyAreas& areas, void* out) {
   const std::size_t row_bytes = static_cast<std::size_t>(areas.shape.hidden) * 2;
-  auto* window = static_cast<std::uint8_t*>(areas.bf16->receive_window());
+  // The rows in dispatch's layout: in the receive window (when every rank does so, each rank's
+  // reduction reads them where they lie), or in shrink mode in the areas' own rows (the window
+  // holds fixed slots there).
+  auto* window = b_.shrink() ? reinterpret_cast<std::uint8_t*>(areas.staged.data())
+                             : static_cast<std::uint8_t*>(areas.bf16->receive_window());
   const auto* ys = static_cast<const std::uint8_t*>(x_.data);
   std::size_t row = 0;
   for (std::size_t e = 0; e < h_->counts.size(); ++e) {
@@ -102,6 +113,18 @@ void LowLatencyCombine::reduce(LowLatencyAreas& areas, void* out) {
   args.layout_prefix = h_->layout_prefix.data();
   args.topk_idx = h_->topk_idx.data();
   args.topk_weights = static_cast<const float*>(a_.topk_weights.data);
+  std::vector<float> padded;  // shrink mode: zeros where the routing was padded with -1
+  if (h_->topk != h_->call_topk) {
+    const auto k = static_cast<std::size_t>(h_->topk),
+               given = static_cast<std::size_t>(h_->call_topk);
+    padded.assign(static_cast<std::size_t>(h_->tokens) * k, 0.0f);
+    for (std::size_t t = 0; t < static_cast<std::size_t>(h_->tokens); ++t) {
+      std::copy_n(args.topk_weights + t * given, given,
+                  padded.begin() + static_cast<std::ptrdiff_t>(t * k));
+    }
+    args.topk_weights = padded.data();
+  }
+  args.pe_mask = b_.shrink() ? b_.mask() : nullptr;
   args.num_tokens = h_->tokens;
   args.combined_x = out;
   areas.bf16->combine(args);

@@ -8,6 +8,7 @@
 
 #include "deep_ep/checks.hpp"
 #include "deep_ep/low_latency_buffer.hpp"
+#include "moe/moe.hpp"
 #include "shmoe/runtime.hpp"
 
 namespace shmoe::deep_ep {
@@ -30,13 +31,19 @@ class LowLatencyDispatch {
 
   shmoe_ep_result* operator()() {
     check();
-    agree(SHMEM_TEAM_WORLD, kCall, checks_.why(),
-          {{"num_max_dispatch_tokens_per_rank", s_.max_tokens},
-           {"hidden", s_.hidden},
-           {"num_experts", s_.experts},
-           {"num_topk", s_.topk},
-           {"use_fp8", a_.use_fp8 != 0 ? 1 : 0}});
-    LowLatencyAreas& areas = b_.areas(s_);
+    call_topk_ = s_.topk;
+    if (b_.shrink()) {  // each rank checks its own; the others mask a rank that raises
+      if (checks_.any()) throw moe::Refused(checks_.why());
+      s_.topk = shrink_area_topk(s_.experts, s_.topk);
+    } else {
+      agree(SHMEM_TEAM_WORLD, kCall, checks_.why(),
+            {{"num_max_dispatch_tokens_per_rank", s_.max_tokens},
+             {"hidden", s_.hidden},
+             {"num_experts", s_.experts},
+             {"num_topk", s_.topk},
+             {"use_fp8", a_.use_fp8 != 0 ? 1 : 0}});
+    }
+    LowLatencyAreas& areas = b_.areas(s_, kCall);
     MoeBuffer& op = send(areas);
     add_waits(a_.dispatch_wait_recv_cost_stats, op, areas.waits);
     return receive(areas);
@@ -54,7 +61,7 @@ class LowLatencyDispatch {
   const int n_;
   Checks checks_{kCall};
   LowLatencyShape s_;
-  int tokens_ = 0;
+  int tokens_ = 0, call_topk_ = 0;
   int rows_ = 0;
   const void* recv_ = nullptr;  // the received rows (the receive window)
   std::shared_ptr<LowLatencyRouting> routing_ = std::make_shared<LowLatencyRouting>();
@@ -119,18 +126,30 @@ void LowLatencyDispatch::check_tensors() {
 
 MoeBuffer& LowLatencyDispatch::send(LowLatencyAreas& areas) {
   const auto* idx = static_cast<const std::int64_t*>(a_.topk_idx.data);
-  const std::size_t entries = static_cast<std::size_t>(tokens_) * static_cast<std::size_t>(s_.topk);
-  routing_->topk_idx.resize(entries);
-  for (std::size_t i = 0; i < entries; ++i)
-    routing_->topk_idx[i] = static_cast<std::int32_t>(idx[i]);
+  const auto k = static_cast<std::size_t>(s_.topk), given = static_cast<std::size_t>(call_topk_);
+  routing_->topk_idx.assign(static_cast<std::size_t>(tokens_) * k, -1);  // shrink: padded
+  for (std::size_t t = 0; t < static_cast<std::size_t>(tokens_); ++t) {
+    for (std::size_t j = 0; j < given; ++j) {
+      routing_->topk_idx[t * k + j] = static_cast<std::int32_t>(idx[t * given + j]);
+    }
+  }
   MoeBuffer* op = areas.bf16.get();
   const void* x = a_.x.data;
   if (a_.use_fp8 != 0) {
-    op = &areas.fp8();
+    if (!b_.shrink()) op = &areas.fp8();
     detail::checked(shmoe_fp8_quantize_token_rows(static_cast<const std::uint16_t*>(a_.x.data),
                                                   static_cast<std::size_t>(tokens_), s_.hidden,
                                                   a_.round_scale, areas.messages.data()));
     x = areas.messages.data();
+    if (b_.shrink()) {  // the message rows at the head of BF16 rows, through the one operator
+      const std::size_t bytes = areas.fp8_row_bytes(),
+                        wide = static_cast<std::size_t>(s_.hidden) * 2;
+      auto* rows = reinterpret_cast<std::uint8_t*>(areas.wide.data());
+      for (std::size_t t = 0; t < static_cast<std::size_t>(tokens_); ++t) {
+        std::memcpy(rows + t * wide, areas.messages.data() + t * bytes, bytes);
+      }
+      x = rows;
+    }
   }
   const std::size_t cap = op->recv_capacity();
   LowLatencyRouting& r = *routing_;
@@ -141,8 +160,11 @@ MoeBuffer& LowLatencyDispatch::send(LowLatencyAreas& areas) {
   args.x = x;
   args.topk_idx = r.topk_idx.data();
   args.num_tokens = tokens_;
+  args.pe_mask = b_.shrink() ? b_.mask() : nullptr;
   DispatchOutputs outs;
-  outs.recv_x = op->receive_window();  // read where the rows landed
+  // Read where the rows landed; shrink mode copies them out compactly (the window holds fixed
+  // slots there).
+  outs.recv_x = b_.shrink() ? static_cast<void*>(areas.staged.data()) : op->receive_window();
   outs.recv_src_info = r.src_info.data();
   outs.recv_layout_prefix = r.layout_prefix.data();
   outs.num_recv_tokens_per_expert = r.counts.data();
@@ -206,6 +228,7 @@ shmoe_ep_result* LowLatencyDispatch::receive(LowLatencyAreas& areas) {
   routing_->areas = &areas;
   routing_->tokens = tokens_;
   routing_->topk = s_.topk;
+  routing_->call_topk = call_topk_;
   routing_->rows = rows_;
   r->state = routing_;
   return r.release();
@@ -219,7 +242,10 @@ void LowLatencyDispatch::copy_rows(LowLatencyAreas& areas, std::uint8_t* x, floa
   const std::int64_t blocks = hidden / kFp8Block, words = (hidden + 511) / 512;
   const bool fp8 = a_.use_fp8 != 0;
   const std::size_t value_bytes = static_cast<std::size_t>(hidden) * (fp8 ? 1 : 2);
-  const std::size_t row_bytes = fp8 ? areas.fp8_row_bytes() : value_bytes;
+  // FP8 message rows (shrink mode: at the head of BF16 rows), or BF16 rows.
+  const std::size_t row_bytes =
+      !fp8 ? value_bytes
+           : (b_.shrink() ? static_cast<std::size_t>(hidden) * 2 : areas.fp8_row_bytes());
   const auto* recv = static_cast<const std::uint8_t*>(recv_);
   std::int64_t row = 0;
   for (std::int64_t e = 0; e < L; ++e) {

@@ -13,7 +13,10 @@
 #     deep_ep.get_physical/logical_domain_size(group) instead of deep_ep._C over an NCCL
 #     communicator (deep_ep has neither); get_rdma_gbs() is 10 GB/s where ibstat is missing
 #     (test_pp divides by it); test_internode's "8 ranks per node" asserts -> "more than one node";
-#     refs.py's all_to_all_single of x and sf rows moves bytes (uint8 views: gloo has no bf16).
+#     refs.py's all_to_all_single of x and sf rows, and test_engram's gather of its storage, move
+#     bytes (uint8 views: gloo has no bf16 all-to-all and no FP8 at all);
+#     test_agrs's tensors: stress shape (32, 64, 2048) -> (8, 64, 256) (its references took 6.5 GB
+#     a rank), profiled sizes up to 2^21 bytes (not 2^26).
 set -eu
 kind=${1:?usage: $0 legacy|main FILE...}
 shift
@@ -36,6 +39,9 @@ case $kind in
            -e "/^def get_rdma_gbs/,/return 0$/ s/return 0$/return 10/" \
            -e "s/num_local_ranks == 8 and num_ranks > 8/num_ranks > num_local_ranks/" \
            -e "s/and num_local_ranks == 8$/and num_ranks > num_local_ranks/" \
+           -e "s/shape = (32, 64, 2048)/shape = (8, 64, 256)/; s/(2 \*\* 26,)/(2 ** 21,)/" \
+           -e "s/for num_bytes in (2 \*\* p for p in range(20, 27))/for num_bytes in (2 ** p for p in range(20, 22))/" \
+           -e "s/all_gather_into_tensor(global_storage, local_storage,/all_gather_into_tensor(global_storage.view(torch.uint8), local_storage.view(torch.uint8),/" \
            -e "s/all_to_all_single(recv_\(x\|sf\), send_\(x\|sf\),/all_to_all_single(recv_\1.view(torch.uint8), send_\2.view(torch.uint8),/" \
            "$@" ;;
   *) echo "deepep-cpu-edits.sh: kind '$kind' must be legacy or main" >&2; exit 2 ;;

@@ -17,7 +17,7 @@
 #     elastic_ep (--skip-perf-test) elastic_ep_masked (--masked-ratio 0.3 --deterministic)
 #     elastic_ep_single_reduction (--allow-multiple-reduction 0 --do-cpu-sync 0) elastic_ep_perf
 #     elastic_ep_hosts2 elastic_barrier elastic_barrier_hosts2 elastic_pp elastic_agrs
-#     elastic_engram
+#     elastic_engram elastic_engram_fp8 (--use-fp8)
 # DEEPEP_MAIN's tests import DeepEP's helpers from deep_ep.utils (envs, math, refs, gate,
 # testing): they are laid, edited, into a temporary copy of the package tested, first on
 # PYTHONPATH. Each suite runs once per DEEPEP_PROCS ("2 3 4") count of processes, but for
@@ -46,7 +46,8 @@ v1_suites="intranode low_latency low_latency_logfmt low_latency_shrink"
 legacy_suites="legacy_intranode legacy_low_latency legacy_low_latency_logfmt
   legacy_low_latency_shrink legacy_internode"
 elastic_suites="elastic_ep elastic_ep_masked elastic_ep_single_reduction elastic_ep_perf
-  elastic_ep_hosts2 elastic_barrier elastic_barrier_hosts2 elastic_pp elastic_agrs elastic_engram"
+  elastic_ep_hosts2 elastic_barrier elastic_barrier_hosts2 elastic_pp elastic_agrs elastic_engram
+  elastic_engram_fp8"
 suites=
 for word in ${DEEPEP_SUITES:-all}; do
   case $word in
@@ -184,9 +185,10 @@ for n in $procs; do
                --num-stress-iterations 2 ;;
       elastic_agrs)
         set -- test_agrs.py --num-processes "$k" --num-stress-iterations 2 ;;
-      elastic_engram)
+      elastic_engram | elastic_engram_fp8)
         set -- test_engram.py --num-processes "$k" --num-qps 1 --num-entries 4096 --hidden 128 \
-               --num-tokens 64 --num-entries-per-token 4 ;;
+               --num-tokens 64 --num-entries-per-token 4
+        [ $suite = elastic_engram ] || set -- "$@" --use-fp8 ;;
     esac
     echo "== DeepEP $suite, $np processes: $*"
     if [ $how = hosts2 ]; then

@@ -16,11 +16,6 @@
 namespace shmoe::python {
 namespace {
 
-int check(int status) {
-  if (status != SHMOE_MOE_OK) throw Error(shmoe_last_error(), status);
-  return status;
-}
-
 class ElasticRuntime {
  public:
   explicit ElasticRuntime(const shmoe_elastic_buffer_config_t& c) {

@@ -20,10 +20,6 @@
 namespace shmoe::python {
 namespace {
 
-void check(int status) {
-  if (status != SHMOE_MOE_OK) throw Error(shmoe_last_error(), status);
-}
-
 // A one-sided call's tensor: refused here when it cannot be read.
 shmoe_tensor_t readable(Converted& c, const py::tuple& pair, const char* name) {
   py::dict d;

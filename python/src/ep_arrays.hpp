@@ -49,6 +49,12 @@ py::dict arrays_of(const py::object& owner);
 
 void bind_ep_result(py::module_& m);
 
+// `status` of a runtime's C call: returned when OK, else shmoe.Error with the call's text.
+inline int check(int status) {
+  if (status != SHMOE_MOE_OK) throw Error(shmoe_last_error(), status);
+  return status;
+}
+
 // The C handle of a _shmoe.ElasticBuffer (elastic.cpp); refuses a destroyed one.
 shmoe_elastic_buffer_t elastic_buffer_of(const py::object& runtime);
 

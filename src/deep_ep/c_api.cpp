@@ -2,6 +2,7 @@
 #include <cstring>
 #include <string>
 
+#include "deep_ep/c_api_guard.hpp"
 #include "deep_ep/c_handle.hpp"
 #include "moe/c_api_guard.hpp"
 #include "shmoe/elastic.h"
@@ -9,24 +10,14 @@
 
 namespace {
 
+using shmoe::deep_ep::guarded;
+
 using shmoe::moe::c_api::read_struct;
 using shmoe::moe::c_api::require;
 
 constexpr std::size_t kConfigFirst = SHMOE_FIRST_SIZE(shmoe_elastic_buffer_config_t, deterministic);
 constexpr std::size_t kDispatchFirst = SHMOE_FIRST_SIZE(shmoe_elastic_dispatch_args_t, refusal);
 constexpr std::size_t kCombineFirst = SHMOE_FIRST_SIZE(shmoe_elastic_combine_args_t, refusal);
-
-// guarded(), with an agreement's refusal (shmoe::Error, on every PE) as SHMOE_MOE_REFUSED.
-template <typename F>
-int guarded(F&& f) {
-  return shmoe::moe::c_api::guarded([&] {
-    try {
-      return f();
-    } catch (const shmoe::Error& e) {
-      throw shmoe::moe::Refused(e.what());
-    }
-  });
-}
 
 }  // namespace
 

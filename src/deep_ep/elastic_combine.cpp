@@ -58,6 +58,10 @@ class CombineCall {
   void reduce();
   void add_partials(std::int64_t t, float* acc) const;
 
+  // acc[h] += row[h] in fp32 over the hidden elements (0 + b is b: starting from 0 is exact).
+  void add_row(float* __restrict acc, const bf16* __restrict row) const {
+    for (std::int64_t h = 0; h < hidden_; ++h) acc[h] += bf16_to_float(row[h]);
+  }
   // Where (token, slot)'s row and weight live in a window.
   std::int64_t row_offset(std::int64_t t, std::int64_t k) const {
     return (t * topk_ + k) * 2 * hidden_;
@@ -78,6 +82,7 @@ class CombineCall {
   std::int64_t hidden_ = 0, topk_ = 0, experts_ = 0, max_tokens_ = 0, tokens_ = 0;
   bool expand_ = false, with_weights_ = false;
   std::vector<std::vector<bf16>> staged_;  // partials put to unmapped windows
+  std::vector<std::byte*> mapped_;         // each rank's window, where this PE maps it
 };
 
 void CombineCall::check() {
@@ -115,7 +120,7 @@ void CombineCall::check() {
 
 // Writes `row` (hidden bf16) into rank's window at (token, slot).
 void CombineCall::send_row(int rank, std::int64_t token, std::int64_t slot, const bf16* row) {
-  auto* mapped = static_cast<std::byte*>(shmem_ptr(b_.window(), rank));
+  std::byte* mapped = mapped_[static_cast<std::size_t>(rank)];
   const auto bytes = static_cast<std::size_t>(2 * hidden_);
   if (mapped != nullptr) {
     std::memcpy(mapped + row_offset(token, slot), row, bytes);
@@ -129,6 +134,9 @@ void CombineCall::send() {
   const auto* x = static_cast<const bf16*>(a_.x.data);
   const auto* w = static_cast<const float*>(a_.topk_weights.data);
   const std::int64_t K = topk_;
+  for (int j = 0; j < b_.num_ranks(); ++j) {
+    mapped_.push_back(static_cast<std::byte*>(shmem_ptr(b_.window(), j)));
+  }
   staged_.reserve(r_->src_rank.size() * static_cast<std::size_t>(K));
   std::vector<float> acc(static_cast<std::size_t>(hidden_));
   std::vector<bf16> partial(static_cast<std::size_t>(hidden_));
@@ -145,7 +153,11 @@ void CombineCall::send() {
       const std::int64_t row = expand_ ? pos[k] : static_cast<std::int64_t>(q);
       if (w != nullptr) {
         const float wv = expand_ ? w[row] : w[row * K + k];
-        shmem_float_p(reinterpret_cast<float*>(b_.window() + weight_offset(t, k)), wv, i);
+        if (mapped_[static_cast<std::size_t>(i)] != nullptr) {
+          std::memcpy(mapped_[static_cast<std::size_t>(i)] + weight_offset(t, k), &wv, 4);
+        } else {
+          shmem_float_p(reinterpret_cast<float*>(b_.window() + weight_offset(t, k)), wv, i);
+        }
       }
       if (!expand_) continue;
       const bf16* xr = x + row * hidden_;
@@ -153,14 +165,15 @@ void CombineCall::send() {
         send_row(i, t, k, xr);
         continue;
       }
-      for (std::int64_t h = 0; h < hidden_; ++h) acc[h] += bf16_to_float(xr[h]);
+      add_row(acc.data(), xr);
     }
     if (last < 0 || !one_partial_per_rank()) continue;
     if (!expand_) {
       send_row(i, t, last, x + static_cast<std::int64_t>(q) * hidden_);
       continue;
     }
-    for (std::int64_t h = 0; h < hidden_; ++h) partial[h] = float_to_bf16(acc[h]);
+    numeric::floats_to_bf16(acc.data(), acc.size(),
+                            reinterpret_cast<std::uint16_t*>(partial.data()));
     send_row(i, t, last, partial.data());
   }
 }
@@ -188,8 +201,7 @@ void CombineCall::add_partials(std::int64_t t, float* acc) const {
   for (std::int64_t k = 0; k < topk_; ++k) {
     if (!holds(k)) continue;
     if (!hybrid) {
-      const bf16* v = row(k);
-      for (std::int64_t h = 0; h < hidden_; ++h) acc[h] += bf16_to_float(v[h]);
+      add_row(acc, row(k));
       continue;
     }
     // Hybrid: at the host's largest holding slot, the host's partial.
@@ -201,8 +213,7 @@ void CombineCall::add_partials(std::int64_t t, float* acc) const {
     std::fill(host.begin(), host.end(), 0.0F);
     for (std::int64_t l = 0; l <= k; ++l) {
       if (!holds(l) || ids[l] / group != ids[k] / group) continue;
-      const bf16* v = row(l);
-      for (std::int64_t h = 0; h < hidden_; ++h) host[h] += bf16_to_float(v[h]);
+      add_row(host.data(), row(l));
     }
     for (std::int64_t h = 0; h < hidden_; ++h) {
       acc[h] += bf16_to_float(float_to_bf16(host[static_cast<std::size_t>(h)]));
@@ -215,22 +226,17 @@ void CombineCall::reduce() {
       static_cast<bf16*>(result_->add("combined_x", SHMOE_DTYPE_BFLOAT16, {tokens_, hidden_}).data);
   const auto* b0 = static_cast<const bf16*>(a_.bias0.data);
   const auto* b1 = static_cast<const bf16*>(a_.bias1.data);
+  if (b0 == nullptr) std::swap(b0, b1);
   std::vector<float> acc(static_cast<std::size_t>(hidden_));
   for (std::int64_t t = 0; t < tokens_; ++t) {
-    for (std::int64_t h = 0; h < hidden_; ++h) {
-      const std::int64_t at = t * hidden_ + h;
-      float v = 0.0F;
-      if (b0 != nullptr && b1 != nullptr) {
-        v = bf16_to_float(b0[at]) + bf16_to_float(b1[at]);
-      } else if (b0 != nullptr || b1 != nullptr) {
-        v = bf16_to_float((b0 != nullptr ? b0 : b1)[at]);
-      }
-      acc[static_cast<std::size_t>(h)] = v;
+    std::fill(acc.begin(), acc.end(), 0.0F);
+    if (b0 != nullptr) {
+      add_row(acc.data(), b0 + t * hidden_);
+      if (b1 != nullptr) add_row(acc.data(), b1 + t * hidden_);  // bias0 + bias1 in fp32
     }
     add_partials(t, acc.data());
-    for (std::int64_t h = 0; h < hidden_; ++h) {
-      out[t * hidden_ + h] = float_to_bf16(acc[static_cast<std::size_t>(h)]);
-    }
+    numeric::floats_to_bf16(acc.data(), static_cast<std::size_t>(hidden_),
+                            reinterpret_cast<std::uint16_t*>(out + t * hidden_));
   }
   if (!with_weights_) return;
   auto* w = static_cast<float*>(

@@ -1,6 +1,7 @@
 // The C API of shmoe/deep_ep.h over deep_ep::IntranodeBuffer and deep_ep::Result.
 #include <string>
 
+#include "deep_ep/c_api_guard.hpp"
 #include "deep_ep/intranode_buffer.hpp"
 #include "moe/c_api_guard.hpp"
 #include "shmoe/deep_ep.h"
@@ -12,6 +13,8 @@ struct shmoe_intranode_buffer {
 
 namespace {
 
+using shmoe::deep_ep::guarded;
+
 using shmoe::moe::c_api::read_struct;
 using shmoe::moe::c_api::require;
 
@@ -20,19 +23,6 @@ constexpr std::size_t kConfigFirst =
 constexpr std::size_t kLayoutFirst = SHMOE_FIRST_SIZE(shmoe_intranode_layout_args_t, refusal);
 constexpr std::size_t kDispatchFirst = SHMOE_FIRST_SIZE(shmoe_intranode_dispatch_args_t, refusal);
 constexpr std::size_t kCombineFirst = SHMOE_FIRST_SIZE(shmoe_intranode_combine_args_t, refusal);
-
-// guarded(), with a refusal of the operators or of an agreement (shmoe::Error, on every PE) as
-// SHMOE_MOE_REFUSED.
-template <typename F>
-int guarded(F&& f) {
-  return shmoe::moe::c_api::guarded([&] {
-    try {
-      return f();
-    } catch (const shmoe::Error& e) {
-      throw shmoe::moe::Refused(e.what());
-    }
-  });
-}
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "deep_ep/c_api_guard.hpp"
 #include "deep_ep/c_handle.hpp"
 #include "deep_ep/primitives.hpp"
 #include "moe/c_api_guard.hpp"
@@ -12,6 +13,15 @@
 #include "shmoe/runtime.hpp"
 
 namespace {
+
+// guarded() for calls that return nothing.
+template <typename F>
+int guarded(F&& f) {
+  return shmoe::deep_ep::guarded([&] {
+    f();
+    return int{SHMOE_MOE_OK};
+  });
+}
 
 using shmoe::deep_ep::Agrs;
 using shmoe::deep_ep::Engram;
@@ -23,19 +33,6 @@ using shmoe::moe::c_api::require;
 
 constexpr std::size_t kEngramWriteFirst =
     SHMOE_FIRST_SIZE(shmoe_elastic_engram_write_args_t, refusal);
-
-// guarded(), with an agreement's refusal (shmoe::Error, on every PE) as SHMOE_MOE_REFUSED.
-template <typename F>
-int guarded(F&& f) {
-  return shmoe::moe::c_api::guarded([&] {
-    try {
-      f();
-      return int{SHMOE_MOE_OK};
-    } catch (const shmoe::Error& e) {
-      throw Refused(e.what());
-    }
-  });
-}
 
 shmoe::deep_ep::ElasticBuffer& buffer_of(shmoe_elastic_buffer_t buffer, const char* fn) {
   return require(buffer, fn, "buffer").impl;

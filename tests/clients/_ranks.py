@@ -60,7 +60,7 @@ def close_enough(what, got, ref, scale, ulps, scale_name="max |reference|"):
 
     got, ref = got.detach(), ref.detach()
     err = (got.double() - ref.double()).abs()
-    bound = ulps * BF16_U * scale.detach().double()
+    bound = torch.broadcast_to(ulps * BF16_U * scale.detach().double(), err.shape)
     worst = float((err / bound.clamp_min(1e-30)).max()) if err.numel() else 0.0
     if dist.get_rank() == 0:
         print(f"  {what}: max |err| {float(err.max()) if err.numel() else 0.0:.3e}, "

@@ -18,11 +18,6 @@
 namespace shmoe::python {
 namespace {
 
-int check(int status) {
-  if (status != SHMOE_MOE_OK) throw Error(shmoe_moe_last_error(), status);
-  return status;
-}
-
 // v as an int (not a bool), or 0 with the refusal noted.
 int integer(Converted& c, const py::object& v, const char* name) {
   if (!py::isinstance<py::bool_>(v) && py::isinstance<py::int_>(v)) {

@@ -1,4 +1,5 @@
 // The C API of shmoe/deep_ep.h's low-latency mode over deep_ep::LowLatencyBuffer.
+#include "deep_ep/c_api_guard.hpp"
 #include "deep_ep/low_latency_buffer.hpp"
 #include "moe/c_api_guard.hpp"
 #include "shmoe/deep_ep.h"
@@ -17,17 +18,7 @@ constexpr std::size_t kConfigFirst = SHMOE_FIRST_SIZE(shmoe_low_latency_buffer_c
 constexpr std::size_t kDispatchFirst = SHMOE_FIRST_SIZE(shmoe_low_latency_dispatch_args_t, refusal);
 constexpr std::size_t kCombineFirst = SHMOE_FIRST_SIZE(shmoe_low_latency_combine_args_t, refusal);
 
-// guarded(), with a refusal of an agreement (shmoe::Error, on every PE) as SHMOE_MOE_REFUSED.
-template <typename F>
-int guarded(F&& f) {
-  return shmoe::moe::c_api::guarded([&] {
-    try {
-      return f();
-    } catch (const shmoe::Error& e) {
-      throw shmoe::moe::Refused(e.what());
-    }
-  });
-}
+using shmoe::deep_ep::guarded;
 
 }  // namespace
 

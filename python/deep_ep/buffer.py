@@ -4,6 +4,7 @@ mode in low_latency.py, both on shmoe's MoE operators."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional
 
 import torch
@@ -12,12 +13,18 @@ import torch.distributed as dist
 import shmoe
 
 from . import _job, low_latency, normal, shrink
-from .checks import integer
 from .config import Config
 from .utils import EventHandle, EventOverlap
 
 _MIN_HEAP = 512 << 20
 _MAX_HEAP = 2 << 30
+
+
+def _byte_count(call: str, name: str, v: Any) -> int:
+    """The Buffer's own byte counts and offsets (its bookkeeping, before any runtime exists)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+        raise ValueError(f"{call}: {name}={v!r} must be an int of at least 0")
+    return int(v)
 
 
 class Buffer:
@@ -45,8 +52,8 @@ class Buffer:
         self.group: "dist.ProcessGroup" = group if group is not None else world  # type: ignore[assignment]
         self.rank = dist.get_rank(self.group)
         self.group_size = dist.get_world_size(self.group)
-        self.num_nvl_bytes = integer(call, "num_nvl_bytes", num_nvl_bytes)
-        self.num_rdma_bytes = integer(call, "num_rdma_bytes", num_rdma_bytes)
+        self.num_nvl_bytes = _byte_count(call, "num_nvl_bytes", num_nvl_bytes)
+        self.num_rdma_bytes = _byte_count(call, "num_rdma_bytes", num_rdma_bytes)
         self.low_latency_mode = bool(low_latency_mode)
         self.explicitly_destroy = bool(explicitly_destroy)
         self.enable_shrink = bool(enable_shrink)
@@ -54,8 +61,8 @@ class Buffer:
         heap = min(max(self.num_nvl_bytes + self.num_rdma_bytes, _MIN_HEAP), _MAX_HEAP)
         _job.join(self.group, heap)
         self._normal = normal.Normal()
-        self._shrink = shrink.Shrink(call, self.group_size, self.rank, ms) if ms else None
-        self._low_latency = low_latency.LowLatency(self.group_size, self._shrink)
+        self._shrink = ms > 0
+        self._low_latency = low_latency.LowLatency(ms, list(shrink.hinted) if ms else [])
         self._local_bytes: dict = {}
         self._destroyed = False
 
@@ -70,8 +77,8 @@ class Buffer:
             return
         self._destroyed = True
         self._low_latency.close()
-        self._normal.close(abandon=self._shrink is not None)
-        if self._shrink is None:
+        self._normal.close(abandon=self._shrink)
+        if not self._shrink:
             shmoe.finalize()
 
     def _require_live(self, call: str) -> None:
@@ -90,7 +97,7 @@ class Buffer:
             raise ValueError(f"{call}: dtype={dtype!r} must be a torch.dtype")
         total = self.num_rdma_bytes if use_rdma_buffer else self.num_nvl_bytes
         name = "num_rdma_bytes" if use_rdma_buffer else "num_nvl_bytes"
-        offset = integer(call, "offset", offset)
+        offset = _byte_count(call, "offset", offset)
         item = torch.empty(0, dtype=dtype).element_size()
         if offset > total or offset % item:
             raise ValueError(f"{call}: offset={offset} must be a multiple of {item} (the size of "
@@ -230,11 +237,11 @@ class Buffer:
 
     # ---- Shrink mode (deep_ep/shrink.py) ----------------------------------------------------
 
-    def _shrink_mode(self, call: str) -> shrink.Shrink:
+    def _shrink_mode(self, call: str) -> low_latency.LowLatency:
         self._require_live(call)
-        if self._shrink is None:
+        if not self._shrink:
             raise RuntimeError(f"{call}: the buffer was made without enable_shrink=True")
-        return self._shrink
+        return self._low_latency
 
     def low_latency_update_mask_buffer(self, rank_to_mask: int, mask: bool = False) -> None:
         """Masks (mask=True) or unmasks a rank for the following low-latency calls: they neither
@@ -242,14 +249,14 @@ class Buffer:
         makes the next clean_low_latency_buffer a rejoin (deep_ep/shrink.py), which brings a rank
         that was away back."""
         call = "deep_ep.Buffer.low_latency_update_mask_buffer"
-        self._shrink_mode(call).update(call, rank_to_mask, bool(mask))
+        self._shrink_mode(call).runtime.update_mask(rank_to_mask, bool(mask))
 
     def low_latency_query_mask_buffer(self, mask_status: torch.Tensor) -> None:
         """Writes each rank's mask (1 masked, 0 live) into mask_status, int32 [num_ranks]."""
         call = "deep_ep.Buffer.low_latency_query_mask_buffer"
-        self._shrink_mode(call).query(call, mask_status)
+        self._shrink_mode(call).query_mask(mask_status)
 
     def low_latency_clean_mask_buffer(self) -> None:
         """Unmasks every rank (a rank still absent is masked again at its next call's bound); on
         a rank that comes back, it makes the next clean_low_latency_buffer a rejoin."""
-        self._shrink_mode("deep_ep.Buffer.low_latency_clean_mask_buffer").clean()
+        self._shrink_mode("deep_ep.Buffer.low_latency_clean_mask_buffer").runtime.clean_mask()

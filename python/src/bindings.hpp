@@ -110,6 +110,7 @@ void bind_moe_runtime(py::module_& m);
 void bind_mega(py::module_& m);
 void bind_elastic(py::module_& m);
 void bind_intranode(py::module_& m);
+void bind_low_latency(py::module_& m);
 // After bind_elastic: PP, AGRS and Engram as methods of _shmoe.ElasticBuffer.
 void bind_elastic_primitives(py::module_& m);
 

@@ -49,5 +49,6 @@ PYBIND11_MODULE(_shmoe, m) {
   shmoe::python::bind_mega(m);
   shmoe::python::bind_elastic(m);
   shmoe::python::bind_intranode(m);
+  shmoe::python::bind_low_latency(m);
   shmoe::python::bind_elastic_primitives(m);
 }

@@ -56,6 +56,17 @@ shmoe_tensor_t Converted::tensor(const py::dict& t, const char* name) {
   return tensor(pair[0], pair[1].cast<std::string>(), name);
 }
 
+int Converted::integer(const py::object& v, const char* name) {
+  if (!py::isinstance<py::bool_>(v) && py::isinstance<py::int_>(v)) {
+    try {
+      return v.cast<int>();
+    } catch (const std::exception&) {
+    }
+  }
+  note(std::string(name) + "=" + py::repr(v).cast<std::string>() + " must be an int");
+  return 0;
+}
+
 shmoe_ep_result_t Converted::handle(const py::object& h) {
   if (h.is_none()) return nullptr;
   try {

@@ -33,6 +33,8 @@ class Converted {
   shmoe_tensor_t tensor(const py::object& a, const std::string& dtype, const char* param);
   // t[name] = (array, dtype name), or not given when t has no `name`.
   shmoe_tensor_t tensor(const py::dict& t, const char* name);
+  // v as an int (not a bool), or 0 with the refusal noted.
+  int integer(const py::object& v, const char* name);
   // The result handle `h` (an EpResult) or None.
   shmoe_ep_result_t handle(const py::object& h);
   const char* refusal() const { return refusal_.empty() ? nullptr : refusal_.c_str(); }

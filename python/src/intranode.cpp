@@ -15,18 +15,6 @@
 namespace shmoe::python {
 namespace {
 
-// v as an int (not a bool), or 0 with the refusal noted.
-int integer(Converted& c, const py::object& v, const char* name) {
-  if (!py::isinstance<py::bool_>(v) && py::isinstance<py::int_>(v)) {
-    try {
-      return v.cast<int>();
-    } catch (const std::exception&) {
-    }
-  }
-  c.note(std::string(name) + "=" + py::repr(v).cast<std::string>() + " must be an int");
-  return 0;
-}
-
 class IntranodeRuntime {
  public:
   explicit IntranodeRuntime(int num_max_tokens_per_rank) {
@@ -51,7 +39,7 @@ class IntranodeRuntime {
     shmoe_intranode_layout_args_t a{};
     a.struct_size = sizeof a;
     a.topk_idx = c.tensor(t, "topk_idx");
-    a.num_experts = integer(c, num_experts, "num_experts");
+    a.num_experts = c.integer(num_experts, "num_experts");
     a.refusal = c.refusal();
     shmoe_ep_result_t r = nullptr;
     check(shmoe_intranode_get_dispatch_layout(get(), &a, &r));
@@ -71,8 +59,8 @@ class IntranodeRuntime {
     a.topk_idx = c.tensor(t, "topk_idx");
     a.topk_weights = c.tensor(t, "topk_weights");
     a.handle = c.handle(handle);
-    a.expert_alignment = integer(c, expert_alignment, "expert_alignment");
-    a.num_worst_tokens = integer(c, num_worst_tokens, "num_worst_tokens");
+    a.expert_alignment = c.integer(expert_alignment, "expert_alignment");
+    a.num_worst_tokens = c.integer(num_worst_tokens, "num_worst_tokens");
     a.refusal = c.refusal();
     shmoe_ep_result_t r = nullptr;
     released([&] { return check(shmoe_intranode_dispatch(get(), &a, &r)); });

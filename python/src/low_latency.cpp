@@ -18,18 +18,6 @@
 namespace shmoe::python {
 namespace {
 
-// v as an int (not a bool), or 0 with the refusal noted.
-int integer(Converted& c, const py::object& v, const char* name) {
-  if (!py::isinstance<py::bool_>(v) && py::isinstance<py::int_>(v)) {
-    try {
-      return v.cast<int>();
-    } catch (const std::exception&) {
-    }
-  }
-  c.note(std::string(name) + "=" + py::repr(v).cast<std::string>() + " must be an int");
-  return 0;
-}
-
 class LowLatencyRuntime {
  public:
   // shrink_timeout_ms > 0: shrink mode, with the operators of `hinted_shapes` ((max tokens,
@@ -65,8 +53,8 @@ class LowLatencyRuntime {
     a.cumulative_local_expert_recv_stats = c.tensor(t, "cumulative_local_expert_recv_stats");
     a.dispatch_wait_recv_cost_stats = c.tensor(t, "dispatch_wait_recv_cost_stats");
     a.num_max_dispatch_tokens_per_rank =
-        integer(c, num_max_dispatch_tokens_per_rank, "num_max_dispatch_tokens_per_rank");
-    a.num_experts = integer(c, num_experts, "num_experts");
+        c.integer(num_max_dispatch_tokens_per_rank, "num_max_dispatch_tokens_per_rank");
+    a.num_experts = c.integer(num_experts, "num_experts");
     a.use_fp8 = use_fp8 ? 1 : 0;
     a.round_scale = round_scale ? 1 : 0;
     a.use_ue8m0 = use_ue8m0 ? 1 : 0;
@@ -111,7 +99,7 @@ class LowLatencyRuntime {
 
   void update_mask(const py::object& rank_to_mask, bool mask) {
     Converted c;
-    const int rank = integer(c, rank_to_mask, "rank_to_mask");
+    const int rank = c.integer(rank_to_mask, "rank_to_mask");
     if (c.refusal() != nullptr) {
       throw Error(std::string("deep_ep.Buffer.low_latency_update_mask_buffer: ") + c.refusal(),
                   SHMOE_MOE_REFUSED);
@@ -131,9 +119,9 @@ class LowLatencyRuntime {
 
   void clean(const py::object& m, const py::object& h, const py::object& e) {
     Converted c;
-    const int max_tokens = integer(c, m, "num_max_dispatch_tokens_per_rank");
-    const int hidden = integer(c, h, "hidden");
-    const int experts = integer(c, e, "num_experts");
+    const int max_tokens = c.integer(m, "num_max_dispatch_tokens_per_rank");
+    const int hidden = c.integer(h, "hidden");
+    const int experts = c.integer(e, "num_experts");
     released([&] {
       return check(shmoe_low_latency_clean(get(), max_tokens, hidden, experts, c.refusal()));
     });

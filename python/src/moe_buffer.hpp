@@ -1,5 +1,5 @@
 // The extension's MoeBuffer: a shmoe::MoeBuffer with its shape and pools of host blocks for the
-// arrays its calls return (moe.cpp binds it; deep_ep_normal.cpp calls it).
+// arrays its calls return (moe.cpp binds it; moe_runtime.cpp runs its calls).
 #pragma once
 
 #include <cstdint>

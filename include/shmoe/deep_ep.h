@@ -156,8 +156,10 @@ typedef struct {
   int num_hinted_shapes;
 } shmoe_low_latency_buffer_config_t;
 
-/* Local: *ms = SHMOE_SHRINK_TIMEOUT_MS (default 10000), refused unless an int in 1..2^31-1. */
-SHMOE_API int shmoe_low_latency_shrink_timeout_ms(int* ms);
+/* Local: *ms = the value of SHMOE_SHRINK_TIMEOUT_MS, `text` as the caller read it from its
+ * environment (NULL: unset, 10000), refused unless an int in 1..2^31-1. (The caller reads it:
+ * shmoe reads its own variables through its settings table, and this one is DeepEP's.) */
+SHMOE_API int shmoe_low_latency_shrink_timeout_ms(const char* text, int* ms);
 
 /* Local, or collective in shrink mode (the operators are made by the first dispatch of each
  * shape). */

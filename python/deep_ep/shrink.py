@@ -33,6 +33,7 @@ What a failed rank changes, and what this package decided about it:
 
 from __future__ import annotations
 
+import os
 from typing import List, Tuple
 
 from shmoe import _shmoe
@@ -53,4 +54,4 @@ def remember(shape: Tuple[int, int, int, int]) -> None:
 
 def timeout_ms(call: str) -> int:
     """SHMOE_SHRINK_TIMEOUT_MS (default 10000), checked by the runtime."""
-    return int(_shmoe.shrink_timeout_ms())
+    return int(_shmoe.shrink_timeout_ms(os.environ.get(ENV)))

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,9 +140,9 @@ class LowLatencyRuntime {
 }  // namespace
 
 void bind_low_latency(py::module_& m) {
-  m.def("shrink_timeout_ms", [] {
+  m.def("shrink_timeout_ms", [](const std::optional<std::string>& text) {
     int ms = 0;
-    check(shmoe_low_latency_shrink_timeout_ms(&ms));
+    check(shmoe_low_latency_shrink_timeout_ms(text ? text->c_str() : nullptr, &ms));
     return ms;
   });
   py::class_<LowLatencyRuntime>(m, "LowLatencyBuffer")

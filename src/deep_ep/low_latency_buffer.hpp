@@ -70,7 +70,7 @@ struct LowLatencyRouting {
 // that the operators made up front serve every call; more only for a call that passes more).
 int shrink_area_topk(int experts, int topk);
 // SHMOE_SHRINK_TIMEOUT_MS, checked (default 10000).
-int shrink_timeout_ms();
+int shrink_timeout_ms(const char* text);
 
 class LowLatencyBuffer {
  public:

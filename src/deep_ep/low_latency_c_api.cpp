@@ -94,9 +94,10 @@ int shmoe_low_latency_clean(shmoe_low_latency_buffer_t buffer, int num_max_dispa
   });
 }
 
-int shmoe_low_latency_shrink_timeout_ms(int* ms) {
+int shmoe_low_latency_shrink_timeout_ms(const char* text, int* ms) {
   return guarded([&] {
-    require(ms, "shmoe_low_latency_shrink_timeout_ms", "ms") = shmoe::deep_ep::shrink_timeout_ms();
+    require(ms, "shmoe_low_latency_shrink_timeout_ms", "ms") =
+        shmoe::deep_ep::shrink_timeout_ms(text);
     return int{SHMOE_MOE_OK};
   });
 }

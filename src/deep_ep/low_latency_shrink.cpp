@@ -22,8 +22,7 @@ int shrink_area_topk(int experts, int topk) {
   return std::max(topk, std::min(experts, kMaxTopk));
 }
 
-int shrink_timeout_ms() {
-  const char* text = std::getenv("SHMOE_SHRINK_TIMEOUT_MS");
+int shrink_timeout_ms(const char* text) {
   if (text == nullptr) return 10000;
   char* end = nullptr;
   const long long v = std::strtoll(text, &end, 10);

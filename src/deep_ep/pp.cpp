@@ -70,16 +70,22 @@ void Pp::check_peer(const char* call, const char* name, int peer) const {
   }
 }
 
-void Pp::send(const shmoe_tensor_t& t, int dst_rank) {
-  constexpr const char* kCall = "ElasticBuffer.pp_send";
-  check_peer(kCall, "dst_rank_idx", dst_rank);
+// t's bytes, refused unless it is a tensor that fits a slot.
+std::int64_t Pp::slot_fitting(const char* call, const shmoe_tensor_t& t) const {
   const std::int64_t bytes = tensor_bytes(t);
   if (t.data == nullptr || bytes > slot_bytes_) {
     throw moe::Refused(
         fmt::format("{}: t ({} bytes) must be a tensor of at most "
                     "num_max_tensor_bytes={} bytes (pp_set_config)",
-                    kCall, bytes, slot_bytes_));
+                    call, bytes, slot_bytes_));
   }
+  return bytes;
+}
+
+void Pp::send(const shmoe_tensor_t& t, int dst_rank) {
+  constexpr const char* kCall = "ElasticBuffer.pp_send";
+  check_peer(kCall, "dst_rank_idx", dst_rank);
+  const std::int64_t bytes = slot_fitting(kCall, t);
   const int there = channel(me_, dst_rank), here = 1 - there;  // here: dst's freed word for me
   std::uint64_t& k = sent_[here];
   if (k >= static_cast<std::uint64_t>(inflight_)) {
@@ -97,13 +103,7 @@ void Pp::send(const shmoe_tensor_t& t, int dst_rank) {
 void Pp::recv(const shmoe_tensor_t& t, int src_rank) {
   constexpr const char* kCall = "ElasticBuffer.pp_recv";
   check_peer(kCall, "src_rank_idx", src_rank);
-  const std::int64_t bytes = tensor_bytes(t);
-  if (t.data == nullptr || bytes > slot_bytes_) {
-    throw moe::Refused(
-        fmt::format("{}: t ({} bytes) must be a tensor of at most "
-                    "num_max_tensor_bytes={} bytes (pp_set_config)",
-                    kCall, bytes, slot_bytes_));
-  }
+  const std::int64_t bytes = slot_fitting(kCall, t);
   const int ch = channel(src_rank, me_);
   std::uint64_t& k = received_[ch];
   shmem_signal_wait_until(arrived() + ch, SHMEM_CMP_GE, k + 1);

@@ -60,6 +60,7 @@ class Pp {
   // dst is src's next rank, else 1 (DeepEP's numbering: with two ranks, always 0).
   int channel(int src, int dst) const { return dst == (src + 1) % n_ ? 0 : 1; }
   void check_peer(const char* call, const char* name, int peer) const;
+  std::int64_t slot_fitting(const char* call, const shmoe_tensor_t& t) const;
   std::uint64_t* arrived() const;  // [2]: tensors arrived on each channel
   std::uint64_t* freed() const;    // [2]: by channel at the receiver, tensors it has received
   std::uint64_t* sizes() const;    // [2][inflight]: each slot's byte count

@@ -299,35 +299,6 @@ void bind_moe(py::module_& m) {
     });
     if (rc != 0) throw Error(shmoe_moe_last_error());
   });
-  // DeepEP's FP8 token rows: cols E4M3 codes, then cols / 128 float32 scales.
-  m.def("fp8_token_row_bytes", [](int cols) { return shmoe_fp8_token_row_bytes(cols); });
-  // rows x cols bfloat16 bits -> rows of fp8_token_row_bytes(cols).
-  m.def("quantize_fp8_token_rows", [](const py::buffer& src, std::size_t rows, int cols,
-                                      bool round_scale, const py::buffer& out) {
-    const Bytes s = bytes_of(src, "src"), d = bytes_of(out, "out", true);
-    require_bytes(s, rows * static_cast<std::size_t>(cols > 0 ? cols : 0) * 2, "src");
-    require_bytes(d, rows * shmoe_fp8_token_row_bytes(cols), "out");
-    const int rc = released([&] {
-      return shmoe_fp8_quantize_token_rows(s.as<std::uint16_t>(), rows, cols, round_scale,
-                                           d.as<std::uint8_t>());
-    });
-    if (rc != 0) throw Error(shmoe_moe_last_error());
-  });
-  // Such rows -> values (E4M3 values as bfloat16 bits) [rows, cols] and scales [rows, cols/128].
-  m.def("unpack_fp8_token_rows", [](const py::buffer& src, std::size_t rows, int cols,
-                                    const py::buffer& values, const py::buffer& scales) {
-    const Bytes s = bytes_of(src, "src"), v = bytes_of(values, "values", true),
-                sc = bytes_of(scales, "scales", true);
-    const std::size_t n = rows * static_cast<std::size_t>(cols > 0 ? cols : 0);
-    require_bytes(s, rows * shmoe_fp8_token_row_bytes(cols), "src");
-    require_bytes(v, n * 2, "values");
-    require_bytes(sc, n / 128 * 4, "scales");
-    const int rc = released([&] {
-      return shmoe_fp8_unpack_token_rows(s.as<std::uint8_t>(), rows, cols, v.as<std::uint16_t>(),
-                                         sc.as<float>());
-    });
-    if (rc != 0) throw Error(shmoe_moe_last_error());
-  });
   // The inverse: rows of mx_row_bytes(cols) -> rows x cols float32.
   m.def("dequantize_mx_rows", [](const py::buffer& src, std::size_t rows, int cols,
                                  const std::string& format, const py::buffer& out) {

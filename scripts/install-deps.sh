@@ -9,6 +9,7 @@ packages=(
   libdnnl-dev  # oneDNN: the MegaMoE GEMMs (src/moe/mega_gemm.cpp)
   libucx-dev iproute2
   libpmix-dev openmpi-bin  # PMIx bootstrap (src/bootstrap/pmix_launch.cpp), tested under mpirun
+  libopenmpi-dev  # MPI_Alltoallv, the peer bench/moe_mpi_bench measures shmoe against
   libssl-dev  # libcrypto's HMAC-SHA256 for the config store's job key (src/bootstrap/store_auth.cpp)
   util-linux  # setpriv: tests/security runs a stranger as user nobody
   clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz) and their sanitizer runtimes

@@ -133,8 +133,9 @@ def _worker(rank, n, port, o):
     dist.destroy_process_group()
 
 
-def main():
-    p = argparse.ArgumentParser()
+def shape_arguments(description):
+    """The options both deep_ep benchmarks take: ranks, shape, and how long to time."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--procs", type=int, default=2)
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--hidden", type=int, default=7168)
@@ -143,14 +144,22 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--loops", type=int, default=10)
     p.add_argument("--rounds", type=int, default=7)
-    o = p.parse_args()
+    return p
+
+
+def spawn_ranks(worker, o):
+    """Runs worker(rank, procs, port, o) in o.procs processes, as DeepEP's programs start."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     # Both sides' buffers: deep_ep's (sized from its own byte counts) and the C++ operators'.
     os.environ.setdefault("SHMEM_SYMMETRIC_SIZE", "4G")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_worker, args=(o.procs, port, o), nprocs=o.procs)
+    mp.spawn(worker, args=(o.procs, port, o), nprocs=o.procs)
+
+
+def main():
+    spawn_ranks(_worker, shape_arguments(__doc__.splitlines()[0]).parse_args())
 
 
 if __name__ == "__main__":

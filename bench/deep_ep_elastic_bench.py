@@ -17,18 +17,15 @@ inside a host, UCX between them.
         [--hidden 7168] [--topk 8] [--experts-per-rank 8] [--loops 10] [--warmup 3] [--rounds 7]
 """
 
-import argparse
 import os
-import socket
 import statistics
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deep_ep_bench import _time  # noqa: E402
+from deep_ep_bench import _time, shape_arguments, spawn_ranks  # noqa: E402
 
 
 def _gloo_peer(x, in_rank, n):
@@ -102,25 +99,12 @@ def _worker(rank, n, port, o):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--procs", type=int, default=2)
+    p = shape_arguments(__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=1)
-    p.add_argument("--tokens", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=7168)
-    p.add_argument("--topk", type=int, default=8)
-    p.add_argument("--experts-per-rank", type=int, default=8)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--loops", type=int, default=10)
-    p.add_argument("--rounds", type=int, default=7)
     o = p.parse_args()
     if o.hosts < 1 or o.procs % o.hosts:
         p.error(f"--procs {o.procs} must be a multiple of --hosts {o.hosts}")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("SHMEM_SYMMETRIC_SIZE", "4G")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_worker, args=(o.procs, port, o), nprocs=o.procs)
+    spawn_ranks(_worker, o)
 
 
 if __name__ == "__main__":

@@ -274,6 +274,7 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
     if (!live.live(pe)) continue;
     const std::uint64_t* theirs = rows + static_cast<std::size_t>(pe) * kWords;
     std::vector<std::uint64_t> row(theirs, theirs + top.size());
+    std::atomic_thread_fence(std::memory_order_acquire);  // the row read before the flag again
     if (std::atomic_ref<std::uint64_t>(*flags.slot(pe)).load(std::memory_order_acquire) !=
         FlagArray::arrived(a)) {
       live.mask(pe, "rejoin", a, "it went on to a later rejoin while this PE read its counters");

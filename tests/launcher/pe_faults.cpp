@@ -32,6 +32,12 @@ int main(int argc, char** argv) {
   } else if (mode == "kill9_last") {  // the last PE dies, the others wait for it in a barrier
     if (me == n - 1) raise(SIGKILL);
     shmem_barrier_all();
+  } else if (mode == "kill9_in_barrier") {  // the others already wait for PE 1 when it dies
+    if (me == 1) {
+      usleep(200000);
+      raise(SIGKILL);
+    }
+    shmem_barrier_all();
   } else if (mode == "kill9_others_go_on" || mode == "kill9_then_broadcast") {
     // PE 1 is killed; the others wait until it is gone for good (reaped), then work together
     // without it, say so, and end: shmem_barrier_all, shmem_free and shmem_finalize go on over

@@ -161,25 +161,25 @@ bool WakeWord::sleep_once(std::uint32_t v, const timespec* timeout) {
   return holds(v);
 }
 
-std::optional<std::chrono::steady_clock::duration> WakeWord::wait_slowly(std::uint32_t v,
-                                                                         std::uint32_t spin,
-                                                                         WaitTicket& ticket) {
+WakeWord::Slowly WakeWord::wait_slowly(std::uint32_t v, std::uint32_t spin, WaitTicket& ticket,
+                                       bool end_on_loss) {
   const WaitPolicy& p = wait_policy();
-  if (spin_for(v, spin)) return std::nullopt;
+  if (spin_for(v, spin)) return {};
   ticket.enter();
   const auto start = std::chrono::steady_clock::now();
-  if (yield_for(v, start + p.yield_time)) return std::nullopt;
+  if (yield_for(v, start + p.yield_time)) return {};
   // Where PEs may be lost, no sleep outlasts kLostPeCheckEvery, so that a wait for a lost PE
   // learns of it (see Backoff::check_for_lost_pe).
   const bool watch = watch_lost_pes();
   for (;;) {
     const auto waited = std::chrono::steady_clock::now() - start;
-    if (p.hang_timeout.count() != 0 && waited >= p.hang_timeout) return waited;
+    if (end_on_loss && any_pe_lost()) return {std::nullopt, true};
+    if (p.hang_timeout.count() != 0 && waited >= p.hang_timeout) return {waited, false};
     std::optional<std::chrono::nanoseconds> sleep;
     if (p.hang_timeout.count() != 0) sleep = p.hang_timeout - waited;
     if (watch && (!sleep || *sleep > kLostPeCheckEvery)) sleep = kLostPeCheckEvery;
     const timespec ts = to_timespec(sleep.value_or(std::chrono::nanoseconds(0)));
-    if (sleep_once(v, sleep ? &ts : nullptr)) return std::nullopt;
+    if (sleep_once(v, sleep ? &ts : nullptr)) return {};
     if (any_pe_lost()) fail_if_waiting_for_lost_pe(ticket.describe());
   }
 }

@@ -131,11 +131,16 @@ class WakeWord {
   // running), then yields the core for wait_policy().yield_time, then sleeps until publish()
   // wakes it. Yields come before sleeping because a sleeper can leave its core idle,
   // and waking an idle core costs far more than a yield (~50-200 us against ~5 us in a VM).
+  // With `end_on_loss`, it also returns (false) once a PE of the job is lost, within
+  // kLostPeCheckEvery: the caller goes on without the lost PE (see Barrier).
   template <typename Describe>
-  void wait_for(std::uint32_t v, std::uint32_t spin, Describe&& describe) {
-    if (holds(v)) return;
+  bool wait_for(std::uint32_t v, std::uint32_t spin, Describe&& describe,
+                bool end_on_loss = false) {
+    if (holds(v)) return true;
     WaitTicket ticket(describe);
-    if (auto waited = wait_slowly(v, spin, ticket)) report_hang(ticket.describe(), *waited);
+    const Slowly r = wait_slowly(v, spin, ticket, end_on_loss);
+    if (r.hung) report_hang(ticket.describe(), *r.hung);
+    return !r.lost;
   }
 
  private:
@@ -146,10 +151,12 @@ class WakeWord {
   bool spin_for(std::uint32_t v, std::uint32_t spins) const;
   bool yield_for(std::uint32_t v, std::chrono::steady_clock::time_point until) const;
   bool sleep_once(std::uint32_t v, const timespec* timeout);
-  // Returns how long it waited if it gave up at the hang timeout.
-  std::optional<std::chrono::steady_clock::duration> wait_slowly(std::uint32_t v,
-                                                                 std::uint32_t spin,
-                                                                 WaitTicket& ticket);
+  // How a slow wait ended: at the hang timeout (how long it waited), or because a PE was lost.
+  struct Slowly {
+    std::optional<std::chrono::steady_clock::duration> hung;
+    bool lost = false;
+  };
+  Slowly wait_slowly(std::uint32_t v, std::uint32_t spin, WaitTicket& ticket, bool end_on_loss);
 
   std::uint32_t* word_;
 };

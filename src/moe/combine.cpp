@@ -32,6 +32,7 @@
 
 #include "moe/combine_reduce.hpp"
 #include "moe/context_state.hpp"
+#include "moe/test_stop.hpp"
 
 namespace shmoe::moe {
 namespace {
@@ -226,6 +227,7 @@ class CombineCall {
     if (!mine_.empty()) throw Refused(mine_);
     if (!refusing_.empty()) throw Refused(refused_elsewhere(refusing_));
     if (!mode_error_.empty()) throw Refused(mode_error_);
+    if (!read_error_.empty()) throw Refused(read_error_);
     for (int i = 0; i < c_.workers.vector; ++i)
       s_.timing.worker_us.push_back(s_.pool->last_worker_seconds()[i] * 1e6);
     s_.timing.comm_us = comm_us_;
@@ -310,16 +312,53 @@ class CombineCall {
                                          : s_.peer_recv_rows[ids[i] / L()] +
                                                static_cast<std::size_t>(pos) * s_.row_bytes;
     }
-    reduce_weighted_rows({c_.dtype, c_.hidden, c_.topk, nullptr, s_.row_bytes, ids,
-                          in_.expert_scales, in_.x_out, row_at_.data(), in_.x_out_float32},
-                         first, last);
+    auto reduce = [&](std::size_t t0, std::size_t t1) {
+      reduce_weighted_rows({c_.dtype, c_.hidden, c_.topk, nullptr, s_.row_bytes, ids,
+                            in_.expert_scales, in_.x_out, row_at_.data(), in_.x_out_float32},
+                           t0, t1);
+    };
+    std::size_t from = first;
+    if (first == 0 && first < last && test_stop_armed(s_.me, "combine_reads")) {  // mid-read
+      reduce(first, ++from);
+      test_stop_point(s_.me, "combine_reads");
+    }
+    reduce(from, last);
   }
 
   // Pull: no PE may overwrite its window (the next dispatch) before every reader is done.
   void wait_for_readers(Clock::time_point t0) {
     s_.combine_done.all_reach(s_.me, g_, "combine reads", &waits_, s_.late_set(live_));
     s_.keep_only_late(live_);
+    if (s_.shrink()) tell_and_learn_read_masks();
     comm_us_ = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  }
+
+  // Shrink mode: a reader late past the bound is masked, and the PEs whose windows it read go
+  // on to their next calls; each tells it so (read_masks, call g). A PE that learns it was
+  // masked while it read cannot prove its rows were still call g's: the call fails on it, and
+  // its mask takes in those PEs, as theirs now leave it out.
+  void tell_and_learn_read_masks() {
+    for (int pe = 0; pe < s_.n_pes; ++pe) {
+      if (pe != s_.me && live_.live(pe) && !s_.late_mask.empty() &&
+          s_.late_mask[static_cast<std::size_t>(pe)] != 0) {
+        s_.read_masks.raise(pe, s_.me, g_);
+      }
+    }
+    std::vector<int> masked_me;
+    for (int src = 0; src < s_.n_pes; ++src) {
+      if (std::atomic_ref<std::uint64_t>(*s_.read_masks.slot(src))
+                  .load(std::memory_order_acquire) >= g_ &&
+          live_.live(src)) {
+        masked_me.push_back(src);
+        live_.mask(src, "combine reads", g_, "it masked this PE, late past the bound in its reads");
+      }
+    }
+    if (masked_me.empty()) return;
+    read_error_ = fmt::format(
+        "combine: PE {}: call {}: PEs {} masked this PE while it read their windows (it was late "
+        "past shrink_timeout_ms={}), so this call's result is not certain; pe_mask now leaves "
+        "them out (rejoin to take them back)",
+        s_.me, g_, fmt::join(masked_me, ","), c_.shrink_timeout_ms);
   }
 
   // Push: this worker's share of the received rows, each to its token's slot at its source PE.
@@ -364,6 +403,7 @@ class CombineCall {
   std::vector<int> refusing_;
   std::vector<int> modes_;  // every PE's caller_mode
   std::string mode_error_;  // they differ: nothing moves, every PE throws
+  std::string read_error_;  // shrink mode: PEs masked this one while it read their windows
   bool pull_ = false;
   std::vector<const std::byte*> row_at_;  // with pull: row (t, k) in its expert's window
   // Shrink mode: the routing the sum uses, with -1 for the slots of masked experts' PEs.

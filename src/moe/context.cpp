@@ -2,12 +2,14 @@
 #include <shmem.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <numeric>
 
 #include "common/backoff.hpp"
 #include "moe/config_check.hpp"
 #include "moe/context_state.hpp"
+#include "moe/test_stop.hpp"
 
 namespace shmoe::moe {
 namespace {
@@ -15,8 +17,8 @@ namespace {
 // Where each part of the symmetric window lies: flags, the header exchange, received rows and
 // their side-band, combine rows.
 struct Window {
-  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, live_sync, rejoin_flags,
-      rejoin_counters, headers, recv_rows, recv_band, combine_rows, total;
+  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, read_masks, live_sync,
+      rejoin_flags, rejoin_counters, headers, recv_rows, recv_band, combine_rows, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -41,6 +43,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_entry = l.take(Agreement::bytes(n_pes));
   w.combine_done = l.take(flags);
   w.combine_pulls = l.take(flags);
+  w.read_masks = l.take(flags);
   w.live_sync = l.take(flags);
   w.rejoin_flags = l.take(2 * flags);
   w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeBuffer::State::kRejoinWords *
@@ -120,6 +123,7 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
     throw Refused("MoeBuffer: " + e);
   if (const std::string e = shrink_bound_error(config); !e.empty())
     throw Refused("MoeBuffer: " + e);
+  check_test_stop_setting();
   s.cfg = config;
   if (s.cfg.workers.total() == 0) s.cfg.workers = kernel::default_worker_counts(s.n_pes);
   if (s.cfg.workers.vector == 0) s.cfg.workers.vector = 1;
@@ -140,6 +144,7 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
   s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
+  s.read_masks = FlagArray(s.window + wl.read_masks, s.n_pes);
   s.live_sync = FlagArray(s.window + wl.live_sync, s.n_pes);
   for (int p = 0; p < 2; ++p) {
     s.rejoin_flags[p] =
@@ -201,8 +206,33 @@ void sync_live(MoeBuffer& ctx, std::int32_t* pe_mask) {
         "sync_live: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
   }
   if (const std::string e = s.check_mask("sync_live", pe_mask); !e.empty()) throw Refused(e);
-  s.live_sync.all_reach(s.me, ++s.sync_generation, "sync_live", nullptr, s.live_set(pe_mask));
+  // Live PEs have made the same syncs since their last rejoin (a masked one may have made more
+  // alone; a rejoin takes the most), so a flag of any other sync is not an arrival.
+  s.live_sync.meet(s.me, ++s.sync_generation, "sync_live", s.live_set(pe_mask));
 }
+
+namespace {
+
+// The contexts whose counters a rejoin brings together: `first`, then the others.
+std::vector<MoeBuffer::State*> rejoin_contexts(MoeBuffer::State& first,
+                                               const std::vector<MoeBuffer*>& others) {
+  std::vector<MoeBuffer::State*> all{&first};
+  for (MoeBuffer* o : others) {
+    if (o == nullptr || !o->state().shrink() || o->n_pes() != first.n_pes) {
+      throw Refused(fmt::format(
+          "rejoin: PE {}: others[{}] is {}, not a shrink-mode context of the same {} PEs", first.me,
+          all.size() - 1, o == nullptr ? "null" : "another kind of context", first.n_pes));
+    }
+    all.push_back(&o->state());
+  }
+  if (all.size() > MoeBuffer::State::kMaxRejoinContexts) {
+    throw Refused(fmt::format("rejoin: PE {}: {} other contexts, at most {}", first.me,
+                              others.size(), MoeBuffer::State::kMaxRejoinContexts - 1));
+  }
+  return all;
+}
+
+}  // namespace
 
 void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>& others) {
   auto& s = ctx.state();
@@ -211,27 +241,15 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
         "rejoin: PE {}: shrink mode is off (shrink_timeout_ms=0) for this context", s.me));
   }
   if (const std::string e = s.check_mask("rejoin", pe_mask); !e.empty()) throw Refused(e);
-  // The contexts whose counters this rejoin brings together: this one, then the others.
-  std::vector<MoeBuffer::State*> all{&s};
-  for (MoeBuffer* o : others) {
-    if (o == nullptr || !o->state().shrink() || o->n_pes() != s.n_pes) {
-      throw Refused(fmt::format(
-          "rejoin: PE {}: others[{}] is {}, not a shrink-mode context of the same {} PEs", s.me,
-          all.size() - 1, o == nullptr ? "null" : "another kind of context", s.n_pes));
-    }
-    all.push_back(&o->state());
-  }
-  if (all.size() > MoeBuffer::State::kMaxRejoinContexts) {
-    throw Refused(fmt::format("rejoin: PE {}: {} other contexts, at most {}", s.me, others.size(),
-                              MoeBuffer::State::kMaxRejoinContexts - 1));
-  }
+  const std::vector<MoeBuffer::State*> all = rejoin_contexts(s, others);
   // Every PE takes part, masked or not, each with its own call counters: a PE that was masked
-  // (stopped, then resumed) has made fewer calls, or calls alone. Only rejoins advance the
-  // rejoin counter, and every PE makes the same rejoins, so it is the same everywhere.
-  const std::uint64_t g = ++s.rejoin_generation;
-  const int parity = static_cast<int>(g % 2);
+  // (stopped, then resumed) has made fewer calls, or calls alone. A PE that missed a rejoin (the
+  // others ended it without it) joins the one the others are in, or the next (next_attempt).
+  const std::uint64_t a = std::max(s.rejoin_flags[0].next_attempt(s.rejoin_generation),
+                                   s.rejoin_flags[1].next_attempt(s.rejoin_generation));
+  const FlagArray& flags = s.rejoin_flags[a % 2];
   constexpr std::size_t kWords = MoeBuffer::State::kRejoinWords;
-  std::uint64_t* rows = s.rejoin_counters + static_cast<std::size_t>(parity) * s.n_pes * kWords;
+  std::uint64_t* rows = s.rejoin_counters + static_cast<std::size_t>(a % 2) * s.n_pes * kWords;
   std::uint64_t* mine = rows + static_cast<std::size_t>(s.me) * kWords;
   constexpr std::size_t kCounters = MoeBuffer::State::kCounters;
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -245,19 +263,26 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
   }
   shmem_fence();
   // Those that do not come within the bound are masked; the others continue from the highest
-  // counters any of them reached, the same on all of them. (The other parity's rows are free:
-  // no PE can start rejoin g + 1 before every PE here has raised g, i.e. read g - 1's rows.)
+  // counters any of them reached, the same on all of them. A PE's row is the one of this
+  // attempt while its flag still says so: one that went on to attempt a + 2 (same parity, after
+  // masking this PE) may have written over it, and is masked here too.
   std::vector<std::int32_t> arrived(static_cast<std::size_t>(s.n_pes), 0);
-  s.rejoin_flags[parity].all_reach(
-      s.me, g, "rejoin", nullptr,
-      LiveSet(arrived.data(), std::chrono::milliseconds(s.cfg.shrink_timeout_ms)));
+  const LiveSet live(arrived.data(), std::chrono::milliseconds(s.cfg.shrink_timeout_ms));
+  flags.meet(s.me, a, "rejoin", live);
   std::vector<std::uint64_t> top(kCounters * all.size(), 0);
   for (int pe = 0; pe < s.n_pes; ++pe) {
-    pe_mask[pe] = arrived[static_cast<std::size_t>(pe)];
-    if (arrived[static_cast<std::size_t>(pe)] != 0) continue;
+    if (!live.live(pe)) continue;
     const std::uint64_t* theirs = rows + static_cast<std::size_t>(pe) * kWords;
-    for (std::size_t i = 0; i < top.size(); ++i) top[i] = std::max(top[i], theirs[i]);
+    std::vector<std::uint64_t> row(theirs, theirs + top.size());
+    std::atomic_thread_fence(std::memory_order_acquire);  // the row read before the flag again
+    if (std::atomic_ref<std::uint64_t>(*flags.slot(pe)).load(std::memory_order_acquire) !=
+        FlagArray::arrived(a)) {
+      live.mask(pe, "rejoin", a, "it went on to a later rejoin while this PE read its counters");
+      continue;
+    }
+    for (std::size_t i = 0; i < top.size(); ++i) top[i] = std::max(top[i], row[i]);
   }
+  for (int pe = 0; pe < s.n_pes; ++pe) pe_mask[pe] = arrived[static_cast<std::size_t>(pe)];
   for (std::size_t i = 0; i < all.size(); ++i) {
     all[i]->dispatch_generation = top[kCounters * i];
     all[i]->combine_generation = top[kCounters * i + 1];
@@ -265,6 +290,7 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
     all[i]->late_mask.clear();
     all[i]->dispatched = false;
   }
+  s.rejoin_generation = a;
 }
 
 }  // namespace shmoe::moe

@@ -32,6 +32,8 @@ struct MoeBuffer::State : OperatorState {
 
   std::uint64_t dispatch_generation = 0;
   std::uint64_t combine_generation = 0;
+  // Shrink mode: at PE X, the call whose combine reads each PE ended without X (X was late).
+  FlagArray read_masks;
   FlagArray live_sync;  // shrink mode's sync_live barrier
   std::uint64_t sync_generation = 0;
   // Shrink mode's rejoin: its flags (two parities), and each PE's call counters, [2][n_pes] rows

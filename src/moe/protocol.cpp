@@ -11,6 +11,7 @@
 #include "common/backoff.hpp"
 #include "common/log.hpp"
 #include "common/pe_loss.hpp"
+#include "moe/test_stop.hpp"
 
 namespace shmoe::moe {
 namespace {
@@ -18,10 +19,12 @@ namespace {
 // Waits until ready(src) holds for every live source PE, polling all of them in each round so
 // that each arrival is timed on its own (into `waits`, when given). A hang names the first source
 // still missing, by describe(src). In shrink mode the wait ends at the bound, and the sources
-// still missing are masked (as having missed `step` of call `g`).
-template <typename Ready, typename Describe>
+// still missing are masked (as having missed `step` of call `g`), and so is at once a source for
+// which ended_without_me(src) holds.
+template <typename Ready, typename Describe, typename Left>
 void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* waits,
-                      const LiveSet& live, const std::string& step, std::uint64_t g) {
+                      const LiveSet& live, const std::string& step, std::uint64_t g,
+                      Left&& ended_without_me) {
   using Clock = std::chrono::steady_clock;
   // Atomic: a hang report (another thread) reads it through describe while this thread waits.
   std::vector<std::atomic<bool>> pending(static_cast<std::size_t>(n));
@@ -42,15 +45,20 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
   // Shrink mode masks a PE that does not come, lost ones included (SHMOE_PE_LOSS=continue): its
   // waits must not fail on them as other waits do.
   const shmoe::LostPesHandledHere lost_pes_masked_here(live.bounded());
-  std::vector<bool> lost(static_cast<std::size_t>(n));
+  // Why a source is masked before the bound: it was lost, or it left without this PE.
+  std::vector<const char*> gone(static_cast<std::size_t>(n), nullptr);
   shmoe::wait_until(
       [&] {
         for (int src = 0; src < n; ++src) {
           if (!is_pending(src)) continue;
-          if (live.bounded() && shmoe::pe_lost(src)) {
-            // A lost PE never comes: masked at once rather than at the bound.
+          const char* why = !live.bounded()         ? nullptr
+                            : shmoe::pe_lost(src)   ? "it was lost (SHMOE_PE_LOSS=continue)"
+                            : ended_without_me(src) ? "it ended this step without this PE"
+                                                    : nullptr;
+          if (why != nullptr) {
+            // It never comes: masked at once rather than at the bound.
             arrived(src);
-            lost[static_cast<std::size_t>(src)] = true;
+            gone[static_cast<std::size_t>(src)] = why;
             --left;
             continue;
           }
@@ -70,8 +78,8 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
         return describe(src);
       });
   for (int src = 0; src < n; ++src) {
-    if (lost[static_cast<std::size_t>(src)]) {
-      live.mask(src, step, g, "it was lost (SHMOE_PE_LOSS=continue)");
+    if (gone[static_cast<std::size_t>(src)] != nullptr) {
+      live.mask(src, step, g, gone[static_cast<std::size_t>(src)]);
     } else if (out_of_time && is_pending(src)) {
       live.mask(src, step, g, "");
     }
@@ -119,7 +127,50 @@ void FlagArray::wait_for_every_pe(std::uint64_t generation, const std::string& w
             seen,
             generation};
       },
-      waits, live, what, generation);
+      waits, live, what, generation, [](int) { return false; });
+}
+
+void FlagArray::meet(int me, std::uint64_t attempt, const std::string& what,
+                     const LiveSet& live) const {
+  std::vector<bool> was_live(static_cast<std::size_t>(n_));
+  for (int pe = 0; pe < n_; ++pe) {
+    was_live[static_cast<std::size_t>(pe)] = live.live(pe);
+    if (!live.live(pe)) continue;
+    raise(pe, me, arrived(attempt));
+    if (pe + 1 == (n_ + 1) / 2) test_stop_point(me, what);  // half of them: an interrupted arrival
+  }
+  auto flag = [&](int src) {
+    return std::atomic_ref<std::uint64_t>(*slot(src)).load(std::memory_order_acquire);
+  };
+  wait_for_sources(
+      n_, [&](int src) { return flag(src) == arrived(attempt); },
+      [&](int src) {
+        const std::uint64_t seen = flag(src);
+        return shmoe::WaitState{
+            what,
+            fmt::format("{} #{}: waiting for PE {} (its flag is at {} #{}{})", what, attempt, src,
+                        what, seen / 2, seen % 2 ? ", ended without this PE" : ""),
+            src,
+            arrived(attempt),
+            seen,
+            arrived(attempt)};
+      },
+      nullptr, live, what, attempt, [&](int src) { return flag(src) == left_without(attempt); });
+  // Those this attempt masked learn it at once if they come to it later.
+  for (int pe = 0; pe < n_; ++pe) {
+    if (pe != me && was_live[static_cast<std::size_t>(pe)] && !live.live(pe)) {
+      raise(pe, me, left_without(attempt));
+    }
+  }
+}
+
+std::uint64_t FlagArray::next_attempt(std::uint64_t last) const {
+  std::uint64_t a = last + 1;
+  for (int src = 0; src < n_; ++src) {
+    const std::uint64_t v = std::atomic_ref<std::uint64_t>(*slot(src)).load();
+    a = std::max(a, v / 2 + v % 2);
+  }
+  return a;
 }
 
 Agreement::Agreement(std::byte* base, int n_pes) : n_(n_pes) {
@@ -153,7 +204,7 @@ std::vector<int> Agreement::agree(std::uint64_t g, int me, bool refuse, const st
                                 now / 256,
                                 g};
       },
-      waits, live, what, g);
+      waits, live, what, g, [](int) { return false; });
   if (modes != nullptr) modes->assign(static_cast<std::size_t>(n_), mode);
   std::vector<int> refusing;
   for (int src = 0; src < n_; ++src) {

@@ -93,6 +93,18 @@ class FlagArray {
     wait_for_every_pe(generation, what, waits, live);
   }
 
+  // Shrink mode's sync_live and rejoin, whose flags carry the attempt they belong to: arrived(a)
+  // says "here for attempt a", left_without(a) "ended attempt a without you" (written at each PE
+  // the attempt masked). A flag of another attempt is never an arrival (so one left by an
+  // attempt that a stop interrupted cannot pass for a later one), and a PE that comes to an
+  // attempt the others ended without it masks them at once. Returns once every live PE came.
+  static std::uint64_t arrived(std::uint64_t a) { return 2 * a; }
+  static std::uint64_t left_without(std::uint64_t a) { return 2 * a + 1; }
+  void meet(int me, std::uint64_t attempt, const std::string& what, const LiveSet& live) const;
+  // The attempt that a PE whose last one was `last` joins: the next, or a later one that the
+  // flags here show another PE is in (or ended without this PE: then the one after it).
+  std::uint64_t next_attempt(std::uint64_t last) const;
+
  private:
   static constexpr std::size_t kStride = 64;
   std::byte* base_ = nullptr;

@@ -8,6 +8,7 @@
 #include "common/backoff.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/pe_loss.hpp"
 #include "common/settings.hpp"
 
 namespace shmoe {
@@ -38,14 +39,15 @@ Barrier::Algorithm Barrier::parse(std::string_view name) {
 }
 
 Barrier::Barrier(transport::Transport& transport, std::size_t flags_offset, std::byte* local_flags,
-                 PeSet pes, int my_index, Algorithm algorithm)
+                 PeSet pes, int my_index, Algorithm algorithm, bool over_live_after_loss)
     : transport_(transport),
       flags_offset_(flags_offset),
       local_flags_(local_flags),
       root_flags_(transport.direct_base(pes.pe(0))),
       pes_(pes),
       my_index_(my_index),
-      algorithm_(algorithm) {
+      algorithm_(algorithm),
+      over_live_after_loss_(over_live_after_loss) {
   while ((1 << rounds_) < pes.size) ++rounds_;
   if (algorithm_ != Algorithm::kCentral) return;
   // The waiters sleep on a word in the first PE's segment, which takes a mapping of it.
@@ -58,31 +60,69 @@ Barrier::Barrier(transport::Transport& transport, std::size_t flags_offset, std:
   root_flags_ += flags_offset;
 }
 
+// Each PE first says which barrier it entered (its entered word, release order): that is all a
+// barrier over the live PEs needs. Under SHMOE_PE_LOSS=continue, once the store has declared a
+// PE lost, a barrier made over_live_after_loss runs over the live PEs instead (wait_over_live),
+// this one and every later one; a wait of the usual algorithms ends when a loss is declared and
+// goes on there.
 void Barrier::arrive_and_wait() {
   ++epoch_;
-  if (algorithm_ == Algorithm::kCentral) {
-    gather_and_release();
-  } else {
-    disseminate();
+  std::atomic_ref(*local_word(kEnteredOffset)).store(epoch_, std::memory_order_release);
+  const bool watch = over_live_after_loss_ && watch_lost_pes();
+  const LostPesHandledHere lost_pes_left_out_here(watch);
+  if (watch && any_pe_lost()) return wait_over_live();
+  const bool done =
+      algorithm_ == Algorithm::kCentral ? gather_and_release(watch) : disseminate(watch);
+  if (!done) wait_over_live();
+}
+
+// The membership is what the store says: it declares each lost PE once, to every PE, and a lost
+// PE never comes back; so no PE leaves before every PE not declared lost has entered this
+// barrier, whichever algorithm each of them started it with.
+void Barrier::wait_over_live() {
+  for (int i = 0; i < pes_.size; ++i) {
+    const int pe = pes_.pe(i);
+    if (i == my_index_) continue;
+    auto entered = [&] {
+      return transport_.fetch_atomic(nullptr, pe, flags_offset_ + kEnteredOffset,
+                                     {AmoOp::kLoad, 8, 0, 0});
+    };
+    wait_until([&] { return pe_lost(pe) || entered() >= epoch_; },
+               [&] {
+                 const std::uint64_t now = entered();
+                 return WaitState{"barrier",
+                                  fmt::format("barrier #{} over the live PEs (waiting for PE {}: "
+                                              "it entered barrier #{}; lost PEs: {})",
+                                              epoch_, pe, now, fmt::join(lost_pes(), ", ")),
+                                  pe,
+                                  epoch_,
+                                  now,
+                                  epoch_};
+               });
   }
 }
 
 // A release store of the barrier number, not an atomic add: exactly one PE signals a given
 // counter, once per barrier and in order, so a store suffices, and unlike a locked add it lets
 // this PE go on to poll its own counter while the store travels (about 0.1 us less per round).
-void Barrier::disseminate() {
+bool Barrier::disseminate(bool end_on_loss) {
   for (int r = 0; r < rounds_; ++r) {
     const int to = pes_.pe((my_index_ + (1 << r)) % pes_.size);
     transport_.fetch_atomic(nullptr, to, flags_offset_ + r * kLineBytes,
                             {AmoOp::kStore, 8, epoch_, 0});
-    wait_for_round(r);
+    if (!wait_for_round(r, end_on_loss)) return false;
   }
+  return true;
 }
 
-void Barrier::wait_for_round(int round) {
+bool Barrier::wait_for_round(int round, bool end_on_loss) {
   std::atomic_ref<std::uint64_t> seen(*local_word(round * kLineBytes));
+  bool lost = false;
   wait_until(
-      [&] { return seen.load(std::memory_order_acquire) >= epoch_; },
+      [&] {
+        if (seen.load(std::memory_order_acquire) >= epoch_) return true;
+        return lost = end_on_loss && any_pe_lost();
+      },
       [&] {
         const int from = pes_.pe((my_index_ - (1 << round) % pes_.size + pes_.size) % pes_.size);
         const std::uint64_t now = seen.load();
@@ -94,26 +134,27 @@ void Barrier::wait_for_round(int round) {
                          now,
                          epoch_};
       });
+  return !lost;
 }
 
 // The arrival counter's acq_rel add makes the last arrival see every other PE's data, and its
 // release publication passes that on to the waiters.
-void Barrier::gather_and_release() {
-  std::atomic_ref(*local_word(kEnteredOffset)).store(epoch_, std::memory_order_relaxed);
+bool Barrier::gather_and_release(bool end_on_loss) {
   const std::uint64_t before = transport_.fetch_atomic(
       nullptr, pes_.pe(0), flags_offset_ + kArrivalsOffset, {AmoOp::kAdd, 8, 1, 0});
   const std::uint64_t to_come = epoch_ * static_cast<std::uint64_t>(pes_.size) - before - 1;
   WakeWord release(reinterpret_cast<std::uint32_t*>(root_flags_ + kReleaseOffset));
   if (to_come == 0) {
     release.publish(release_value(epoch_));
-    return;
+    return true;
   }
   // Spinning pays only while every PE still to come may be running on another core. When more
   // are to come than there are other cores, one of them waits for a core, perhaps this one.
   const WaitPolicy& p = wait_policy();
   const bool may_all_run = to_come < static_cast<std::uint64_t>(p.cores);
-  release.wait_for(release_value(epoch_), may_all_run ? p.spin_iterations : 0,
-                   [&] { return describe_missing(); });
+  return release.wait_for(
+      release_value(epoch_), may_all_run ? p.spin_iterations : 0,
+      [&] { return describe_missing(); }, end_on_loss);
 }
 
 // Which PEs have not entered this barrier yet. The central barrier has a single round; calling

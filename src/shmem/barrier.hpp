@@ -49,8 +49,9 @@ class Barrier {
   using Algorithm = settings::Barrier;  // SHMOE_BARRIER
 
   // Layout of the reserved bytes, one cache line per word: the dissemination round counters,
-  // then the number of the last barrier this PE entered (read only by hang reports), then the
-  // central arrival counter and release word (used on the set's first PE only).
+  // then the number of the last barrier this PE entered (read by hang reports and by the barrier
+  // over the live PEs), then the central arrival counter and release word (used on the set's
+  // first PE only).
   static constexpr std::size_t kLineBytes = 64;
   static constexpr std::size_t kMaxRounds = 32;
   static constexpr std::size_t kEnteredOffset = kMaxRounds * kLineBytes;
@@ -67,17 +68,24 @@ class Barrier {
   // `flags_offset`: symmetric offset of kFlagBytes of zeroed memory reserved for this barrier;
   // `local_flags`: the same bytes in this PE's own segment. kCentral needs the first PE's segment
   // mapped (transport.direct_base) and throws shmoe::Error where it is not.
+  // `over_live_after_loss`: under SHMOE_PE_LOSS=continue, once a PE is lost, this barrier runs
+  // over the live PEs (the runtime's world barrier: shmem_barrier_all, shmem_free, finalize);
+  // otherwise a wait for a lost PE fails naming it (the teams' barriers, which end collectives
+  // whose data needs every member).
   Barrier(transport::Transport& transport, std::size_t flags_offset, std::byte* local_flags,
-          PeSet pes, int my_index, Algorithm algorithm = Algorithm::kDissemination);
+          PeSet pes, int my_index, Algorithm algorithm = Algorithm::kDissemination,
+          bool over_live_after_loss = false);
 
   void arrive_and_wait();
   std::uint64_t epoch() const { return epoch_; }
   Algorithm algorithm() const { return algorithm_; }
 
  private:
-  void disseminate();
-  void wait_for_round(int round);
-  void gather_and_release();
+  // Each returns false where it ended because a PE was lost (only with `end_on_loss`).
+  bool disseminate(bool end_on_loss);
+  bool wait_for_round(int round, bool end_on_loss);
+  bool gather_and_release(bool end_on_loss);
+  void wait_over_live();
   WaitState describe_missing() const;
   std::uint64_t* local_word(std::size_t offset) const;
 
@@ -89,6 +97,7 @@ class Barrier {
   int my_index_;
   int rounds_ = 0;
   Algorithm algorithm_;
+  bool over_live_after_loss_;
   std::uint64_t epoch_ = 0;
 };
 

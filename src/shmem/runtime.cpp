@@ -234,8 +234,10 @@ void Runtime::connect_transport() {
     }
     algorithm = Barrier::Algorithm::kDissemination;
   }
+  // Under SHMOE_PE_LOSS=continue it goes on over the live PEs once one is lost, so that the
+  // survivors can free, barrier and finalize without it.
   world_barrier_ = std::make_unique<Barrier>(*transport_, *flags, heap_base_ + *flags,
-                                             PeSet{0, 1, size_}, rank_, algorithm);
+                                             PeSet{0, 1, size_}, rank_, algorithm, true);
   auto team_scratch = allocator_.allocate(TeamRegistry::kReservedBytes, 64);
   teams_ = std::make_unique<TeamRegistry>(*this, *team_scratch);
 }

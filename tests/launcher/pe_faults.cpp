@@ -32,9 +32,16 @@ int main(int argc, char** argv) {
   } else if (mode == "kill9_last") {  // the last PE dies, the others wait for it in a barrier
     if (me == n - 1) raise(SIGKILL);
     shmem_barrier_all();
-  } else if (mode == "kill9_others_go_on") {
+  } else if (mode == "kill9_in_barrier") {  // the others already wait for PE 1 when it dies
+    if (me == 1) {
+      usleep(200000);
+      raise(SIGKILL);
+    }
+    shmem_barrier_all();
+  } else if (mode == "kill9_others_go_on" || mode == "kill9_then_broadcast") {
     // PE 1 is killed; the others wait until it is gone for good (reaped), then work together
-    // without it, say so, and end in shmem_finalize, whose barrier cannot complete without PE 1.
+    // without it, say so, and end: shmem_barrier_all, shmem_free and shmem_finalize go on over
+    // the live PEs; a broadcast from PE 1 cannot complete without it.
     long* pids = static_cast<long*>(shmem_calloc(static_cast<std::size_t>(n), sizeof(long)));
     for (int pe = 0; pe < n; ++pe) shmem_long_p(pids + me, getpid(), pe);
     shmem_barrier_all();
@@ -44,6 +51,11 @@ int main(int argc, char** argv) {
     if (me == 0) shmem_long_wait_until(word, SHMEM_CMP_EQ, n - 1);
     std::printf("PE %d went on without PE 1\n", me);
     std::fflush(stdout);
+    if (mode == "kill9_then_broadcast") {
+      long* from_pe1 = static_cast<long*>(shmem_calloc(1, sizeof(long)));
+      shmem_long_broadcast(SHMEM_TEAM_WORLD, from_pe1, word, 1, 1);
+    }
+    shmem_free(pids);
   } else if (mode == "global_exit" && me == 1) {
     shmem_global_exit(7);
   } else if (mode == "global_exit0" && me == 0) {

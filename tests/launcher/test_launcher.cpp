@@ -185,29 +185,69 @@ TEST(Launcher, KilledPeIsNamedWithItsSignal) {
   expect_no_leaked_segments(r);
 }
 
-// SHMOE_PE_LOSS=continue: a killed PE does not stop the others, who go on without it until a call
-// needs it (here shmem_finalize's barrier), which ends at once naming it, not at the hang timeout
-// (an hour here; the job's --timeout of 60 s would end it first, with status 124). The job's
-// status is the killed PE's, and its last line names every PE it lost.
-TEST(Launcher, KilledPeInContinueModeLetsTheOthersGoOn) {
+// SHMOE_PE_LOSS=continue: a killed PE does not stop the others, who go on without it; their
+// shmem_barrier_all, shmem_free and shmem_finalize run over the live PEs, so they end with status
+// 0, and so does the job, whose last line names the PE it lost (not at the hang timeout: an hour
+// here; the job's --timeout of 60 s would end it first, with status 124).
+TEST(Launcher, KilledPeInContinueModeLetsTheOthersEndCleanly) {
+  // Both barrier algorithms (on 2 cores, 3 PEs choose the central one) end over the live PEs.
+  for (const char* barrier : {"", "SHMOE_BARRIER=dissemination"}) {
+    Result r = run(fmt::format("SHMOE_PE_LOSS=continue SHMOE_HANG_TIMEOUT=3600 {} {} -n 3 "
+                               "--timeout 60 {} kill9_others_go_on",
+                               barrier, SHMOERUN, PE_FAULTS),
+                   90);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.status, 0) << barrier << "\n" << r.output;
+    expect_match(r,
+                 "shmoerun: PE 1 \\(pid \\d+\\) was killed by signal 9 \\(Killed\\); "
+                 "SHMOE_PE_LOSS=continue: the others go on\n");
+    expect_match(r, "PE 0 went on without PE 1");
+    expect_match(r, "PE 2 went on without PE 1");
+    EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
+    // The others go on: nothing stops them (the launcher's abort-mode line says it does).
+    EXPECT_EQ(r.output.find("stopping the other"), std::string::npos) << r.output;
+    const auto last = r.output.rfind("shmoerun: ");
+    ASSERT_NE(last, std::string::npos) << r.output;
+    EXPECT_TRUE(std::regex_search(
+        r.output.substr(last),
+        std::regex("^shmoerun: done without 1 of 3 PEs \\(SHMOE_PE_LOSS=continue\\): the other "
+                   "2 ended with status 0; lost: PE 1 \\(pid \\d+\\) was killed by signal 9 "
+                   "\\(Killed\\)\n$")))
+        << r.output;
+    EXPECT_LT(r.seconds, 30) << r.output;
+    expect_no_leaked_segments(r);
+  }
+}
+
+// PE 1 dies while the others wait for it in shmem_barrier_all: under SHMOE_PE_LOSS=continue
+// their barrier ends over the live PEs once the store declares PE 1 lost, with either algorithm.
+TEST(Launcher, ABarrierThatWaitsForAPeThatDiesGoesOnWithoutIt) {
+  for (const char* barrier : {"SHMOE_BARRIER=central", "SHMOE_BARRIER=dissemination"}) {
+    Result r = run(fmt::format("SHMOE_PE_LOSS=continue SHMOE_HANG_TIMEOUT=3600 {} {} -n 4 "
+                               "--timeout 60 {} kill9_in_barrier",
+                               barrier, SHMOERUN, PE_FAULTS),
+                   90);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.status, 0) << barrier << "\n" << r.output;
+    EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
+    expect_match(r,
+                 "shmoerun: done without 1 of 4 PEs \\(SHMOE_PE_LOSS=continue\\): the other 3 "
+                 "ended with status 0; lost: PE 1 \\(pid \\d+\\) was killed by signal 9");
+    EXPECT_LT(r.seconds, 30) << r.output;
+  }
+}
+
+// A call whose data needs the lost PE (a broadcast from it) still fails at once naming it; the
+// PEs that fail so are lost too, and the job's status is then the first lost PE's.
+TEST(Launcher, ACollectiveThatNeedsALostPeFailsNamingIt) {
   Result r = run(fmt::format("SHMOE_PE_LOSS=continue SHMOE_HANG_TIMEOUT=3600 {} -n 3 --timeout 60 "
-                             "{} kill9_others_go_on",
+                             "{} kill9_then_broadcast",
                              SHMOERUN, PE_FAULTS),
                  90);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
   expect_match(r,
-               "shmoerun: PE 1 \\(pid \\d+\\) was killed by signal 9 \\(Killed\\); "
-               "SHMOE_PE_LOSS=continue: the others go on\n");
-  expect_match(r, "PE 0 went on without PE 1");
-  expect_match(r, "PE 2 went on without PE 1");
-  // The others' teardown: the first to find PE 1 missing names it; who waited on that one in
-  // turn names it (they are lost too by then).
-  expect_match(r,
-               "barrier #\\d+ round \\d+ \\(waiting for PE 1[^\\n]*: PE 1 was lost "
-               "\\(SHMOE_PE_LOSS=continue\\); this call cannot complete without it");
-  // The others go on: nothing stops them (the launcher's abort-mode line says it does).
-  EXPECT_EQ(r.output.find("stopping the other"), std::string::npos) << r.output;
+               "PE 1 was lost \\(SHMOE_PE_LOSS=continue\\); this call cannot complete without it");
   const auto last = r.output.rfind("shmoerun: ");
   ASSERT_NE(last, std::string::npos) << r.output;
   EXPECT_TRUE(std::regex_search(

@@ -6,13 +6,19 @@
 // expectation is computed here from the seed and the expected mask, independently of the
 // operators.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../pe/pe_test.hpp"
@@ -410,6 +416,161 @@ TEST(MoeShrink, MasksAndSettingsAreChecked) {
   EXPECT_EQ(error_of([&] { MoeBuffer b(bad); }),
             "MoeBuffer: max_recv_rows=5 must be 0 in shrink mode (shrink_timeout_ms > 0), whose "
             "window holds a fixed slot per (local expert, source PE, token)");
+}
+
+// SHMOE_TEST_STOP_IN=PE:STEP has the library stop PE (SIGSTOP) inside STEP, at a point where it
+// leaves the others half-informed (sync_live, rejoin: its flag raised at the first half of the
+// PEs only). The stopped PE, or -1 where the setting does not name `step`.
+int stopped_inside(const std::string& step) {
+  const char* v = std::getenv("SHMOE_TEST_STOP_IN");
+  const std::string text = v != nullptr ? v : "";
+  const auto colon = text.find(':');
+  if (colon == std::string::npos || text.substr(colon + 1) != step) return -1;
+  return std::atoi(text.substr(0, colon).c_str());
+}
+
+// Waits (up to 30 s) until process `pid` shows as stopped; all PEs run on this host.
+bool shows_stopped(pid_t pid) {
+  for (int i = 0; i < 30'000; ++i) {
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');  // the state follows the command name
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T')
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// The PEs' side of a stop inside the library: each PE but the stopped one says when it is done
+// with the step; the resumer (PE 0, or 1) then resumes the stopped PE (SIGCONT), which finishes
+// the step, and lets the others go on with it.
+class StopDrill {
+ public:
+  explicit StopDrill(int stopped)
+      : n_(shmem_n_pes()), me_(shmem_my_pe()), stopped_(stopped), resumer_(stopped == 0 ? 1 : 0) {
+    words_ = static_cast<long*>(shmem_calloc(3, sizeof(long)));  // pid, done, go
+    if (me_ == stopped_) shmem_long_atomic_set(&words_[0], static_cast<long>(::getpid()), resumer_);
+    shmem_barrier_all();
+  }
+  ~StopDrill() { shmem_free(words_); }
+  StopDrill(const StopDrill&) = delete;
+  StopDrill& operator=(const StopDrill&) = delete;
+
+  void done_with_step() {
+    if (me_ == stopped_) return;  // it goes on as soon as it is resumed
+    shmem_long_atomic_inc(&words_[1], resumer_);
+    if (me_ == resumer_) {
+      shmem_long_wait_until(&words_[1], SHMEM_CMP_EQ, n_ - 1);
+      const auto pid = static_cast<pid_t>(words_[0]);
+      EXPECT_TRUE(shows_stopped(pid)) << "PE " << stopped_ << " never stopped inside the step";
+      ::kill(pid, SIGCONT);
+      for (int pe = 0; pe < n_; ++pe) {
+        if (pe != stopped_) shmem_long_atomic_set(&words_[2], 1, pe);
+      }
+    }
+    shmem_long_wait_until(&words_[2], SHMEM_CMP_EQ, 1);
+  }
+
+ private:
+  int n_, me_, stopped_, resumer_;
+  long* words_ = nullptr;
+};
+
+// What a step that `stopped` left half-way gives: the PEs it reached (the first half) count it
+// live, the others mask it and tell it so; resumed, it counts live exactly those that did.
+std::set<int> masked_after_half_arrival(int stopped, int me, int n) {
+  const int reached = (n + 1) / 2;
+  if (me == stopped) {
+    std::set<int> s;
+    for (int pe = reached; pe < n; ++pe) {
+      if (pe != stopped) s.insert(pe);
+    }
+    return s;
+  }
+  return me < reached ? std::set<int>{} : std::set<int>{stopped};
+}
+
+// The later rejoin of every PE: nobody masked, and a round exact for every expert on every PE.
+void rejoin_and_check(MoeBuffer& op, std::uint64_t seed, int round,
+                      std::vector<std::int32_t>& mask) {
+  op.rejoin(mask.data());
+  EXPECT_EQ(masked_set(mask), std::set<int>{}) << "after the later rejoin";
+  round_checked(op, seed, round, mask, {});
+}
+
+// Stopped inside sync_live after reaching half the PEs: a PE that masked it tells it so, and the
+// resumed PE does not take that PE's flag (raised before it gave up) for an arrival.
+TEST(MoeShrinkStopped, InsideSyncLive) {
+  const int stopped = stopped_inside("sync_live");
+  if (stopped < 0) GTEST_SKIP() << "runs with SHMOE_TEST_STOP_IN=PE:sync_live";
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  ASSERT_GE(stopped, (n + 1) / 2) << "the stopped PE must be one that its own flag has not reached";
+  const std::uint64_t seed = test::shared_seed();
+  StopDrill drill(stopped);
+  MoeBuffer op(config(bound_ms()));
+  std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
+  round_checked(op, seed, 0, mask, {});
+  op.sync_live(mask.data());
+  EXPECT_EQ(masked_set(mask), masked_after_half_arrival(stopped, me, n)) << "after sync_live";
+  drill.done_with_step();
+  rejoin_and_check(op, seed, 1, mask);
+}
+
+// Stopped inside a rejoin after reaching half the PEs: the same, and the later rejoin (a new
+// attempt, the same on every PE) brings every PE back.
+TEST(MoeShrinkStopped, InsideRejoin) {
+  const int stopped = stopped_inside("rejoin");
+  if (stopped < 0) GTEST_SKIP() << "runs with SHMOE_TEST_STOP_IN=PE:rejoin";
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  ASSERT_GE(stopped, (n + 1) / 2) << "the stopped PE must be one that its own flag has not reached";
+  const std::uint64_t seed = test::shared_seed();
+  StopDrill drill(stopped);
+  MoeBuffer op(config(bound_ms()));
+  std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
+  round_checked(op, seed, 0, mask, {});
+  op.rejoin(mask.data());
+  EXPECT_EQ(masked_set(mask), masked_after_half_arrival(stopped, me, n)) << "after the rejoin";
+  drill.done_with_step();
+  rejoin_and_check(op, seed, 1, mask);
+}
+
+// Stopped in the middle of its combine's reads past the bound: the others mask it and go on
+// (one more round without it); resumed, its combine fails, naming them, and its mask leaves
+// them out. Then every PE rejoins.
+TEST(MoeShrinkStopped, InsideCombineReads) {
+  const int stopped = stopped_inside("combine_reads");
+  if (stopped < 0) GTEST_SKIP() << "runs with SHMOE_TEST_STOP_IN=PE:combine_reads";
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  const std::uint64_t seed = test::shared_seed();
+  StopDrill drill(stopped);
+  MoeBuffer op(config(bound_ms()));
+  std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
+  const Dispatched d = dispatch_checked(op, seed, 0, mask, {});
+  std::set<int> others;
+  for (int pe = 0; pe < n; ++pe) {
+    if (pe != stopped) others.insert(pe);
+  }
+  if (me == stopped) {
+    std::vector<std::uint16_t> y(op.recv_capacity() * kHidden, 0);
+    run_experts(d.r, d.rows, me, n, y.data(), false);
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(d.in.bs) * kHidden, 0xFFFF);
+    const std::string e =
+        error_of([&] { op.combine(combine_args(y.data(), d.r, d.in, out.data(), mask.data())); });
+    EXPECT_NE(e.find(fmt::format("combine: PE {}: call 1: PEs {} masked this PE while it read "
+                                 "their windows",
+                                 me, fmt::join(others, ","))),
+              std::string::npos)
+        << e;
+    EXPECT_EQ(masked_set(mask), others) << "after the failed combine";
+  } else {
+    // The combine waited for the stopped reader only up to the bound: its rows were all read.
+    combine_checked(op, d, 0, mask, {}, false);
+    round_checked(op, seed, 1, mask, {stopped});
+  }
+  drill.done_with_step();
+  rejoin_and_check(op, seed, 2, mask);
 }
 
 }  // namespace

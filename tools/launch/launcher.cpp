@@ -283,15 +283,37 @@ std::string loss_line(const Pe& pe, int running) {
                      running > 0 ? "the others go on" : "no other PE was still running");
 }
 
-// The last line of a job that lost PEs: each of them, in the order they ended.
-std::string lost_summary(const std::vector<const Pe*>& lost, int n_pes) {
+// Each lost PE, in the order they ended.
+std::string each_lost(const std::vector<const Pe*>& lost) {
   std::vector<std::string> each;
   for (const Pe* pe : lost) {
     each.push_back(
         fmt::format("PE {} (pid {}) {}", pe->rank, pe->pid, describe_status(pe->status)));
   }
+  return fmt::format("{}", fmt::join(each, "; "));
+}
+
+// The last line of a job that lost PEs and failed.
+std::string lost_summary(const std::vector<const Pe*>& lost, int n_pes) {
   return fmt::format("lost {} of {} PEs (SHMOE_PE_LOSS=continue): {}", lost.size(), n_pes,
-                     fmt::join(each, "; "));
+                     each_lost(lost));
+}
+
+// A job whose lost PEs all died (ended by a signal: killed, crashed) while every other PE ended
+// with status 0 did what SHMOE_PE_LOSS=continue is for: it has not failed. A PE that exited with
+// a nonzero status failed by its own verdict, and so did the job.
+bool only_deaths_lost(const std::vector<const Pe*>& lost, int n_pes) {
+  return static_cast<int>(lost.size()) < n_pes &&
+         std::all_of(lost.begin(), lost.end(),
+                     [](const Pe* pe) { return WIFSIGNALED(pe->status); });
+}
+
+// The last line of such a job (its status is 0).
+std::string done_without_line(const std::vector<const Pe*>& lost, int n_pes) {
+  return fmt::format(
+      "done without {} of {} PEs (SHMOE_PE_LOSS=continue): the other {} ended with status 0; "
+      "lost: {}",
+      lost.size(), n_pes, n_pes - static_cast<int>(lost.size()), each_lost(lost));
 }
 
 // SIGUSR1 to shmoerun: every running PE writes its report, and shmoerun judges them.
@@ -537,9 +559,13 @@ class JobRun {
       // The first PE to fail may have failed on a hang timeout: the verdict names whom it waited
       // on.
       if (!verdict_) explain_hang(*hang_);
-      say(lost_summary(lost_, o_.n_pes));
-      // The job's status is that of the first PE lost, so that losing one is never a success.
-      if (!verdict_) verdict_ = exit_code_of(lost_.front()->status);
+      if (!verdict_ && only_deaths_lost(lost_, o_.n_pes)) {
+        say(done_without_line(lost_, o_.n_pes));
+      } else {
+        say(lost_summary(lost_, o_.n_pes));
+        // Otherwise the job's status is that of the first PE lost: a failure is never a success.
+        if (!verdict_) verdict_ = exit_code_of(lost_.front()->status);
+      }
     }
     sweep_segments(pes_);
     // PEs of other hosts may still use the store: for their finalize, or, when this group

@@ -100,8 +100,15 @@ typedef struct {
  * expert_alignment; [0] with num_worst_tokens); rank_prefix_matrix int32 [ranks, ranks],
  * channel_prefix_matrix and recv_channel_prefix_matrix int32 [ranks, 1], recv_src_idx int32
  * [received tokens] and send_head int32 [num_tokens, ranks] (DeepEP's handle, with
- * is_token_in_rank). The result is the handle of a cached dispatch and of combine while the
- * buffer keeps its operators. */
+ * is_token_in_rank). With x_scales, recv_x_scales [rows, x_scales' columns] of its dtype. Over more
+ * than one host also DeepEP's internode handle arrays (one channel): rdma_channel_prefix_matrix
+ * int32 [hosts, 1] (tokens sent to each host), recv_rdma_channel_prefix_matrix [hosts, 1] and
+ * recv_rdma_rank_prefix_sum [hosts] (rows received from each host, and their inclusive prefix
+ * sum), recv_gbl_rank_prefix_sum [ranks] (inclusive prefix sum of the rows from each rank),
+ * recv_src_meta [rows, 2] (each row's source rank and token) and send_rdma_head [num_tokens,
+ * hosts] (each token's place among those sent to a host, or -1). The result is the handle of a
+ * cached dispatch (of any x with the same tokens) and of combine while the buffer keeps its
+ * operators. */
 SHMOE_API int shmoe_intranode_dispatch(shmoe_intranode_buffer_t buffer,
                                        const shmoe_intranode_dispatch_args_t* args,
                                        shmoe_ep_result_t* result);

@@ -16,7 +16,9 @@
 #     refs.py's all_to_all_single of x and sf rows, and test_engram's gather of its storage, move
 #     bytes (uint8 views: gloo has no bf16 all-to-all and no FP8 at all);
 #     test_agrs's tensors: stress shape (32, 64, 2048) -> (8, 64, 256) (its references took 6.5 GB
-#     a rank), profiled sizes up to 2^21 bytes (not 2^26).
+#     a rank), profiled sizes up to 2^21 bytes (not 2^26); test_internode's tuning loops: the
+#     first, middle and last chunk size of each of their ranges (dispatch 9 configurations of 88,
+#     combine 9 of 42: the full loops take minutes of profiling on 2 cores).
 set -eu
 kind=${1:?usage: $0 legacy|main FILE...}
 shift
@@ -40,6 +42,10 @@ case $kind in
            -e "s/num_local_ranks == 8 and num_ranks > 8/num_ranks > num_local_ranks/" \
            -e "s/and num_local_ranks == 8$/and num_ranks > num_local_ranks/" \
            -e "s/shape = (32, 64, 2048)/shape = (8, 64, 256)/; s/(2 \*\* 26,)/(2 ** 21,)/" \
+           -e "s/nvl_chunk_size in range(4, 45, 4)/nvl_chunk_size in range(4, 45, 20)/" \
+           -e "s/rdma_chunk_size in range(4, 33, 4)/rdma_chunk_size in range(4, 33, 14)/" \
+           -e "s/nvl_chunk_size in range(1, 8, 1)/nvl_chunk_size in range(1, 8, 3)/" \
+           -e "s/rdma_chunk_size in range(12 if num_nodes == 2 else 8, 33, 4)/rdma_chunk_size in range(12 if num_nodes == 2 else 8, 33, 10)/" \
            -e "s/for num_bytes in (2 \*\* p for p in range(20, 27))/for num_bytes in (2 ** p for p in range(20, 22))/" \
            -e "s/all_gather_into_tensor(global_storage, local_storage,/all_gather_into_tensor(global_storage.view(torch.uint8), local_storage.view(torch.uint8),/" \
            -e "s/all_to_all_single(recv_\(x\|sf\), send_\(x\|sf\),/all_to_all_single(recv_\1.view(torch.uint8), send_\2.view(torch.uint8),/" \

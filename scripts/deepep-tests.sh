@@ -12,7 +12,7 @@
 #     intranode low_latency low_latency_logfmt low_latency_shrink
 #   legacy (V1's tests as they are at DEEPEP_MAIN, HEAD: tests/legacy/):
 #     legacy_intranode legacy_low_latency legacy_low_latency_logfmt legacy_low_latency_shrink
-#     legacy_internode (2 simulated hosts)
+#     legacy_internode (2 simulated hosts x 1 and x 2)
 #   elastic (ElasticBuffer, DEEPEP_MAIN's tests/elastic/):
 #     elastic_ep (--skip-perf-test) elastic_ep_masked (--masked-ratio 0.3 --deterministic)
 #     elastic_ep_single_reduction (--allow-multiple-reduction 0 --do-cpu-sync 0) elastic_ep_perf
@@ -22,8 +22,8 @@
 # testing): they are laid, edited, into a temporary copy of the package tested, first on
 # PYTHONPATH. Each suite runs once per DEEPEP_PROCS ("2 3 4") count of processes, but for
 # *_shrink (DeepEP's --shrink-test, which fails ranks 1, 3 and 5: once, at 8 processes), *_perf
-# (once, 2 processes) and *_hosts2 and legacy_internode: once, as 2 simulated hosts of 2 ranks,
-# started as DeepEP's init_dist expects (WORLD_SIZE=2 nodes, RANK=node, each spawning
+# (once, 2 processes) and *_hosts2: once, as 2 simulated hosts of 2 ranks (legacy_internode:
+# once with 1 rank a host, once with 2), started as DeepEP's init_dist expects (WORLD_SIZE=2 nodes, RANK=node, each spawning
 # --num-processes ranks) with SHMOE_HOST_ID=deepep-host<node>: shared memory inside a host, UCX
 # between. bench_kineto finds a kernel by a CPU profiler row whose name holds the kernel's name
 # once (barrier, dispatch_impl, send_impl...), and gives 0 for a kernel with no row.
@@ -130,75 +130,79 @@ hosts2() {
 done_once=" "
 for n in $procs; do
   for suite in $suites; do
-    port=$((port + 1))
     dir=$work/$commit/tests k=$n how=local
     case $suite in
       *_shrink | *_perf | *_hosts2 | legacy_internode)
         case "$done_once" in *" $suite "*) continue ;; esac
         done_once="$done_once$suite " ;;
     esac
+    locals=
     case $suite in
-      *_hosts2 | legacy_internode) how=hosts2 k=2 ;;
+      legacy_internode) how=hosts2 locals="1 2" ;;
+      *_hosts2) how=hosts2 locals=2 ;;
       *_perf) k=2 ;;
     esac
-    np=$k e=$((8 * k))
-    case $suite in
-      *_hosts2 | legacy_internode) np=4 e=32 ;;
-      *_shrink) np=8 ;;
-    esac
-    case $suite in
-      legacy_*) dir=$work/$main/tests/legacy ;;
-      elastic_*) dir=$work/$main/tests/elastic ;;
-    esac
-    case $suite in
-      intranode | legacy_intranode)
-        set -- test_intranode.py --num-processes "$k" --num-tokens 128 --hidden 1024 \
-               --num-topk 4 --num-experts "$e" ;;
-      low_latency | legacy_low_latency)
-        set -- test_low_latency.py --num-processes "$k" --num-tokens 64 --hidden 2048 \
-               --num-topk 4 --num-experts "$e" ;;
-      low_latency_logfmt | legacy_low_latency_logfmt)
-        set -- test_low_latency.py --num-processes "$k" --num-tokens 32 --hidden 1024 \
-               --num-topk 8 --num-experts "$e" --use-logfmt ;;
-      low_latency_shrink | legacy_low_latency_shrink)
-        set -- test_low_latency.py --shrink-test --num-processes 8 --num-tokens 64 \
-               --hidden 2048 --num-topk 4 --num-experts 64 ;;
-      legacy_internode)
-        set -- test_internode.py --num-processes "$k" --num-tokens 128 --hidden 1024 \
-               --num-topk 4 --num-experts "$e" ;;
-      elastic_ep | elastic_ep_hosts2)
-        set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
-               --num-experts "$e" --skip-perf-test ;;
-      elastic_ep_masked)
-        set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
-               --num-experts "$e" --skip-perf-test --masked-ratio 0.3 --deterministic ;;
-      elastic_ep_single_reduction)
-        set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
-               --num-experts "$e" --skip-perf-test --allow-multiple-reduction 0 --do-cpu-sync 0 ;;
-      elastic_ep_perf)
-        set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
-               --num-experts "$e" --test-first-only ;;
-      elastic_barrier | elastic_barrier_hosts2)
-        set -- test_barrier.py --num-processes "$k" ;;
-      elastic_pp)
-        set -- test_pp.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-sends 32 \
-               --num-stress-iterations 2 ;;
-      elastic_agrs)
-        set -- test_agrs.py --num-processes "$k" --num-stress-iterations 2 ;;
-      elastic_engram | elastic_engram_fp8)
-        set -- test_engram.py --num-processes "$k" --num-qps 1 --num-entries 4096 --hidden 128 \
-               --num-tokens 64 --num-entries-per-token 4
-        [ $suite = elastic_engram ] || set -- "$@" --use-fp8 ;;
-    esac
-    echo "== DeepEP $suite, $np processes: $*"
-    if [ $how = hosts2 ]; then
-      if hosts2 "$dir" "$@"; then ok=1; else ok=; fi
-    elif (cd "$dir" && MASTER_PORT=$port timeout 900 "$python" "$@"); then ok=1; else ok=; fi
-    if [ -n "$ok" ]; then
-      echo "== PASS $suite np$np"
-    else
-      echo "== FAIL $suite np$np"; status=1
-    fi
+    for k in ${locals:-$k}; do
+      port=$((port + 1))
+      np=$k e=$((8 * k))
+      case $suite in
+        *_hosts2 | legacy_internode) np=$((2 * k)) e=$((16 * k)) ;;
+        *_shrink) np=8 ;;
+      esac
+      case $suite in
+        legacy_*) dir=$work/$main/tests/legacy ;;
+        elastic_*) dir=$work/$main/tests/elastic ;;
+      esac
+      case $suite in
+        intranode | legacy_intranode)
+          set -- test_intranode.py --num-processes "$k" --num-tokens 128 --hidden 1024 \
+                 --num-topk 4 --num-experts "$e" ;;
+        low_latency | legacy_low_latency)
+          set -- test_low_latency.py --num-processes "$k" --num-tokens 64 --hidden 2048 \
+                 --num-topk 4 --num-experts "$e" ;;
+        low_latency_logfmt | legacy_low_latency_logfmt)
+          set -- test_low_latency.py --num-processes "$k" --num-tokens 32 --hidden 1024 \
+                 --num-topk 8 --num-experts "$e" --use-logfmt ;;
+        low_latency_shrink | legacy_low_latency_shrink)
+          set -- test_low_latency.py --shrink-test --num-processes 8 --num-tokens 64 \
+                 --hidden 2048 --num-topk 4 --num-experts 64 ;;
+        legacy_internode)
+          set -- test_internode.py --num-processes "$k" --num-tokens 128 --hidden 1024 \
+                 --num-topk 4 --num-experts "$e" ;;
+        elastic_ep | elastic_ep_hosts2)
+          set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
+                 --num-experts "$e" --skip-perf-test ;;
+        elastic_ep_masked)
+          set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
+                 --num-experts "$e" --skip-perf-test --masked-ratio 0.3 --deterministic ;;
+        elastic_ep_single_reduction)
+          set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
+                 --num-experts "$e" --skip-perf-test --allow-multiple-reduction 0 --do-cpu-sync 0 ;;
+        elastic_ep_perf)
+          set -- test_ep.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-topk 4 \
+                 --num-experts "$e" --test-first-only ;;
+        elastic_barrier | elastic_barrier_hosts2)
+          set -- test_barrier.py --num-processes "$k" ;;
+        elastic_pp)
+          set -- test_pp.py --num-processes "$k" --num-tokens 64 --hidden 256 --num-sends 32 \
+                 --num-stress-iterations 2 ;;
+        elastic_agrs)
+          set -- test_agrs.py --num-processes "$k" --num-stress-iterations 2 ;;
+        elastic_engram | elastic_engram_fp8)
+          set -- test_engram.py --num-processes "$k" --num-qps 1 --num-entries 4096 --hidden 128 \
+                 --num-tokens 64 --num-entries-per-token 4
+          [ $suite = elastic_engram ] || set -- "$@" --use-fp8 ;;
+      esac
+      echo "== DeepEP $suite, $np processes: $*"
+      if [ $how = hosts2 ]; then
+        if hosts2 "$dir" "$@"; then ok=1; else ok=; fi
+      elif (cd "$dir" && MASTER_PORT=$port timeout 900 "$python" "$@"); then ok=1; else ok=; fi
+      if [ -n "$ok" ]; then
+        echo "== PASS $suite np$np"
+      else
+        echo "== FAIL $suite np$np"; status=1
+      fi
+    done
   done
 done
 exit $status

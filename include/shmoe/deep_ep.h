@@ -12,7 +12,11 @@
  * from every rank it went to, without weights, in float32 (plus the biases), rounded once to
  * bfloat16. The operators are sized for the tokens the ranks pass (a capacity of 64 tokens,
  * doubled as calls need): a call they cannot hold is retried on every rank after a collective
- * replan, which makes the handles of earlier dispatches stale.
+ * replan, which makes the handles of earlier dispatches stale. Over several hosts (DeepEP's
+ * internode mode: its RDMA ranks are the hosts, ranks host-major) the same operators move the rows,
+ * by stores within a host and UCX puts between hosts; the layout and the handle then carry
+ * DeepEP's internode arrays too. FP8 x travels as (values, scales): each token's row is its values
+ * then its scales, split again on arrival.
  *
  * Every call but the layout is collective over the job's PEs; a refused call (status
  * SHMOE_MOE_REFUSED, text in shmoe_moe_last_error(), naming the argument, its value and what is
@@ -56,7 +60,8 @@ typedef struct {
 } shmoe_intranode_layout_args_t;
 
 /* Local. *result holds num_tokens_per_rank int32 [ranks], num_tokens_per_expert int32
- * [num_experts] and is_token_in_rank bool [num_tokens, ranks]. */
+ * [num_experts] and is_token_in_rank bool [num_tokens, ranks]; with more than one host also
+ * num_tokens_per_rdma_rank int32 [hosts] (the tokens going to some rank of each host). */
 SHMOE_API int shmoe_intranode_get_dispatch_layout(shmoe_intranode_buffer_t buffer,
                                                   const shmoe_intranode_layout_args_t* args,
                                                   shmoe_ep_result_t* result);
@@ -65,7 +70,8 @@ typedef struct {
   size_t struct_size;
   /* [num_tokens, hidden] of any dtype whose rows are whole 2-byte units. */
   shmoe_tensor_t x;
-  /* DeepEP's FP8 scales (x an (values, scales) pair): refused, there is no SM90 FP8 path. */
+  /* DeepEP's FP8 scales, x an (values, scales) pair: float32 or int32 [num_tokens, any], travelling
+   * with x's rows (the rows of both together must be whole 2-byte units); or none. */
   shmoe_tensor_t x_scales;
   /* int32 [ranks], bool [num_tokens, ranks], int32 [num_experts] (a positive multiple of the
    * ranks): get_dispatch_layout's; required without handle. */
@@ -83,6 +89,8 @@ typedef struct {
   /* This PE refuses the call (its caller could not even convert its arguments): every PE is
    * refused, this PE with this text. NULL: no. */
   const char* refusal;
+  /* int32 [hosts], get_dispatch_layout's over several hosts; checked when given, else unused. */
+  shmoe_tensor_t num_tokens_per_rdma_rank;
 } shmoe_intranode_dispatch_args_t;
 
 /* Collective. *result holds recv_x [rows, hidden] (x's dtype; rows: the tokens received, or
@@ -92,8 +100,15 @@ typedef struct {
  * expert_alignment; [0] with num_worst_tokens); rank_prefix_matrix int32 [ranks, ranks],
  * channel_prefix_matrix and recv_channel_prefix_matrix int32 [ranks, 1], recv_src_idx int32
  * [received tokens] and send_head int32 [num_tokens, ranks] (DeepEP's handle, with
- * is_token_in_rank). The result is the handle of a cached dispatch and of combine while the
- * buffer keeps its operators. */
+ * is_token_in_rank). With x_scales, recv_x_scales [rows, x_scales' columns] of its dtype. Over more
+ * than one host also DeepEP's internode handle arrays (one channel): rdma_channel_prefix_matrix
+ * int32 [hosts, 1] (tokens sent to each host), recv_rdma_channel_prefix_matrix [hosts, 1] and
+ * recv_rdma_rank_prefix_sum [hosts] (rows received from each host, and their inclusive prefix
+ * sum), recv_gbl_rank_prefix_sum [ranks] (inclusive prefix sum of the rows from each rank),
+ * recv_src_meta [rows, 2] (each row's source rank and token) and send_rdma_head [num_tokens,
+ * hosts] (each token's place among those sent to a host, or -1). The result is the handle of a
+ * cached dispatch (of any x with the same tokens) and of combine while the buffer keeps its
+ * operators. */
 SHMOE_API int shmoe_intranode_dispatch(shmoe_intranode_buffer_t buffer,
                                        const shmoe_intranode_dispatch_args_t* args,
                                        shmoe_ep_result_t* result);

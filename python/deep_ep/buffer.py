@@ -119,8 +119,9 @@ class Buffer:
 
     @staticmethod
     def is_sm90_compiled() -> bool:
-        """False: no SM90 build here, so DeepEP's FP8 intranode paths are not taken."""
-        return False
+        """True: normal mode takes DeepEP's FP8 (values, scales) x, which callers (DeepEP's
+        tests among them) offer only where this says the FP8 paths exist."""
+        return True
 
     @staticmethod
     def set_num_sms(new_num_sms: int) -> None:
@@ -156,12 +157,13 @@ class Buffer:
     def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int,
                             previous_event: Optional[EventOverlap] = None,
                             async_finish: bool = False, allocate_on_comm_stream: bool = False):
-        """(num_tokens_per_rank int32 [ranks], None, num_tokens_per_expert int32 [experts],
-        is_token_in_rank bool [tokens, ranks], event); local."""
+        """(num_tokens_per_rank int32 [ranks], num_tokens_per_rdma_rank int32 [hosts] (None on
+        one host), num_tokens_per_expert int32 [experts], is_token_in_rank bool [tokens, ranks],
+        event); local."""
         self._require_live("deep_ep.Buffer.get_dispatch_layout")
         with torch.profiler.record_function("deep_ep::get_dispatch_layout"):
-            per_rank, per_expert, in_rank = self._normal.layout(topk_idx, num_experts)
-        return per_rank, None, per_expert, in_rank, EventOverlap(EventHandle())
+            layout = self._normal.layout(topk_idx, num_experts)
+        return (*layout, EventOverlap(EventHandle()))
 
     def dispatch(self, x, handle=None, num_tokens_per_rank=None, num_tokens_per_rdma_rank=None,
                  is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None,
@@ -176,9 +178,9 @@ class Buffer:
             if handle is not None:
                 recv_x = self._normal.cached_dispatch(x, handle, topk_idx, topk_weights)
                 return recv_x, None, None, None, None, EventOverlap(EventHandle())
-            out = self._normal.dispatch(x, num_tokens_per_rank, is_token_in_rank,
-                                        num_tokens_per_expert, topk_idx, topk_weights,
-                                        expert_alignment, num_worst_tokens)
+            out = self._normal.dispatch(x, num_tokens_per_rank, num_tokens_per_rdma_rank,
+                                        is_token_in_rank, num_tokens_per_expert, topk_idx,
+                                        topk_weights, expert_alignment, num_worst_tokens)
         return (*out, EventOverlap(EventHandle()))
 
     def combine(self, x, handle, topk_weights=None, bias=None, config=None, previous_event=None,

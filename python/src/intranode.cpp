@@ -54,6 +54,7 @@ class IntranodeRuntime {
     a.x = c.tensor(t, "x");
     a.x_scales = c.tensor(t, "x_scales");
     a.num_tokens_per_rank = c.tensor(t, "num_tokens_per_rank");
+    a.num_tokens_per_rdma_rank = c.tensor(t, "num_tokens_per_rdma_rank");
     a.is_token_in_rank = c.tensor(t, "is_token_in_rank");
     a.num_tokens_per_expert = c.tensor(t, "num_tokens_per_expert");
     a.topk_idx = c.tensor(t, "topk_idx");

@@ -1,6 +1,7 @@
 #include "deep_ep/checks.hpp"
 
 #include <fmt/format.h>
+#include <shmem.h>
 
 #include <algorithm>
 #include <vector>
@@ -72,6 +73,14 @@ bool Checks::range(const char* name, std::int64_t v, std::int64_t low, std::int6
     return false;
   }
   return true;
+}
+
+int host_layout(int n, int me) {
+  const int shared = shmem_team_n_pes(SHMEM_TEAM_SHARED);
+  const bool regular =
+      shared >= 1 && n % shared == 0 &&
+      shmem_team_translate_pe(SHMEM_TEAM_SHARED, 0, SHMEM_TEAM_WORLD) == me / shared * shared;
+  return regular ? shared : 1;
 }
 
 }  // namespace shmoe::deep_ep

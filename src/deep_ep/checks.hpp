@@ -21,6 +21,11 @@ struct Dim {
 std::string dtype_name(shmoe_dtype_t t);
 std::string shape_text(const shmoe_tensor_t& t);
 
+// Ranks per host: the PEs this PE shares memory with, when every host holds that many,
+// host-major (PE p on host p / ranks_per_host); otherwise every rank counts as its own host.
+// Both runtimes' layouts (DeepEP's RDMA ranks are the hosts) use it.
+int host_layout(int n, int me);
+
 class Checks {
  public:
   explicit Checks(std::string call) : call_(std::move(call)) {}

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "deep_ep/checks.hpp"
 #include "moe/moe.hpp"
 
 namespace shmoe::deep_ep {
@@ -18,16 +19,6 @@ std::atomic<std::uint64_t> next_id{1};
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) {
   return (v + a - 1) / a * a;
-}
-
-// Ranks per host: the PEs this PE shares memory with, when every host holds that many,
-// host-major (PE p on host p / ranks_per_host); otherwise every rank counts as its own host.
-int host_layout(int n, int me) {
-  const int shared = shmem_team_n_pes(SHMEM_TEAM_SHARED);
-  const bool regular =
-      shared >= 1 && n % shared == 0 &&
-      shmem_team_translate_pe(SHMEM_TEAM_SHARED, 0, SHMEM_TEAM_WORLD) == me / shared * shared;
-  return regular ? shared : 1;
 }
 
 }  // namespace

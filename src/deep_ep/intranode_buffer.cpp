@@ -89,7 +89,7 @@ void IntranodePlan::abandon() {
 }
 
 IntranodeBuffer::IntranodeBuffer(const shmoe_intranode_buffer_config_t& config)
-    : n_(shmem_n_pes()), me_(shmem_my_pe()) {
+    : n_(shmem_n_pes()), me_(shmem_my_pe()), ranks_per_host_(host_layout(n_, me_)) {
   if (config.num_max_tokens_per_rank < 0) {
     throw moe::Refused(
         fmt::format("IntranodeBuffer: num_max_tokens_per_rank={} must be at least 0 (0: 64)",
@@ -167,15 +167,25 @@ shmoe_ep_result* IntranodeBuffer::get_dispatch_layout(
       r->add("num_tokens_per_expert", SHMOE_DTYPE_INT32, {a.num_experts}, true).data);
   auto* in_rank =
       static_cast<bool*>(r->add("is_token_in_rank", SHMOE_DTYPE_BOOL, {tokens, n_}, true).data);
+  const int H = num_hosts(), L = n_ / H;
+  std::int32_t* per_host = nullptr;
+  if (H > 1) {
+    per_host = static_cast<std::int32_t*>(
+        r->add("num_tokens_per_rdma_rank", SHMOE_DTYPE_INT32, {H}, true).data);
+  }
   const std::int64_t local = a.num_experts / n_;
   for (std::int64_t t = 0; t < tokens; ++t) {
+    bool* row = in_rank + t * n_;
     for (std::int64_t k = 0; k < topk; ++k) {
       const std::int64_t e = idx[t * topk + k];
       if (e < 0) continue;
       ++per_expert[e];
-      in_rank[t * n_ + e / local] = true;
+      row[e / local] = true;
     }
-    for (int j = 0; j < n_; ++j) per_rank[j] += in_rank[t * n_ + j] ? 1 : 0;
+    for (int j = 0; j < n_; ++j) per_rank[j] += row[j] ? 1 : 0;
+    for (int h = 0; per_host != nullptr && h < H; ++h) {
+      per_host[h] += std::any_of(row + h * L, row + (h + 1) * L, [](bool b) { return b; }) ? 1 : 0;
+    }
   }
   return r.release();
 }

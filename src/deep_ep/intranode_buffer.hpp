@@ -66,8 +66,7 @@ struct IntranodeRouting {
   const void* buffer = nullptr;
   std::uint64_t epoch = 0;
   int tokens = 0, rows = 0, num_topk = 0;
-  std::int64_t hidden = 0;  // x's, in its dtype's elements
-  shmoe_dtype_t x_dtype = SHMOE_DTYPE_BFLOAT16;
+  std::int64_t hidden = 0;                  // x's, in its dtype's elements
   std::vector<std::int32_t> routes;         // [tokens, n]: j where the token goes to rank j, or -1
   std::vector<std::int32_t> src_info;       // [capacity rows, 3]
   std::vector<std::int32_t> layout_prefix;  // [n]
@@ -87,6 +86,8 @@ class IntranodeBuffer {
 
   int num_ranks() const { return n_; }
   int rank() const { return me_; }
+  // DeepEP's RDMA ranks: the hosts, ranks host-major (host_layout).
+  int num_hosts() const { return n_ / ranks_per_host_; }
   IntranodePlan* plan() const { return plan_.get(); }
   // Collective, every rank alike: agrees on the call's shape (or refuses it on every rank, with
   // this rank's `refusal`), and makes operators that hold every rank's tokens unless the current
@@ -98,7 +99,7 @@ class IntranodeBuffer {
   std::shared_ptr<std::byte[]> block(std::size_t bytes) { return memory_.take(bytes); }
 
  private:
-  int n_ = 0, me_ = 0, first_capacity_ = 64;
+  int n_ = 0, me_ = 0, ranks_per_host_ = 1, first_capacity_ = 64;
   std::uint64_t epochs_ = 0;
   std::unique_ptr<IntranodePlan> plan_;
   ArrayMemory memory_;

@@ -29,6 +29,72 @@ int dispatch_verdict(MoeBuffer& op, shmoe_call_verdict_t verdict) {
   return op.dispatch(args, outs);
 }
 
+// A token's row as it travels: x's bytes, then those of its scales (DeepEP's FP8 pair), if any.
+struct RowFormat {
+  std::int64_t hidden = 0, x_row = 0, sf_cols = 0;
+  std::int64_t bytes() const { return x_row + 4 * sf_cols; }
+  std::int64_t units() const { return bytes() / 2; }
+};
+
+// Refuses x [tokens, hidden] and x_scales [tokens, any] (float32 or int32, or none) unless they
+// make rows of whole 2-byte units (tokens < 0: any); *f gets their format.
+bool check_rows(Checks& c, const shmoe_tensor_t& x, const shmoe_tensor_t& sf, std::int64_t tokens,
+                RowFormat* f) {
+  if (!c.tensor(x, "x", {x.dtype}, {{tokens < 0 ? Dim::kAny : tokens}, {}})) return false;
+  f->hidden = x.shape[1];
+  f->x_row = f->hidden * static_cast<std::int64_t>(dtype_bytes(x.dtype));
+  if (c.given(sf)) {
+    if (!c.tensor(sf, "x_scales", {SHMOE_DTYPE_FLOAT32, SHMOE_DTYPE_INT32}, {{x.shape[0]}, {}})) {
+      return false;
+    }
+    f->sf_cols = sf.shape[1];
+  }
+  if (f->hidden < 1 || f->bytes() % 2 != 0) {
+    c.refuse(fmt::format(
+        "x ({} of shape {}) with its scales ({} columns) must be [tokens, hidden] with hidden >= 1 "
+        "and rows of whole 2-byte units (DeepEP asks for 16-byte rows)",
+        dtype_name(x.dtype), shape_text(x), f->sf_cols));
+    return false;
+  }
+  return true;
+}
+
+// The rows the operator sends: x's own, or x's with each token's scales after its values.
+const void* travelling_rows(const shmoe_tensor_t& x, const shmoe_tensor_t& sf, const RowFormat& f,
+                            std::vector<std::byte>& staging) {
+  if (f.sf_cols == 0) return x.data;
+  const std::int64_t tokens = x.shape[0], row = f.bytes(), sf_row = 4 * f.sf_cols;
+  staging.resize(static_cast<std::size_t>(tokens * row));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::byte* to = staging.data() + t * row;
+    std::memcpy(to, static_cast<const std::byte*>(x.data) + t * f.x_row,
+                static_cast<std::size_t>(f.x_row));
+    std::memcpy(to + f.x_row, static_cast<const std::byte*>(sf.data) + t * sf_row,
+                static_cast<std::size_t>(sf_row));
+  }
+  return staging.data();
+}
+
+// recv_x (and recv_x_scales) of `rows` rows received into `block`, zero-padded to `out` rows.
+void add_received(shmoe_ep_result& r, const std::shared_ptr<std::byte[]>& block, std::int64_t rows,
+                  std::int64_t out, const shmoe_tensor_t& x, const shmoe_tensor_t& sf,
+                  const RowFormat& f) {
+  if (f.sf_cols == 0) {
+    std::memset(block.get() + rows * f.x_row, 0, static_cast<std::size_t>((out - rows) * f.x_row));
+    r.add_over("recv_x", x.dtype, {out, f.hidden}, block, block.get());
+    return;
+  }
+  auto* values = static_cast<std::byte*>(r.add("recv_x", x.dtype, {out, f.hidden}, true).data);
+  auto* scales =
+      static_cast<std::byte*>(r.add("recv_x_scales", sf.dtype, {out, f.sf_cols}, true).data);
+  const std::int64_t row = f.bytes(), sf_row = 4 * f.sf_cols;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::byte* from = block.get() + i * row;
+    std::memcpy(values + i * f.x_row, from, static_cast<std::size_t>(f.x_row));
+    std::memcpy(scales + i * sf_row, from + f.x_row, static_cast<std::size_t>(sf_row));
+  }
+}
+
 class IntranodeDispatch {
  public:
   IntranodeDispatch(IntranodeBuffer& b, const shmoe_intranode_dispatch_args_t& a)
@@ -59,6 +125,7 @@ class IntranodeDispatch {
     rows_ = rows;
     write_received();
     write_matrices();
+    write_internode();
     write_handle();
     return result_.release();
   }
@@ -66,6 +133,7 @@ class IntranodeDispatch {
  private:
   void check();
   void check_topk();
+  void write_internode();
   void pack();
   int send();
   void check_ranks() const;
@@ -78,12 +146,14 @@ class IntranodeDispatch {
   Checks checks_;
   const int n_, me_;
   IntranodeShape shape_;
-  std::int64_t hidden_ = 0, row_bytes_ = 0, local_ = 0, K_ = 0;
+  RowFormat f_;
+  std::int64_t local_ = 0, K_ = 0;
   int align_ = 1;
   IntranodePlan* p_ = nullptr;
   std::unique_ptr<shmoe_ep_result> result_ = std::make_unique<shmoe_ep_result>();
   std::shared_ptr<IntranodeRouting> routing_;
-  std::shared_ptr<std::byte[]> block_;  // recv_x's
+  std::shared_ptr<std::byte[]> block_;  // the received rows
+  std::vector<std::byte> staging_;      // x's rows with their scales
   std::vector<std::int32_t> all_ints_, counts_;
   std::int32_t nums_ = 0;
   int rows_ = 0;
@@ -91,27 +161,17 @@ class IntranodeDispatch {
 
 void IntranodeDispatch::check() {
   if (a_.refusal != nullptr) checks_.refuse(a_.refusal);
-  if (!checks_.any() && checks_.given(a_.x_scales)) {
-    checks_.refuse(
-        "x is an (FP8 values, scales) tuple; this build has no SM90 FP8 path "
-        "(Buffer.is_sm90_compiled() is False): pass bfloat16 x");
-  }
-  const shmoe_tensor_t& x = a_.x;
-  if (checks_.tensor(x, "x", {x.dtype}, {{}, {}})) {
-    shape_.tokens = x.shape[0];
-    hidden_ = x.shape[1];
-    row_bytes_ = hidden_ * static_cast<std::int64_t>(dtype_bytes(x.dtype));
-    if (hidden_ < 1 || row_bytes_ % 2 != 0) {
-      checks_.refuse(fmt::format(
-          "x ({} of shape {}) must be [tokens, hidden] with hidden >= 1, of any dtype whose rows "
-          "are whole 2-byte units (DeepEP asks for 16-byte rows)",
-          dtype_name(x.dtype), shape_text(x)));
-    }
-    shape_.units = row_bytes_ / 2;
+  if (!checks_.any() && check_rows(checks_, a_.x, a_.x_scales, -1, &f_)) {
+    shape_.tokens = a_.x.shape[0];
+    shape_.units = f_.units();
   }
   const std::int64_t tokens = shape_.tokens;
   checks_.tensor(a_.num_tokens_per_rank, "num_tokens_per_rank", {SHMOE_DTYPE_INT32}, {{n_}});
   checks_.tensor(a_.is_token_in_rank, "is_token_in_rank", {SHMOE_DTYPE_BOOL}, {{tokens}, {n_}});
+  if (checks_.given(a_.num_tokens_per_rdma_rank)) {
+    checks_.tensor(a_.num_tokens_per_rdma_rank, "num_tokens_per_rdma_rank", {SHMOE_DTYPE_INT32},
+                   {{b_.num_hosts()}});
+  }
   if (checks_.tensor(a_.num_tokens_per_expert, "num_tokens_per_expert", {SHMOE_DTYPE_INT32},
                      {{}})) {
     shape_.experts = a_.num_tokens_per_expert.shape[0];
@@ -180,11 +240,11 @@ void IntranodeDispatch::pack() {
 int IntranodeDispatch::send() {
   const auto cap = static_cast<std::int64_t>(n_) * p_->capacity;
   const std::int64_t rows = std::max<std::int64_t>(cap, a_.num_worst_tokens);
-  block_ = b_.block(static_cast<std::size_t>(rows * row_bytes_));
+  block_ = b_.block(static_cast<std::size_t>(rows * f_.bytes()));
   routing_->src_info.resize(static_cast<std::size_t>(cap) * 3);
   routing_->layout_prefix.resize(static_cast<std::size_t>(n_));
   DispatchArgs args;  // no pe_mask: normal mode is never in shrink mode
-  args.x = a_.x.data;
+  args.x = travelling_rows(a_.x, a_.x_scales, f_, staging_);
   args.topk_idx = routing_->routes.data();
   args.num_tokens = static_cast<int>(shape_.tokens);
   args.token_side = p_->side.data();
@@ -226,12 +286,11 @@ void IntranodeDispatch::check_ranks() const {
   }
 }
 
-// recv_x (zero-padded to num_worst_tokens), recv_topk_idx (local expert, or -1) and
-// recv_topk_weights (0 where not local).
+// recv_x and recv_x_scales (zero-padded to num_worst_tokens), recv_topk_idx (local expert, or -1)
+// and recv_topk_weights (0 where not local).
 void IntranodeDispatch::write_received() {
   const std::int64_t R = rows_, out = a_.num_worst_tokens > 0 ? a_.num_worst_tokens : R;
-  std::memset(block_.get() + R * row_bytes_, 0, static_cast<std::size_t>((out - R) * row_bytes_));
-  result_->add_over("recv_x", a_.x.dtype, {out, hidden_}, block_, block_.get());
+  add_received(*result_, block_, R, out, a_.x, a_.x_scales, f_);
   if (K_ == 0) return;
   auto* li =
       static_cast<std::int64_t*>(result_->add("recv_topk_idx", SHMOE_DTYPE_INT64, {out, K_}).data);
@@ -291,6 +350,41 @@ void IntranodeDispatch::write_matrices() {
   }
 }
 
+// Over more than one host, DeepEP's internode handle arrays (one channel; its RDMA ranks are the
+// hosts): the tokens this rank sends to each host, the rows it receives from each host and
+// rank (inclusive prefix sums), each row's (source rank, source token), and each token's place
+// among those this rank sends to each host (-1: none).
+void IntranodeDispatch::write_internode() {
+  const int H = b_.num_hosts(), L = n_ / H;
+  if (H < 2) return;
+  const auto ints = [&](const char* name, std::initializer_list<std::int64_t> shape) {
+    return static_cast<std::int32_t*>(result_->add(name, SHMOE_DTYPE_INT32, shape, true).data);
+  };
+  auto* sent = ints("rdma_channel_prefix_matrix", {H, 1});
+  auto* from_host = ints("recv_rdma_channel_prefix_matrix", {H, 1});
+  auto* host_sum = ints("recv_rdma_rank_prefix_sum", {H});
+  auto* rank_sum = ints("recv_gbl_rank_prefix_sum", {n_});
+  auto* meta = ints("recv_src_meta", {rows_, 2});
+  auto* head = ints("send_rdma_head", {shape_.tokens, H});
+  for (int j = 0; j < n_; ++j) {
+    const std::int32_t c = counts_[static_cast<std::size_t>(j) * n_ + me_];
+    from_host[j / L] += c;
+    rank_sum[j] = c + (j > 0 ? rank_sum[j - 1] : 0);
+  }
+  for (int h = 0; h < H; ++h) host_sum[h] = from_host[h] + (h > 0 ? host_sum[h - 1] : 0);
+  for (int r = 0; r < rows_; ++r) {
+    meta[2 * r] = routing_->src_info[3 * static_cast<std::size_t>(r)];
+    meta[2 * r + 1] = routing_->src_info[3 * static_cast<std::size_t>(r) + 1];
+  }
+  for (std::int64_t t = 0; t < shape_.tokens; ++t) {
+    for (int h = 0; h < H; ++h) {
+      const std::int32_t* to = routing_->routes.data() + t * n_ + h * L;
+      const bool goes = std::any_of(to, to + L, [](std::int32_t j) { return j >= 0; });
+      head[t * H + h] = goes ? sent[h]++ : -1;
+    }
+  }
+}
+
 void IntranodeDispatch::write_handle() {
   IntranodeRouting& r = *routing_;
   r.buffer = &b_;
@@ -298,13 +392,13 @@ void IntranodeDispatch::write_handle() {
   r.tokens = static_cast<int>(shape_.tokens);
   r.rows = rows_;
   r.num_topk = static_cast<int>(K_);
-  r.hidden = hidden_;
-  r.x_dtype = a_.x.dtype;
+  r.hidden = f_.hidden;
   result_->state = routing_;
 }
 
-// A dispatch on a dispatch's routing (DeepEP's cached dispatch): x of the same shape and dtype,
-// no side data. Every rank agrees before the operator's call.
+// A dispatch on a dispatch's routing (DeepEP's cached dispatch): x of the same tokens, any dtype
+// and hidden (with scales or not, as DeepEP's), no side data. Every rank agrees on the row size
+// before the operator's call: rows of another size go through that size's operator.
 class CachedDispatch {
  public:
   CachedDispatch(IntranodeBuffer& b, const shmoe_intranode_dispatch_args_t& a)
@@ -312,28 +406,30 @@ class CachedDispatch {
 
   shmoe_ep_result* operator()() {
     check();
-    agree(SHMEM_TEAM_WORLD, kCall, checks_.why());
+    agree(SHMEM_TEAM_WORLD, kCall, checks_.why(), {{"x's row size (with its scales)", f_.bytes()}});
     IntranodePlan& p = *b_.plan();
-    const std::int64_t row_bytes = h_->hidden * static_cast<std::int64_t>(dtype_bytes(h_->x_dtype));
+    const bool own = f_.units() == p.units;
+    MoeBuffer& op = own ? *p.x : p.combine_buffer(static_cast<int>(f_.units()));
     const auto cap = static_cast<std::int64_t>(b_.num_ranks()) * p.capacity;
-    auto block = b_.block(static_cast<std::size_t>(cap * row_bytes));
+    auto block = b_.block(static_cast<std::size_t>(cap * f_.bytes()));
     std::vector<std::int32_t> src_info(static_cast<std::size_t>(cap) * 3);
     std::vector<std::int32_t> prefix(static_cast<std::size_t>(b_.num_ranks()));
     std::int32_t nums = 0;
+    std::vector<std::byte> staging;
     DispatchArgs args;
-    args.x = a_.x.data;
+    args.x = travelling_rows(a_.x, a_.x_scales, f_, staging);
     args.topk_idx = h_->routes.data();
     args.num_tokens = h_->tokens;
-    args.token_side = p.no_side.data();
-    args.header_ints = p.no_ints.data();
+    args.token_side = own ? p.no_side.data() : nullptr;
+    args.header_ints = own ? p.no_ints.data() : nullptr;
     DispatchOutputs outs;
     outs.recv_x = block.get();
     outs.recv_src_info = src_info.data();
     outs.recv_layout_prefix = prefix.data();
     outs.num_recv_tokens_per_expert = &nums;
-    const int rows = p.x->dispatch(args, outs);
+    const int rows = op.dispatch(args, outs);
     auto result = std::make_unique<shmoe_ep_result>();
-    result->add_over("recv_x", h_->x_dtype, {rows, h_->hidden}, block, block.get());
+    add_received(*result, block, rows, rows, a_.x, a_.x_scales, f_);
     result->cached = true;
     return result.release();
   }
@@ -347,15 +443,14 @@ class CachedDispatch {
     if (!checks_.any() && (checks_.given(a_.topk_idx) || checks_.given(a_.topk_weights))) {
       checks_.refuse("a cached dispatch (handle=) takes no topk_idx or topk_weights");
     }
-    if (!checks_.any()) {
-      checks_.tensor(a_.x, "x", {h_->x_dtype}, {{h_->tokens}, {h_->hidden}});
-    }
+    if (!checks_.any()) check_rows(checks_, a_.x, a_.x_scales, h_->tokens, &f_);
   }
 
   IntranodeBuffer& b_;
   const shmoe_intranode_dispatch_args_t& a_;
   Checks checks_;
   const IntranodeRouting* h_ = nullptr;
+  RowFormat f_;
 };
 
 }  // namespace

@@ -54,6 +54,13 @@ SHMOE_API int shmoe_heap_allocation(const void* p, size_t bytes, void** start, s
 SHMOE_API int shmoe_init_from(int rank, int size, const char* store, const char* job_key,
                               int requested, int* provided);
 
+/* shmoe_init_from, but no PE runs the config store: it already runs apart at `store` (e.g.
+ * `shmoerun --store-only`, started by the framework with the same key), so no PE's loss, PE 0's
+ * included, takes the store with it (with SHMOE_PE_LOSS=continue the others go on). `store`
+ * must name its port. Returns as shmoe_init_from does. */
+SHMOE_API int shmoe_init_joining(int rank, int size, const char* store, const char* job_key,
+                                 int requested, int* provided);
+
 #ifdef __cplusplus
 }
 #endif

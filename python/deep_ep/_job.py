@@ -3,23 +3,64 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
-from typing import List, Optional
+import subprocess
+from typing import List, Optional, Tuple
 
 import torch.distributed as dist
 
 import shmoe
+from shmoe import _build_info
 from shmoe._runtime import state
 
 # The job's ranks (in the default group) that shmoe was started over, in PE order.
 _members: Optional[List[int]] = None
 
 
-def _free_loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Rank 0's config store process (shmoerun --store-only): held, as a Popen dropped while its
+# process runs warns.
+_store: Optional[subprocess.Popen] = None
+
+
+def _start_bound_s() -> float:
+    """How long the store waits for every PE to come: the PEs' own bound (SHMOE_INIT_TIMEOUT,
+    60 s unless set; shmoe.init refuses a bad value itself) and a margin for their start."""
+    try:
+        return float(os.environ.get("SHMOE_INIT_TIMEOUT", "60")) + 30
+    except ValueError:
+        return 90.0
+
+
+def _start_store(size: int) -> Tuple[str, str]:
+    """Rank 0 starts the job's config store as a process of its own, `shmoerun --store-only`, in
+    a session of its own, so that neither rank 0's death nor a signal to rank 0's process group
+    takes it with it; returns the key and the address. The key goes in the store's environment
+    (readable by this user alone), never on its command line. Its life is bounded: it ends when
+    every PE has finalized or been lost (each PE's connection ends with its process), when the
+    job is aborted, or when not every PE has come within _start_bound_s()."""
+    global _store
+    shmoerun = os.path.normpath(os.path.join(os.path.dirname(shmoe.__file__),
+                                             _build_info.SHMOERUN))
+    if not os.access(shmoerun, os.X_OK):
+        raise RuntimeError(f"deep_ep.Buffer: cannot run the job's config store: {shmoerun} "
+                           "(shmoerun, installed with the package shmoe) is not an executable")
+    key = secrets.token_hex(32)
+    _store = subprocess.Popen(
+        [shmoerun, "--store-only", "-n", str(size), "--start-timeout", str(_start_bound_s())],
+        env=dict(os.environ, SHMOE_JOB_KEY=key), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, start_new_session=True)
+    assert _store.stdout is not None
+    # Its one line on stdout says where it listens; nothing more comes there, so the pipe may
+    # close with rank 0.
+    line = _store.stdout.readline().decode(errors="replace")
+    _store.stdout.close()
+    where = re.search(r"listening on (\S+:\d+)$", line.strip())
+    if where is None:
+        raise RuntimeError(f"deep_ep.Buffer: the job's config store ({shmoerun} --store-only) "
+                           f"did not start (status {_store.wait()}); its stderr says why")
+    return key, where.group(1)
 
 
 def _node() -> str:
@@ -38,18 +79,19 @@ def _under_shmoerun(group: "dist.ProcessGroup") -> bool:
 
 def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
     """Starts shmoe over the ranks of `group` (collective over the group; nothing once started
-    over the same ranks): PE i is the group's rank i. Rank 0 of the group makes a fresh key and
-    picks a free loopback port for the config store it will run; both travel through the group
-    (all_gather_object), never on a command line. A process runs one shmoe job, so every Buffer
-    of a process must be on the same ranks. Where torchrun starts several nodes on this machine
-    (--nnodes 2 on one host), each node's ranks are a simulated host of their own
+    over the same ranks): PE i is the group's rank i. Rank 0 of the group starts the config store
+    as a process of its own (_start_store), so the job outlives any rank, rank 0 included (with
+    SHMOE_PE_LOSS=continue the others go on); its fresh key and its address travel through the
+    group (broadcast_object_list), never on a command line. A process runs one shmoe job, so
+    every Buffer of a process must be on the same ranks. Where torchrun starts several nodes on
+    this machine (--nnodes 2 on one host), each node's ranks are a simulated host of their own
     (SHMOE_HOST_ID, unless set): shared memory inside a node, UCX between nodes. Under shmoerun
-    (its PEs are the group's ranks) the Buffer joins shmoerun's job instead."""
+    (its PEs are the group's ranks) the Buffer joins that job instead, whose store shmoerun
+    runs."""
     global _members
     size = dist.get_world_size(group)
     rank = dist.get_rank(group)
-    mine = (dist.get_rank(), socket.gethostname(), _node(),
-            (secrets.token_hex(32), f"127.0.0.1:{_free_loopback_port()}") if rank == 0 else None)
+    mine = (dist.get_rank(), socket.gethostname(), _node(), _under_shmoerun(group))
     everyone: List = [None] * size
     dist.all_gather_object(everyone, mine, group=group)
     members = [int(e[0]) for e in everyone]
@@ -64,13 +106,24 @@ def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
     if len(hosts) > 1:
         raise ValueError(f"deep_ep.Buffer: group spans the hosts {', '.join(hosts)}; a Buffer "
                          "starts shmoe over one host's ranks (shared memory)")
-    key, store = everyone[0][3]
     if len(nodes) > 1 and "SHMOE_HOST_ID" not in os.environ:
         os.environ["SHMOE_HOST_ID"] = f"{hosts[0]}.node{_node()}"
     if "SHMEM_SYMMETRIC_SIZE" not in os.environ and "SMA_SYMMETRIC_SIZE" not in os.environ:
         os.environ["SHMEM_SYMMETRIC_SIZE"] = str(heap_bytes)
-    if _under_shmoerun(group):
+    if all(e[3] for e in everyone):
         shmoe.init()
     else:
-        shmoe.init(rank=rank, size=size, store=store, key=key)
+        # After the gather every rank is here, so the store's start bound runs from now. Rank 0's
+        # failure to start it goes to every rank.
+        where: List = [None]
+        if rank == 0:
+            try:
+                where[0] = _start_store(size)
+            except RuntimeError as e:
+                where[0] = str(e)
+        dist.broadcast_object_list(where, src=members[0], group=group)
+        if isinstance(where[0], str):
+            raise RuntimeError(where[0] if rank == 0 else f"{where[0]} (on rank 0)")
+        key, store = where[0]
+        shmoe.init(rank=rank, size=size, store=store, key=key, store_apart=True)
     _members = members

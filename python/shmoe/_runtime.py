@@ -67,19 +67,24 @@ def agreed(call: str, convert: Callable[[], T],
 
 
 def init(rank: Optional[int] = None, size: Optional[int] = None, store: Optional[str] = None,
-         key: Optional[str] = None) -> None:
+         key: Optional[str] = None, *, store_apart: bool = False) -> None:
     """Starts this PE (collective). A second call does nothing.
 
     Without arguments the launcher (shmoerun, mpirun, srun) says who this PE is. A job that
     another framework started (torch.distributed) gives all four instead: this process is PE
     `rank` of `size`, PE 0 runs the config store at `store` ("HOST:PORT", a port the others can
     reach) and every PE proves `key` (32+ printable characters, the same on every PE, handed
-    out through the framework, never on a command line)."""
+    out through the framework, never on a command line). With `store_apart` the store already
+    runs apart from every PE at `store` (`shmoerun --store-only`, with the same key), so no PE's
+    loss, PE 0's included, takes it with it."""
     given = [rank, size, store, key]
     if state.initialized:
         return
     if state.finalized:
         raise Error("shmoe.init: shmoe was finalized in this process and cannot start again")
+    if store_apart and all(v is None for v in given):
+        raise TypeError("shmoe.init: store_apart=True needs rank, size, store and key: a "
+                        "launcher's PEs join the store their launcher says")
     if any(v is not None for v in given):
         names = ["rank", "size", "store", "key"]
         missing = [n for n, v in zip(names, given) if v is None]
@@ -89,7 +94,8 @@ def init(rank: Optional[int] = None, size: Optional[int] = None, store: Optional
         for n, v, t in zip(names, given, (int, int, str, str)):
             if isinstance(v, bool) or not isinstance(v, t):
                 raise TypeError(f"shmoe.init: {n} must be {t.__name__}, not {type(v).__name__}")
-        _shmoe.init_from(int(rank), int(size), str(store), str(key))  # type: ignore[arg-type]
+        _shmoe.init_from(int(rank), int(size), str(store), str(key),  # type: ignore[arg-type]
+                         bool(store_apart))
     else:
         _shmoe.init()
     state.initialized = True

@@ -50,14 +50,17 @@ void bind_setup(py::module_& m) {
     shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided);
     return provided;
   });
-  m.def("init_from", [](int rank, int size, const std::string& store, const std::string& key) {
-    int provided = 0;
-    if (shmoe_init_from(rank, size, store.c_str(), key.c_str(), SHMEM_THREAD_MULTIPLE, &provided) !=
-        0) {
-      throw Error(shmoe_last_error());
-    }
-    return provided;
-  });
+  // store_apart: the store already runs apart from every PE (shmoe_init_joining); otherwise PE 0
+  // runs it (shmoe_init_from).
+  m.def("init_from",
+        [](int rank, int size, const std::string& store, const std::string& key, bool store_apart) {
+          int provided = 0;
+          auto init = store_apart ? shmoe_init_joining : shmoe_init_from;
+          if (init(rank, size, store.c_str(), key.c_str(), SHMEM_THREAD_MULTIPLE, &provided) != 0) {
+            throw Error(shmoe_last_error());
+          }
+          return provided;
+        });
   m.def("finalize", [] { released([] { shmem_finalize(); }); });
   m.def("my_pe", [] { return shmem_my_pe(); });
   m.def("n_pes", [] { return shmem_n_pes(); });

@@ -33,6 +33,7 @@ std::optional<std::string> rank_variable(const char* name) {
 }
 
 constexpr const char* kLoopback = "127.0.0.1";
+constexpr const char* kJoining = "shmoe_init_joining";
 constexpr const char* kEveryInterface = "0.0.0.0";
 constexpr std::string_view kRendezvousKey = "shmoe.rendezvous";
 
@@ -134,18 +135,20 @@ std::string store_loss_reason(const LaunchInfo& launch) {
     return "the shmoerun that runs the store has ended or died";
   }
   if (launch.hosts_store) return "this PE's own store has stopped";
+  if (launch.launcher == kJoining) return "the store, which runs apart from the PEs, has ended";
   return "PE 0, which hosts the store, has died or cannot be reached";
 }
 
-void give_launch(int rank, int size, std::string_view store, std::string_view job_key) {
+void give_launch(int rank, int size, std::string_view store, std::string_view job_key,
+                 bool pe0_hosts_store) {
   if (size < 1) throw make_error("size={} must be at least 1", size);
   if (rank < 0 || rank >= size) throw make_error("rank={} is out of range (0..{})", rank, size - 1);
   LaunchInfo info;
-  info.launcher = "shmoe_init_from";
+  info.launcher = pe0_hosts_store ? "shmoe_init_from" : kJoining;
   info.rank = rank;
   info.size = size;
   info.store = StoreAddress::parse(store, "store");
-  info.hosts_store = rank == 0;
+  info.hosts_store = pe0_hosts_store && rank == 0;
   info.job_key = JobKey::parse(job_key, "job_key");
   given_launch() = std::move(info);
 }

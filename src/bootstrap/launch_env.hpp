@@ -33,18 +33,20 @@ struct LaunchInfo {
   bool store_from_pe0 = false;  // the store address comes from PE 0 through PMIx
 };
 
-// Why a PE of this launch lost the store, naming who runs it: shmoerun, or PE 0 (every other
-// launcher's store is PE 0's).
+// Why a PE of this launch lost the store, naming who runs it: shmoerun, a store apart from the
+// PEs (shmoe_init_joining), or PE 0 (every other launcher's store is PE 0's).
 std::string store_loss_reason(const LaunchInfo& launch);
 
 // Throws shmoe::Error naming the variables when they are inconsistent or incomplete (a job of
 // several PEs outside PMIx without SHMOE_JOB_KEY among them).
 LaunchInfo detect_launch();
 
-// A start that another framework arranged (shmoe_init_from): the next detect_launch() returns
-// this rank, size, store (hosted by rank 0) and key instead of reading a launcher's variables.
+// A start that another framework arranged (shmoe_init_from, shmoe_init_joining): the next
+// detect_launch() returns this rank, size, store and key instead of reading a launcher's
+// variables. The store is rank 0's with `pe0_hosts_store`, else one already running apart.
 // Throws shmoe::Error naming the argument that is out of range or malformed.
-void give_launch(int rank, int size, std::string_view store, std::string_view job_key);
+void give_launch(int rank, int size, std::string_view store, std::string_view job_key,
+                 bool pe0_hosts_store);
 
 // Every PE calls this before it connects to the store, PE 0 after its store (if it hosts one)
 // listens on `hosted_port`. Under PMIx, PE 0 tells the others where the store is and hands out

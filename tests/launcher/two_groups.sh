@@ -2,7 +2,8 @@
 # A job of 4 PEs started as two groups, as on two hosts (SHMOE_HOST_ID hostA and hostB, so the
 # groups talk over UCX): with the store run alone (shmoerun --store-only) and with the store run
 # by the first group; a PE of the second group that dies, and one group that never comes, must
-# be reported by name by the other group.
+# be reported by name by the other group; a store alone whose PEs never come stops at its
+# --start-timeout, naming them.
 # Usage: two_groups.sh SHMOERUN PE_FAULTS
 set -uo pipefail
 shmoerun=$1
@@ -48,6 +49,19 @@ wait $a; rc_a=$?
 [[ $rc_b == 137 ]] || fail "group B exited $rc_b, want 137 (its PE 3 was killed by signal 9)"
 grep -Eq "job aborted: PE 3 \(pid [0-9]+ on hostB\) disconnected without finalizing" "$out/a.log" ||
   fail "group A does not name PE 3 on hostB: $(cat "$out/a.log")"
+
+echo "== a store alone whose PEs never come stops at --start-timeout"
+start=$SECONDS
+"$shmoerun" --store-only -n 3 --start-timeout 1 --timeout 60 >"$out/store.log" 2>&1
+rc=$?
+[[ $rc == 124 ]] || fail "the store alone exited $rc without PEs, want 124"
+((SECONDS - start <= 10)) || fail "the store alone took $((SECONDS - start)) s to give up, want ~1"
+grep -q "PEs 0, 1, 2 did not come within --start-timeout 1.0 s" "$out/store.log" ||
+  fail "the store alone does not name PEs 0, 1, 2: $(cat "$out/store.log")"
+"$shmoerun" -n 1 --start-timeout 1 "$pe_faults" ok >"$out/a.log" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q -- "--start-timeout is for --store-only" "$out/a.log" ||
+  fail "--start-timeout without --store-only: exit $rc, $(cat "$out/a.log")"
 
 echo "== the second group never comes"
 port=$(free_port)

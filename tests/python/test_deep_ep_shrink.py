@@ -7,6 +7,7 @@ its seed, with exact integer encodings (column 0: source rank, column 1: token),
 outputs and weights chosen so that every sum is exact in float32."""
 
 import functools
+import time
 import traceback
 
 import pytest
@@ -213,15 +214,18 @@ AWAY = 2  # the rank that is away for two rounds and comes back
 
 
 def _round(rank, n, buffer, rnd, masked):
-    """One BF16 dispatch and combine, checked exactly; the mask must be `masked` after each."""
+    """One BF16 dispatch and combine, checked exactly; the mask must be `masked` after each.
+    Returns when the dispatch returned (time.time())."""
     x, idx, w = _inputs(rank, n, rnd)
     recv, count, handle, _, _ = buffer.low_latency_dispatch(x, idx, TOKENS, n * LOCAL,
                                                             use_fp8=False)
+    dispatched = time.time()
     assert _mask(buffer, n) == masked, (rnd, "dispatch")
     values = _check_dispatch(rank, n, rnd, False, recv, count, handle, masked)
     combined, _, _ = buffer.low_latency_combine(_expert_outputs(values, rank), idx, w, handle)
     assert _mask(buffer, n) == masked, (rnd, "combine")
     _check_combine(rank, n, rnd, False, combined, masked)
+    return dispatched
 
 
 def _away_and_back(rank, n, group, buffer):
@@ -255,8 +259,6 @@ LATE, LATE_S = 3, 0.3  # the rank that comes late to every call, and by how much
 def _late_to_every_call(rank, n, group, buffer):
     """Rank LATE sleeps before each low-latency call; every other rank's wait stats must blame
     it: most of the wait, and at least most of its delay per call."""
-    import time
-
     calls = 3
     waits = {k: torch.zeros(n, dtype=torch.int64) for k in ("dispatch", "combine")}
     for rnd in range(calls):

@@ -175,16 +175,38 @@ int report_abort(std::string why) {
   return status;
 }
 
+// The ranks of the job that never said hello to its store ("2, 3"); empty once all did.
+std::string never_arrived(const bootstrap::JobStatus& s, int job_size) {
+  std::vector<int> missing;
+  for (int r = 0; r < job_size; ++r) {
+    if (!std::binary_search(s.arrived.begin(), s.arrived.end(), r)) missing.push_back(r);
+  }
+  return fmt::format("{}", fmt::join(missing, ", "));
+}
+
 // Waits until the job whose store is at `address` has ended: every PE finalized (0) or the job
-// was aborted (its status, after printing why). 124 after `timeout` (0: none), 130 on Ctrl-C.
-int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeout) {
+// was aborted (its status, after printing why). 124 after `timeout` (0: none), or when not
+// every one of the `job_size` PEs has said hello within `start_timeout` (0: no bound); 130 on
+// Ctrl-C.
+int wait_for_job_end(const std::string& address, std::chrono::milliseconds timeout,
+                     int job_size = 0, std::chrono::milliseconds start_timeout = {}) {
   // The key is this process's SHMOE_JOB_KEY (see use_job_key).
   bootstrap::Hello hello{bootstrap::PeerRole::kTool, -1, 0, static_cast<int>(::getpid()), "", {}};
   bootstrap::ConfigStoreClient client(bootstrap::StoreAddress::parse(address), hello,
                                       std::chrono::seconds(10));
   const auto start = Clock::now();
+  bool started = start_timeout.count() == 0;
   for (;;) {
     if (client.get(bootstrap::kFinalizedKey, std::chrono::milliseconds(200))) return 0;
+    if (!started) {
+      const std::string missing = never_arrived(client.job_status(), job_size);
+      started = missing.empty();
+      if (!started && Clock::now() - start > start_timeout) {
+        say(fmt::format("PEs {} did not come within --start-timeout {:.1f} s; stopping the store",
+                        missing, std::chrono::duration<double>(start_timeout).count()));
+        return 124;
+      }
+    }
     if (auto why = client.get(bootstrap::kAbortKey, std::chrono::milliseconds(0))) {
       return report_abort(*why);
     }
@@ -216,6 +238,13 @@ bootstrap::JobKey use_job_key(bool shared_with_other_launchers) {
   if (!key) key = bootstrap::JobKey::generate();
   settings::set(bootstrap::kJobKeyVariable, key->text());
   return *key;
+}
+
+// This host as its PEs name it in their hello: SHMOE_HOST_ID, else the system's host name.
+std::string this_host_id() {
+  if (auto id = settings::host_id()) return *id;
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : "localhost";
 }
 
 // Where this host's processes reach a store that listens on `bind_host`.
@@ -606,18 +635,24 @@ class JobRun {
 }  // namespace
 
 int run_store_only(const std::string& bind_host, std::uint16_t port, int job_size,
-                   std::chrono::milliseconds timeout) {
+                   std::chrono::milliseconds timeout, std::chrono::milliseconds start_timeout) {
   bootstrap::ConfigStoreServer::Options store_options;
   store_options.bind_host = bind_host;
   store_options.port = port;
   store_options.job_size = job_size;
   store_options.job_key = use_job_key(true);
+  // A PE that died before the job started leaves its shared-memory name: removed here for the
+  // PEs of this host, as the PEs' own launcher would.
+  store_options.on_pe_lost = [here = this_host_id()](const bootstrap::Hello& lost) {
+    if (lost.host == here) heap::Segment::remove_name_of(lost.pid, lost.rank);
+  };
   bootstrap::ConfigStoreServer store(store_options);
   store.start();
   install_handlers();
   write_all(STDOUT_FILENO, fmt::format("{}: config store for {} listening on {}:{}\n", g_name,
                                        pe_count(job_size), bind_host, store.port()));
-  return wait_for_job_end(local_store_address(bind_host, store.port()), timeout);
+  return wait_for_job_end(local_store_address(bind_host, store.port()), timeout, job_size,
+                          start_timeout);
 }
 
 int run_job(LaunchOptions o) {

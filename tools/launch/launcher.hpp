@@ -40,9 +40,11 @@ struct LaunchOptions {
 int run_job(LaunchOptions options);
 
 // Runs only the config store of a job of `job_size` PEs started by other launchers, until every
-// PE has finalized (returns 0) or the job is aborted (prints the reason, returns 1); 124 on
-// `timeout`, 130 on Ctrl-C.
+// PE has finalized or been lost (returns 0) or the job is aborted (prints the reason, returns
+// 1); 124 on `timeout`, or when some PE has not said hello within `start_timeout` (0: no bound);
+// 130 on Ctrl-C. Each PE's connection ends with its process, so once all came the store ends
+// with the last of them.
 int run_store_only(const std::string& bind_host, std::uint16_t port, int job_size,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, std::chrono::milliseconds start_timeout);
 
 }  // namespace shmoe::tools

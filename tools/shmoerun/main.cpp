@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   const auto& o = options.launch;
   try {
     if (options.store_only) {
-      return shmoe::tools::run_store_only(o.store_bind, o.store_port, o.n_pes, o.job_timeout);
+      return shmoe::tools::run_store_only(o.store_bind, o.store_port, o.n_pes, o.job_timeout,
+                                          options.start_timeout);
     }
     return shmoe::tools::run_job(o);
   } catch (const std::exception& e) {

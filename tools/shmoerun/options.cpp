@@ -102,6 +102,7 @@ constexpr const char* kFooter =
 // The values CLI11 reads that LaunchOptions holds in other units.
 struct RawValues {
   double timeout_s = 0;
+  double start_timeout_s = 0;
   int port = 0;
 };
 
@@ -126,6 +127,10 @@ void add_options(CLI::App& app, ShmoerunOptions& out, RawValues& raw) {
                  "a job that spans hosts)");
   app.add_flag("--store-only", out.store_only,
                "run only the config store of a job of -n PEs, started elsewhere with --store");
+  app.add_option("--start-timeout", raw.start_timeout_s,
+                 "with --store-only: stop the store when not every PE has come within this many "
+                 "seconds (0: wait for ever)")
+      ->check(CLI::Range(0.0, 1e7));
   app.add_flag("-p,--prefix,--tag-output", out.launch.prefix_output,
                "prefix every output line with the PE number");
   app.add_option("--timeout", raw.timeout_s, "stop the job after this many seconds (0: never)")
@@ -171,6 +176,13 @@ int finish_options(const CLI::App& app, const RawValues& raw, std::vector<std::s
   options.store_port = static_cast<std::uint16_t>(raw.port);
   options.job_timeout = std::chrono::milliseconds(static_cast<long long>(raw.timeout_s * 1000));
   options.command = std::move(command);
+  out.start_timeout = std::chrono::milliseconds(static_cast<long long>(raw.start_timeout_s * 1000));
+  if (out.start_timeout.count() > 0 && !out.store_only) {
+    std::fprintf(stderr,
+                 "shmoerun: --start-timeout is for --store-only, which waits for PEs "
+                 "started elsewhere\n");
+    return 2;
+  }
   if (out.store_only) {
     if (!options.store_address.empty() || !options.command.empty()) {
       std::fprintf(stderr,

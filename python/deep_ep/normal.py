@@ -7,7 +7,7 @@ and makes one runtime call."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import torch
 
@@ -30,6 +30,7 @@ class Handle(tuple):
 
 def _handle(arrays: Any, is_token_in_rank: torch.Tensor, result: Any) -> Handle:
     get = lambda name: torch.from_numpy(arrays[name])  # noqa: E731
+    parts: Tuple[torch.Tensor, ...]
     if "recv_gbl_rank_prefix_sum" in arrays:  # more than one host
         parts = (is_token_in_rank, get("rdma_channel_prefix_matrix"),
                  get("channel_prefix_matrix"), get("recv_rdma_channel_prefix_matrix"),

@@ -33,13 +33,15 @@ def _start_bound_s() -> float:
         return 90.0
 
 
-def _start_store(size: int) -> Tuple[str, str]:
+def _start_store(size: int, spans_hosts: bool) -> Tuple[str, str]:
     """Rank 0 starts the job's config store as a process of its own, `shmoerun --store-only`, in
     a session of its own, so that neither rank 0's death nor a signal to rank 0's process group
     takes it with it; returns the key and the address. The key goes in the store's environment
     (readable by this user alone), never on its command line. Its life is bounded: it ends when
     every PE has finalized or been lost (each PE's connection ends with its process), when the
-    job is aborted, or when not every PE has come within _start_bound_s()."""
+    job is aborted, or when not every PE has come within _start_bound_s(). For a group that
+    spans hosts it listens on every interface (the key admits the job's PEs alone) and names the
+    address other hosts reach it by."""
     global _store
     shmoerun = os.path.normpath(os.path.join(os.path.dirname(shmoe.__file__),
                                              _build_info.SHMOERUN))
@@ -48,7 +50,8 @@ def _start_store(size: int) -> Tuple[str, str]:
                            "(shmoerun, installed with the package shmoe) is not an executable")
     key = secrets.token_hex(32)
     _store = subprocess.Popen(
-        [shmoerun, "--store-only", "-n", str(size), "--start-timeout", str(_start_bound_s())],
+        [shmoerun, "--store-only", "-n", str(size), "--start-timeout", str(_start_bound_s())]
+        + (["--bind", "0.0.0.0"] if spans_hosts else []),
         env=dict(os.environ, SHMOE_JOB_KEY=key), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, start_new_session=True)
     assert _store.stdout is not None
@@ -83,9 +86,9 @@ def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
     as a process of its own (_start_store), so the job outlives any rank, rank 0 included (with
     SHMOE_PE_LOSS=continue the others go on); its fresh key and its address travel through the
     group (broadcast_object_list), never on a command line. A process runs one shmoe job, so
-    every Buffer of a process must be on the same ranks. Where torchrun starts several nodes on
-    this machine (--nnodes 2 on one host), each node's ranks are a simulated host of their own
-    (SHMOE_HOST_ID, unless set): shared memory inside a node, UCX between nodes. Under shmoerun
+    every Buffer of a process must be on the same ranks. The ranks of one host share memory,
+    and hosts talk over UCX; where torchrun starts several nodes on one machine (--nnodes 2 on
+    one host), each node's ranks are a simulated host of their own (SHMOE_HOST_ID, unless set). Under shmoerun
     (its PEs are the group's ranks) the Buffer joins that job instead, whose store shmoerun
     runs."""
     global _members
@@ -103,11 +106,8 @@ def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
                              f"process already runs shmoe over ranks {_members}: every Buffer "
                              "of a process must be on the same ranks")
         return
-    if len(hosts) > 1:
-        raise ValueError(f"deep_ep.Buffer: group spans the hosts {', '.join(hosts)}; a Buffer "
-                         "starts shmoe over one host's ranks (shared memory)")
-    if len(nodes) > 1 and "SHMOE_HOST_ID" not in os.environ:
-        os.environ["SHMOE_HOST_ID"] = f"{hosts[0]}.node{_node()}"
+    if len(nodes) > len(hosts) and "SHMOE_HOST_ID" not in os.environ:
+        os.environ["SHMOE_HOST_ID"] = f"{socket.gethostname()}.node{_node()}"
     if "SHMEM_SYMMETRIC_SIZE" not in os.environ and "SMA_SYMMETRIC_SIZE" not in os.environ:
         os.environ["SHMEM_SYMMETRIC_SIZE"] = str(heap_bytes)
     if all(e[3] for e in everyone):
@@ -118,7 +118,7 @@ def join(group: "dist.ProcessGroup", heap_bytes: int) -> None:
         where: List = [None]
         if rank == 0:
             try:
-                where[0] = _start_store(size)
+                where[0] = _start_store(size, len(hosts) > 1)
             except RuntimeError as e:
                 where[0] = str(e)
         dist.broadcast_object_list(where, src=members[0], group=group)

@@ -19,6 +19,7 @@
 
 #include "bootstrap/config_store.hpp"
 #include "bootstrap/job_key.hpp"
+#include "bootstrap/reachable_address.hpp"
 #include "common/settings.hpp"
 #include "hang_reports.hpp"
 #include "heap/segment.hpp"
@@ -649,8 +650,11 @@ int run_store_only(const std::string& bind_host, std::uint16_t port, int job_siz
   bootstrap::ConfigStoreServer store(store_options);
   store.start();
   install_handlers();
+  // Listening on every interface, it names the address other hosts reach it by.
+  const std::string shown =
+      bind_host == "0.0.0.0" ? bootstrap::address_for_other_hosts() : bind_host;
   write_all(STDOUT_FILENO, fmt::format("{}: config store for {} listening on {}:{}\n", g_name,
-                                       pe_count(job_size), bind_host, store.port()));
+                                       pe_count(job_size), shown, store.port()));
   return wait_for_job_end(local_store_address(bind_host, store.port()), timeout, job_size,
                           start_timeout);
 }

@@ -500,11 +500,12 @@ void rejoin_and_check(MoeBuffer& op, std::uint64_t seed, int round,
   round_checked(op, seed, round, mask, {});
 }
 
-// Stopped inside sync_live after reaching half the PEs: a PE that masked it tells it so, and the
-// resumed PE does not take that PE's flag (raised before it gave up) for an arrival.
-TEST(MoeShrinkStopped, InsideSyncLive) {
-  const int stopped = stopped_inside("sync_live");
-  if (stopped < 0) GTEST_SKIP() << "runs with SHMOE_TEST_STOP_IN=PE:sync_live";
+// Stopped inside `step` (sync_live or rejoin: `barrier`) after reaching half the PEs: a PE that
+// masked it tells it so, and the resumed PE does not take that PE's flag (raised before it gave
+// up) for an arrival; the later rejoin (a new attempt, the same on every PE) brings every PE back.
+void stopped_inside_barrier(const char* step, void (MoeBuffer::*barrier)(std::int32_t*)) {
+  const int stopped = stopped_inside(step);
+  if (stopped < 0) GTEST_SKIP() << "runs with SHMOE_TEST_STOP_IN=PE:" << step;
   const int n = shmem_n_pes(), me = shmem_my_pe();
   ASSERT_GE(stopped, (n + 1) / 2) << "the stopped PE must be one that its own flag has not reached";
   const std::uint64_t seed = test::shared_seed();
@@ -512,28 +513,19 @@ TEST(MoeShrinkStopped, InsideSyncLive) {
   MoeBuffer op(config(bound_ms()));
   std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
   round_checked(op, seed, 0, mask, {});
-  op.sync_live(mask.data());
-  EXPECT_EQ(masked_set(mask), masked_after_half_arrival(stopped, me, n)) << "after sync_live";
+  (op.*barrier)(mask.data());
+  EXPECT_EQ(masked_set(mask), masked_after_half_arrival(stopped, me, n)) << "after " << step;
   drill.done_with_step();
   rejoin_and_check(op, seed, 1, mask);
 }
 
-// Stopped inside a rejoin after reaching half the PEs: the same, and the later rejoin (a new
-// attempt, the same on every PE) brings every PE back.
+TEST(MoeShrinkStopped, InsideSyncLive) {
+  stopped_inside_barrier("sync_live", &MoeBuffer::sync_live);
+}
+
 TEST(MoeShrinkStopped, InsideRejoin) {
-  const int stopped = stopped_inside("rejoin");
-  if (stopped < 0) GTEST_SKIP() << "runs with SHMOE_TEST_STOP_IN=PE:rejoin";
-  const int n = shmem_n_pes(), me = shmem_my_pe();
-  ASSERT_GE(stopped, (n + 1) / 2) << "the stopped PE must be one that its own flag has not reached";
-  const std::uint64_t seed = test::shared_seed();
-  StopDrill drill(stopped);
-  MoeBuffer op(config(bound_ms()));
-  std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
-  round_checked(op, seed, 0, mask, {});
-  op.rejoin(mask.data());
-  EXPECT_EQ(masked_set(mask), masked_after_half_arrival(stopped, me, n)) << "after the rejoin";
-  drill.done_with_step();
-  rejoin_and_check(op, seed, 1, mask);
+  stopped_inside_barrier("rejoin",
+                         static_cast<void (MoeBuffer::*)(std::int32_t*)>(&MoeBuffer::rejoin));
 }
 
 // Stopped in the middle of its combine's reads past the bound: the others mask it and go on

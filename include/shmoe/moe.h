@@ -75,6 +75,10 @@ typedef enum {
   SHMOE_DTYPE_BOOL = 7
 } shmoe_dtype_t;
 
+/* Local; needs no shmem_init. The type's name as torch and numpy spell it ("bfloat16",
+ * "float8_e4m3fn", ...), or "?" for a value outside the enum. */
+SHMOE_API const char* shmoe_dtype_name(shmoe_dtype_t dtype);
+
 /* Classic: the workers move every row. Double: segments of at least double_plane_threshold bytes
  * go by the copy engine while the workers carry on. Both give the same results. */
 typedef enum { SHMOE_PLANE_CLASSIC = 0, SHMOE_PLANE_DOUBLE = 1 } shmoe_plane_t;

@@ -9,25 +9,8 @@
 namespace shmoe::deep_ep {
 
 std::string dtype_name(shmoe_dtype_t t) {
-  switch (t) {
-    case SHMOE_DTYPE_INT32:
-      return "int32";
-    case SHMOE_DTYPE_FLOAT16:
-      return "float16";
-    case SHMOE_DTYPE_BFLOAT16:
-      return "bfloat16";
-    case SHMOE_DTYPE_FLOAT32:
-      return "float32";
-    case SHMOE_DTYPE_INT64:
-      return "int64";
-    case SHMOE_DTYPE_UINT8:
-      return "uint8";
-    case SHMOE_DTYPE_FLOAT8_E4M3:
-      return "float8_e4m3fn";
-    case SHMOE_DTYPE_BOOL:
-      return "bool";
-  }
-  return fmt::format("dtype #{}", static_cast<int>(t));
+  const std::string name = shmoe_dtype_name(t);
+  return name != "?" ? name : fmt::format("dtype #{}", static_cast<int>(t));
 }
 
 std::string shape_text(const shmoe_tensor_t& t) {

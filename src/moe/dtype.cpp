@@ -2,20 +2,12 @@
 
 #include <string>
 
+#include "shmoe/moe.h"
+
 namespace shmoe::moe {
 
 std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::kInt32:
-      return "int32";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-    case DType::kFloat32:
-      return "float32";
-  }
-  return "?";
+  return shmoe_dtype_name(static_cast<shmoe_dtype_t>(t));
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
@@ -28,3 +20,25 @@ std::optional<DType> parse_dtype(std::string_view name) {
 }
 
 }  // namespace shmoe::moe
+
+extern "C" const char* shmoe_dtype_name(shmoe_dtype_t dtype) {
+  switch (dtype) {
+    case SHMOE_DTYPE_INT32:
+      return "int32";
+    case SHMOE_DTYPE_FLOAT16:
+      return "float16";
+    case SHMOE_DTYPE_BFLOAT16:
+      return "bfloat16";
+    case SHMOE_DTYPE_FLOAT32:
+      return "float32";
+    case SHMOE_DTYPE_INT64:
+      return "int64";
+    case SHMOE_DTYPE_UINT8:
+      return "uint8";
+    case SHMOE_DTYPE_FLOAT8_E4M3:
+      return "float8_e4m3fn";
+    case SHMOE_DTYPE_BOOL:
+      return "bool";
+  }
+  return "?";
+}

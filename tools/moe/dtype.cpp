@@ -5,19 +5,7 @@
 namespace shmoe::tools {
 
 std::string_view dtype_name(DType t) {
-  switch (t) {
-    case SHMOE_DTYPE_INT32:
-      return "int32";
-    case SHMOE_DTYPE_FLOAT16:
-      return "float16";
-    case SHMOE_DTYPE_BFLOAT16:
-      return "bfloat16";
-    case SHMOE_DTYPE_FLOAT32:
-      return "float32";
-    default:  // an MoE buffer carries only the four types above
-      break;
-  }
-  return "?";
+  return shmoe_dtype_name(t);
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {

@@ -291,8 +291,10 @@ void Runtime::finalize() {
   leaving_ = true;
   stop_service();
   client_->bye();
-  if (server_) {
-    // The store must outlive every peer's goodbye.
+  // The store must outlive every peer's goodbye. After a loss, every PE stays until then too: the
+  // barrier over the live PEs reads each PE's entered word where it lies (over UCX on another
+  // host), and a PE says goodbye only once out of it, so no PE reads the memory of one gone.
+  if (server_ || any_pe_lost()) {
     if (!client_->get(bootstrap::kFinalizedKey, config_.init_timeout)) {
       log::warn("not every PE said goodbye to the config store within {} ms",
                 config_.init_timeout.count());

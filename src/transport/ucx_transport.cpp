@@ -9,6 +9,7 @@
 #include "common/backoff.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/pe_loss.hpp"
 #include "common/settings.hpp"
 #include "transport/narrow_atomic.hpp"
 #include "transport/start_record.hpp"
@@ -243,6 +244,22 @@ UcxTransport::Endpoint& UcxTransport::endpoint(UcxChannel& ch, int pe) {
   return e;
 }
 
+namespace {
+
+// A PE the store declared lost (SHMOE_PE_LOSS=continue) never answers again. A put, atomic update
+// or flush to it is dropped (its data was for it alone), so that the others go on; a get or a
+// fetch from it is dropped where this thread handles lost PEs (shrink-mode MoE leaves the lost
+// PE's rows out), and otherwise stops the PE naming the lost one, at once.
+bool drop_for_lost_pe(const char* what, int pe) {
+  if (pe < 0 || !pe_lost(pe)) return false;
+  if (std::strncmp(what, "put", 3) == 0 || std::strncmp(what, "flush", 5) == 0) return true;
+  fail_if_waiting_for_lost_pe(WaitState{fmt::format("UCX {}", what),
+                                        fmt::format("UCX {} with PE {}", what, pe), pe, 1, 0, 0});
+  return true;
+}
+
+}  // namespace
+
 void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   if (request == nullptr) return;
   if (UCS_PTR_IS_ERR(request)) {
@@ -253,6 +270,10 @@ void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   ucs_status_t status;
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
     if (progress()) continue;
+    if (drop_for_lost_pe(what, pe)) {
+      ucp_request_free(request);  // released by UCX when it ends
+      return;
+    }
     if (backoff.pause()) {
       report_hang(
           WaitState{fmt::format("UCX {}", what),

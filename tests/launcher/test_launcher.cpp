@@ -117,6 +117,15 @@ void expect_match(const Result& r, const std::string& pattern) {
       << r.output;
 }
 
+// The output ends with shmoerun's line matching `pattern` (from "shmoerun: " to its newline).
+void expect_last_launcher_line(const Result& r, const std::string& pattern) {
+  const auto last = r.output.rfind("shmoerun: ");
+  ASSERT_NE(last, std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output.substr(last), std::regex("^" + pattern + "\n$")))
+      << "expected the last line /" << pattern << "/ in:\n"
+      << r.output;
+}
+
 // No /dev/shm object of a PE whose pid the output names may survive the job.
 void expect_no_leaked_segments(const Result& r) {
   std::regex pid_re("pid=(\\d+) pe=(\\d+)");
@@ -206,14 +215,10 @@ TEST(Launcher, KilledPeInContinueModeLetsTheOthersEndCleanly) {
     EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
     // The others go on: nothing stops them (the launcher's abort-mode line says it does).
     EXPECT_EQ(r.output.find("stopping the other"), std::string::npos) << r.output;
-    const auto last = r.output.rfind("shmoerun: ");
-    ASSERT_NE(last, std::string::npos) << r.output;
-    EXPECT_TRUE(std::regex_search(
-        r.output.substr(last),
-        std::regex("^shmoerun: done without 1 of 3 PEs \\(SHMOE_PE_LOSS=continue\\): the other "
-                   "2 ended with status 0; lost: PE 1 \\(pid \\d+\\) was killed by signal 9 "
-                   "\\(Killed\\)\n$")))
-        << r.output;
+    expect_last_launcher_line(r,
+                              "shmoerun: done without 1 of 3 PEs \\(SHMOE_PE_LOSS=continue\\): the "
+                              "other 2 ended with status 0; lost: PE 1 \\(pid \\d+\\) was killed "
+                              "by signal 9 \\(Killed\\)");
     EXPECT_LT(r.seconds, 30) << r.output;
     expect_no_leaked_segments(r);
   }
@@ -248,15 +253,10 @@ TEST(Launcher, ACollectiveThatNeedsALostPeFailsNamingIt) {
   EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
   expect_match(r,
                "PE 1 was lost \\(SHMOE_PE_LOSS=continue\\); this call cannot complete without it");
-  const auto last = r.output.rfind("shmoerun: ");
-  ASSERT_NE(last, std::string::npos) << r.output;
-  EXPECT_TRUE(std::regex_search(
-      r.output.substr(last), std::regex("^shmoerun: lost 3 of 3 PEs \\(SHMOE_PE_LOSS=continue\\): "
-                                        "PE 1 \\(pid \\d+\\) was killed by signal 9 "
-                                        "\\(Killed\\); PE [02] \\(pid \\d+\\) exited "
-                                        "with status 1; PE [02] \\(pid \\d+\\) exited with "
-                                        "status 1\n$")))
-      << r.output;
+  expect_last_launcher_line(r,
+                            "shmoerun: lost 3 of 3 PEs \\(SHMOE_PE_LOSS=continue\\): PE 1 \\(pid "
+                            "\\d+\\) was killed by signal 9 \\(Killed\\); PE [02] \\(pid \\d+\\) "
+                            "exited with status 1; PE [02] \\(pid \\d+\\) exited with status 1");
   EXPECT_LT(r.seconds, 30) << r.output;
   expect_no_leaked_segments(r);
 }

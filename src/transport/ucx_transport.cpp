@@ -4,11 +4,14 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "common/backoff.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/pe_loss.hpp"
 #include "common/settings.hpp"
 #include "transport/narrow_atomic.hpp"
 #include "transport/start_record.hpp"
@@ -243,9 +246,39 @@ UcxTransport::Endpoint& UcxTransport::endpoint(UcxChannel& ch, int pe) {
   return e;
 }
 
+namespace {
+
+// A PE the store declared lost (SHMOE_PE_LOSS=continue) never answers again. A put, atomic update
+// (no reply wanted) or flush to it is dropped (its data was for it alone), so the others go on; a
+// get or a fetch from it is dropped where this thread handles lost PEs (shrink-mode MoE leaves
+// the lost PE's rows out), and otherwise stops the PE naming the lost one, at once.
+bool drop_for_lost_pe(const char* what, int pe) {
+  if (pe < 0 || !pe_lost(pe)) return false;
+  if (std::strncmp(what, "put", 3) == 0 || std::strncmp(what, "flush", 5) == 0 ||
+      std::strcmp(what, "atomic update") == 0)
+    return true;
+  fail_if_waiting_for_lost_pe(WaitState{fmt::format("UCX {}", what),
+                                        fmt::format("UCX {} with PE {}", what, pe), pe, 1, 0, 0});
+  return true;
+}
+
+// A transfer to a PE that just died may fail (connection reset) before the store's notice comes:
+// under SHMOE_PE_LOSS=continue the notice is awaited, a few seconds at most, before the error
+// stops this PE.
+bool failed_for_lost_pe(const char* what, int pe) {
+  if (pe < 0 || !watch_lost_pes()) return false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!pe_lost(pe) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return drop_for_lost_pe(what, pe);
+}
+
+}  // namespace
+
 void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   if (request == nullptr) return;
   if (UCS_PTR_IS_ERR(request)) {
+    if (failed_for_lost_pe(what, pe)) return;
     log::fatal(fmt::format("UCX {} with PE {} failed: {}", what, pe,
                            ucs_status_string(UCS_PTR_STATUS(request))));
   }
@@ -253,6 +286,10 @@ void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   ucs_status_t status;
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
     if (progress()) continue;
+    if (drop_for_lost_pe(what, pe)) {
+      ucp_request_free(request);  // released by UCX when it ends
+      return;
+    }
     if (backoff.pause()) {
       report_hang(
           WaitState{fmt::format("UCX {}", what),
@@ -263,6 +300,7 @@ void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   }
   ucp_request_free(request);
   if (status != UCS_OK) {
+    if (failed_for_lost_pe(what, pe)) return;
     log::fatal(fmt::format("UCX {} with PE {} failed: {}", what, pe, ucs_status_string(status)));
   }
 }
@@ -438,13 +476,15 @@ namespace {
 struct DiscardedReply {
   std::uint64_t value = 0;
   std::uint64_t reply = 0;
+  int pe = -1;
 };
 
 // A request freed by its owner gets no callback, so the callbacks free their requests.
 void free_discarded_reply(void* request, ucs_status_t status, void* user_data) {
+  const int pe = static_cast<DiscardedReply*>(user_data)->pe;
   delete static_cast<DiscardedReply*>(user_data);
   ucp_request_free(request);
-  if (status != UCS_OK) {
+  if (status != UCS_OK && !failed_for_lost_pe("atomic update", pe)) {
     log::fatal(fmt::format("UCX posted atomic failed: {}", ucs_status_string(status)));
   }
 }
@@ -463,13 +503,14 @@ void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_at
     std::uint64_t value64 = operand;
     std::uint32_t value32 = static_cast<std::uint32_t>(operand);
     const void* value = width == 8 ? static_cast<const void*>(&value64) : &value32;
-    release_nbi(ucp_atomic_op_nbx(e.ep, op, value, 1, address, e.rkey, &prm), "atomic", pe);
+    release_nbi(ucp_atomic_op_nbx(e.ep, op, value, 1, address, e.rkey, &prm), "atomic update", pe);
     return;
   }
   auto* held = new DiscardedReply;
   const bool cswap = op == UCP_ATOMIC_OP_CSWAP;
   held->value = cswap ? compare : operand;
   held->reply = cswap ? operand : 0;
+  held->pe = pe;
   if (width == 4) {  // the 32-bit operands sit in the first half of each word (little-endian)
     held->value = static_cast<std::uint32_t>(held->value);
     held->reply = static_cast<std::uint32_t>(held->reply);
@@ -482,7 +523,7 @@ void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_at
   ucs_status_ptr_t request = ucp_atomic_op_nbx(e.ep, op, &held->value, 1, address, e.rkey, &prm);
   if (UCS_PTR_IS_PTR(request)) return;  // the callback frees both
   delete held;                          // done (or failed) at once: no callback comes
-  if (UCS_PTR_IS_ERR(request)) wait(request, "atomic", pe);
+  if (UCS_PTR_IS_ERR(request)) wait(request, "atomic update", pe);
 }
 std::uint64_t UcxTransport::narrow_atomic(UcxChannel& ch, int pe, std::size_t offset,
                                           const AmoRequest& r) {

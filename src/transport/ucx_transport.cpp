@@ -305,12 +305,34 @@ void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   }
 }
 
+namespace {
+
+// Counted after the post: a flush started once the count is seen is ordered after the operation.
+void note_posted(std::atomic<std::uint64_t>& posted) {
+  posted.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// The posted count that a flush started now covers, or 0 when every operation is covered.
+std::uint64_t unflushed(const std::atomic<std::uint64_t>& posted,
+                        const std::atomic<std::uint64_t>& flushed) {
+  const std::uint64_t p = posted.load(std::memory_order_acquire);
+  return p > flushed.load(std::memory_order_acquire) ? p : 0;
+}
+
+void note_flushed(std::atomic<std::uint64_t>& flushed, std::uint64_t covered) {
+  std::uint64_t f = flushed.load(std::memory_order_acquire);
+  while (f < covered && !flushed.compare_exchange_weak(f, covered, std::memory_order_acq_rel)) {
+  }
+}
+
+}  // namespace
+
 ucs_status_ptr_t UcxTransport::post_put(Endpoint& e, int pe, std::size_t offset, const void* src,
                                         std::size_t bytes) {
   ucp_request_param_t prm{};
   ucs_status_ptr_t request =
       ucp_put_nbx(e.ep, src, bytes, remotes_[pe].base + offset, e.rkey, &prm);
-  e.in_flight.store(true, std::memory_order_relaxed);
+  note_posted(e.posted);
   return request;
 }
 
@@ -406,7 +428,7 @@ void UcxTransport::get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, s
   if (bytes == 0) return;
   UcxChannel& c = channel(ch);
   ucs_status_ptr_t request = post_get(c, pe, offset, dst, bytes);
-  endpoint(c, pe).in_flight.store(true, std::memory_order_relaxed);  // quiet completes it
+  note_posted(endpoint(c, pe).posted);  // quiet completes it
   release_nbi(request, "get_nbi", pe);
 }
 
@@ -426,9 +448,11 @@ void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
   complete_channel_batches(ch, &pe, 1);
   settle_held_signals(ch);
   Endpoint& e = endpoint(ch, pe);
-  if (!e.in_flight.exchange(false, std::memory_order_acq_rel)) return;
+  const std::uint64_t covered = unflushed(e.posted, e.flushed);
+  if (covered == 0) return;
   ucp_request_param_t prm{};
   wait(ucp_ep_flush_nbx(e.ep, &prm), "flush", pe);
+  note_flushed(e.flushed, covered);
 }
 
 // Every endpoint's flush is started before the first is waited for, so a quiet over many peers
@@ -436,16 +460,25 @@ void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
 void UcxTransport::flush_channel(UcxChannel& ch, const int* pes, std::size_t n) {
   complete_channel_batches(ch, pes, n);
   settle_held_signals(ch);
-  std::vector<std::pair<int, ucs_status_ptr_t>> flushes;
+  struct Flush {
+    int pe;
+    std::uint64_t covered;
+    ucs_status_ptr_t request;
+  };
+  std::vector<Flush> flushes;
   const std::size_t count = pes == nullptr ? static_cast<std::size_t>(size_) : n;
   for (std::size_t i = 0; i < count; ++i) {
     const int pe = pes == nullptr ? static_cast<int>(i) : pes[i];
     Endpoint& e = ch.endpoints[pe];
-    if (e.ep == nullptr || !e.in_flight.exchange(false, std::memory_order_acq_rel)) continue;
+    const std::uint64_t covered = e.ep == nullptr ? 0 : unflushed(e.posted, e.flushed);
+    if (covered == 0) continue;
     ucp_request_param_t prm{};
-    flushes.emplace_back(pe, ucp_ep_flush_nbx(e.ep, &prm));
+    flushes.push_back({pe, covered, ucp_ep_flush_nbx(e.ep, &prm)});
   }
-  for (auto& [pe, request] : flushes) wait(request, "flush", pe);
+  for (const Flush& f : flushes) {
+    wait(f.request, "flush", f.pe);
+    note_flushed(ch.endpoints[f.pe].flushed, f.covered);
+  }
 }
 
 std::uint64_t UcxTransport::native_atomic(UcxChannel& ch, int pe, std::size_t offset,
@@ -497,13 +530,14 @@ void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_at
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   prm.datatype = ucp_dt_make_contig(width);
   const std::uint64_t address = remotes_[pe].base + offset;
-  e.in_flight.store(true, std::memory_order_relaxed);
   if (op != UCP_ATOMIC_OP_SWAP && op != UCP_ATOMIC_OP_CSWAP) {
     // UCP copies the operand before it returns; without a reply buffer the operation is a post.
     std::uint64_t value64 = operand;
     std::uint32_t value32 = static_cast<std::uint32_t>(operand);
     const void* value = width == 8 ? static_cast<const void*>(&value64) : &value32;
-    release_nbi(ucp_atomic_op_nbx(e.ep, op, value, 1, address, e.rkey, &prm), "atomic update", pe);
+    ucs_status_ptr_t request = ucp_atomic_op_nbx(e.ep, op, value, 1, address, e.rkey, &prm);
+    note_posted(e.posted);
+    release_nbi(request, "atomic update", pe);
     return;
   }
   auto* held = new DiscardedReply;
@@ -521,6 +555,7 @@ void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_at
   prm.cb.send = &free_discarded_reply;
   prm.user_data = held;
   ucs_status_ptr_t request = ucp_atomic_op_nbx(e.ep, op, &held->value, 1, address, e.rkey, &prm);
+  note_posted(e.posted);
   if (UCS_PTR_IS_PTR(request)) return;  // the callback frees both
   delete held;                          // done (or failed) at once: no callback comes
   if (UCS_PTR_IS_ERR(request)) wait(request, "atomic update", pe);
@@ -640,7 +675,8 @@ void UcxTransport::put_signal(Channel* ch, int pe, std::size_t offset, const voi
   }
   c.held_signals.fetch_add(1, std::memory_order_relaxed);
   auto held = std::make_unique<HeldSignal>(HeldSignal{this, &c, pe, signal});
-  e.in_flight.store(false, std::memory_order_relaxed);  // the flush below covers the data
+  // The flush below covers the data (a quiet waits for it through held_signals).
+  note_flushed(e.flushed, e.posted.load(std::memory_order_acquire));
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.send = &post_held_signal<HeldSignal>;

@@ -51,8 +51,10 @@ if [[ $how == kill ]]; then
 fi
 for f in "${fails[@]}"; do
   if [[ $how == kill ]]; then
-    grep -qE "^$launcher: PE $f \(pid [0-9]+\) was killed by signal 9 \(Killed\); SHMOE_PE_LOSS=continue: the others go on$" <<<"$log" ||
-      { echo "FAIL: the launcher did not say that PE $f was killed and the others go on"; exit 1; }
+    # The launcher says what it saw when it reaped the PE: the survivors end within ~100 ms of
+    # the kill, and may be reaped first (seen with the whole second host killed).
+    grep -qE "^$launcher: PE $f \(pid [0-9]+\) was killed by signal 9 \(Killed\); SHMOE_PE_LOSS=continue: (the others go on|no other PE was still running)$" <<<"$log" ||
+      { echo "FAIL: the launcher did not say that PE $f was killed (SHMOE_PE_LOSS=continue)"; exit 1; }
     grep -qE "lost: (.*; )?PE $f \(pid [0-9]+\) was killed by signal 9 \(Killed\)(;|$)" <<<"$last" ||
       { echo "FAIL: the last line does not name PE $f as lost: $last"; exit 1; }
   else

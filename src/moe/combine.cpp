@@ -313,22 +313,27 @@ class CombineCall {
     const auto [first, last] = my_tokens(id, nw);
     const std::int32_t* ids = kept_ids_.empty() ? in_.expert_ids : kept_ids_.data();
     bool fetched = false;
-    for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
-      const std::int64_t pos = s_.plan.positions[i];
-      row_at_[i] = nullptr;
-      if (pos < 0 || ids[i] < 0) continue;
-      const int pe = ids[i] / L();
-      const std::size_t at = static_cast<std::size_t>(pos) * s_.row_bytes;
-      if (s_.peer_recv_rows[pe] != nullptr) {
-        row_at_[i] = s_.peer_recv_rows[pe] + at;
-        continue;
+    {
+      // A get from a PE lost meanwhile (SHMOE_PE_LOSS=continue) may fail as it is posted (over
+      // TCP) or when the quiet completes it: dropped either way, its rows are left out below.
+      const shmoe::LostPesHandledHere lost_rows_left_out(s_.shrink());
+      for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
+        const std::int64_t pos = s_.plan.positions[i];
+        row_at_[i] = nullptr;
+        if (pos < 0 || ids[i] < 0) continue;
+        const int pe = ids[i] / L();
+        const std::size_t at = static_cast<std::size_t>(pos) * s_.row_bytes;
+        if (s_.peer_recv_rows[pe] != nullptr) {
+          row_at_[i] = s_.peer_recv_rows[pe] + at;
+          continue;
+        }
+        std::byte* to = s_.combine_rows + i * s_.row_bytes;
+        shmem_getmem_nbi(to, s_.recv_rows + at, s_.row_bytes, pe);
+        row_at_[i] = to;
+        fetched = true;
       }
-      std::byte* to = s_.combine_rows + i * s_.row_bytes;
-      shmem_getmem_nbi(to, s_.recv_rows + at, s_.row_bytes, pe);
-      row_at_[i] = to;
-      fetched = true;
+      if (fetched) leave_out_lost_fetches(first, last);
     }
-    if (fetched) leave_out_lost_fetches(first, last);
     auto reduce = [&](std::size_t t0, std::size_t t1) {
       reduce_weighted_rows({c_.dtype, c_.hidden, c_.topk, nullptr, s_.row_bytes, ids,
                             in_.expert_scales, in_.x_out, row_at_.data(), in_.x_out_float32},
@@ -342,13 +347,10 @@ class CombineCall {
     reduce(from, last);
   }
 
-  // Completes this worker's gets. One from a PE lost meanwhile (SHMOE_PE_LOSS=continue) is
+  // Completes this worker's gets (where lost PEs are handled). One from a PE lost meanwhile is
   // dropped: its slots are left out of the sum, and the PE is masked for this call.
   void leave_out_lost_fetches(std::size_t first, std::size_t last) {
-    {
-      const shmoe::LostPesHandledHere lost_rows_left_out;
-      shmem_quiet();
-    }
+    shmem_quiet();
     for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
       const int e = kept_ids_[i];
       if (e < 0 || s_.peer_recv_rows[e / L()] != nullptr || !shmoe::pe_lost(e / L())) continue;

@@ -9,10 +9,10 @@
 # build tree's package; --installed: the package installed in PYTHON's environment (pip).
 # Suites (DEEPEP_SUITES: names, or the groups v1, legacy, elastic, all; default all):
 #   v1 (DeepEP V1 at DEEPEP_COMMIT, 567632d: tests/test_*.py with tests/utils.py):
-#     intranode low_latency low_latency_logfmt low_latency_shrink
+#     intranode low_latency low_latency_logfmt low_latency_shrink low_latency_shrink_hosts2
 #   legacy (V1's tests as they are at DEEPEP_MAIN, HEAD: tests/legacy/):
 #     legacy_intranode legacy_low_latency legacy_low_latency_logfmt legacy_low_latency_shrink
-#     legacy_internode (2 simulated hosts x 1 and x 2)
+#     legacy_low_latency_shrink_hosts2 legacy_internode (2 simulated hosts x 1 and x 2)
 #   elastic (ElasticBuffer, DEEPEP_MAIN's tests/elastic/):
 #     elastic_ep (--skip-perf-test) elastic_ep_masked (--masked-ratio 0.3 --deterministic)
 #     elastic_ep_single_reduction (--allow-multiple-reduction 0 --do-cpu-sync 0) elastic_ep_perf
@@ -23,7 +23,8 @@
 # PYTHONPATH. Each suite runs once per DEEPEP_PROCS ("2 3 4") count of processes, but for
 # *_shrink (DeepEP's --shrink-test, which fails ranks 1, 3 and 5: once, at 8 processes), *_perf
 # (once, 2 processes) and *_hosts2: once, as 2 simulated hosts of 2 ranks (legacy_internode:
-# once with 1 rank a host, once with 2), started as DeepEP's init_dist expects (WORLD_SIZE=2 nodes, RANK=node, each spawning
+# once with 1 rank a host, once with 2; *_shrink_hosts2: 4 a host, so ranks 1 and 3 of the
+# first host and 5 of the second fail), started as DeepEP's init_dist expects (WORLD_SIZE=2 nodes, RANK=node, each spawning
 # --num-processes ranks) with SHMOE_HOST_ID=deepep-host<node>: shared memory inside a host, UCX
 # between. bench_kineto finds a kernel by a CPU profiler row whose name holds the kernel's name
 # once (barrier, dispatch_impl, send_impl...), and gives 0 for a kernel with no row.
@@ -42,9 +43,9 @@ commit=${DEEPEP_COMMIT:-567632d}
 main=${DEEPEP_MAIN:-HEAD}
 procs=${DEEPEP_PROCS:-2 3 4}
 python=${PYTHON:-$("$here/venv.sh")}
-v1_suites="intranode low_latency low_latency_logfmt low_latency_shrink"
+v1_suites="intranode low_latency low_latency_logfmt low_latency_shrink low_latency_shrink_hosts2"
 legacy_suites="legacy_intranode legacy_low_latency legacy_low_latency_logfmt
-  legacy_low_latency_shrink legacy_internode"
+  legacy_low_latency_shrink legacy_low_latency_shrink_hosts2 legacy_internode"
 elastic_suites="elastic_ep elastic_ep_masked elastic_ep_single_reduction elastic_ep_perf
   elastic_ep_hosts2 elastic_barrier elastic_barrier_hosts2 elastic_pp elastic_agrs elastic_engram
   elastic_engram_fp8"
@@ -139,7 +140,9 @@ for n in $procs; do
     locals=
     case $suite in
       legacy_internode) how=hosts2 locals="1 2" ;;
+      *_shrink_hosts2) how=hosts2 locals=4 ;;
       *_hosts2) how=hosts2 locals=2 ;;
+      *_shrink) k=8 ;;
       *_perf) k=2 ;;
     esac
     for k in ${locals:-$k}; do
@@ -147,7 +150,6 @@ for n in $procs; do
       np=$k e=$((8 * k))
       case $suite in
         *_hosts2 | legacy_internode) np=$((2 * k)) e=$((16 * k)) ;;
-        *_shrink) np=8 ;;
       esac
       case $suite in
         legacy_*) dir=$work/$main/tests/legacy ;;
@@ -163,8 +165,8 @@ for n in $procs; do
         low_latency_logfmt | legacy_low_latency_logfmt)
           set -- test_low_latency.py --num-processes "$k" --num-tokens 32 --hidden 1024 \
                  --num-topk 8 --num-experts "$e" --use-logfmt ;;
-        low_latency_shrink | legacy_low_latency_shrink)
-          set -- test_low_latency.py --shrink-test --num-processes 8 --num-tokens 64 \
+        low_latency_shrink | legacy_low_latency_shrink | *low_latency_shrink_hosts2)
+          set -- test_low_latency.py --shrink-test --num-processes "$k" --num-tokens 64 \
                  --hidden 2048 --num-topk 4 --num-experts 64 ;;
         legacy_internode)
           set -- test_internode.py --num-processes "$k" --num-tokens 128 --hidden 1024 \

@@ -104,7 +104,8 @@ typedef struct {
    * has live; one that has not arrived by then is masked and the call goes on without it. Each
    * PE's receive window then holds num_experts_per_pe x n_pes x max_tokens_per_pe rows, a fixed
    * slot per (local expert, source PE, token), so that PEs whose masks differ never misplace
-   * rows (max_recv_rows must be 0). Every heap must be mapped here (one host). 0: off. */
+   * rows (max_recv_rows must be 0). Across hosts too: combine reads rows in place where a
+   * PE's heap is mapped here, and by gets (UCX) from a PE on another host. 0: off. */
   int shrink_timeout_ms;
 } shmoe_moe_config_t;
 

@@ -17,9 +17,10 @@
 // combine-done g then says that no PE reads any window any more. Each PE says before step 1
 // whether it can (combine-pulls flag, fenced before its verdict), so all agree.
 // Shrink mode always reads rows where they lie, at the fixed slots of the last dispatch (a
-// caller's rows in expand_x's layout are first copied there), so a masked PE never writes into a
-// live PE's memory; steps 1 and 3 skip masked PEs and mask those that miss the bound, and a
-// token's slots whose expert's PE is masked by step 1 are left out of its sum.
+// caller's rows in expand_x's layout are first copied there; a window on another host is read by
+// gets), so a masked PE never writes into a live PE's memory; steps 1 and 3 skip masked PEs and
+// mask those that miss the bound, and a token's slots whose expert's PE is masked by step 1 are
+// left out of its sum.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <shmem.h>
@@ -30,6 +31,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/pe_loss.hpp"
 #include "moe/combine_reduce.hpp"
 #include "moe/context_state.hpp"
 #include "moe/test_stop.hpp"
@@ -190,7 +192,8 @@ class CombineCall {
         g_(++s.combine_generation),
         rows_(mine_.empty() ? static_cast<std::size_t>(in.ep_recv_count[L() * s.n_pes - 1]) : 0),
         pull_here_(mine_.empty() && can_pull(s, in)),
-        waits_(s.n_pes) {
+        waits_(s.n_pes),
+        lost_in_reads_(static_cast<std::size_t>(s.n_pes)) {
     s_.timing = OpTiming{};
   }
 
@@ -302,15 +305,34 @@ class CombineCall {
     by_engine_ = segments_for_copy_engine(seg, c_.doubleplane_threshold);
   }
 
-  // Pull: this worker's tokens, each slot's row read where its expert's PE holds it.
+  // Pull: this worker's tokens, each slot's row read where its expert's PE holds it: in place
+  // where that PE's window is mapped here; from a PE on another host (shrink mode only), fetched
+  // first by a get into this PE's combine row of the slot (unused in shrink mode, which never
+  // pushes), all completed by one quiet.
   void pull_and_reduce(int id, int nw) {
     const auto [first, last] = my_tokens(id, nw);
     const std::int32_t* ids = kept_ids_.empty() ? in_.expert_ids : kept_ids_.data();
-    for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
-      const std::int64_t pos = s_.plan.positions[i];
-      row_at_[i] = pos < 0 || ids[i] < 0 ? nullptr
-                                         : s_.peer_recv_rows[ids[i] / L()] +
-                                               static_cast<std::size_t>(pos) * s_.row_bytes;
+    bool fetched = false;
+    {
+      // A get from a PE lost meanwhile (SHMOE_PE_LOSS=continue) may fail as it is posted (over
+      // TCP) or when the quiet completes it: dropped either way, its rows are left out below.
+      const shmoe::LostPesHandledHere lost_rows_left_out(s_.shrink());
+      for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
+        const std::int64_t pos = s_.plan.positions[i];
+        row_at_[i] = nullptr;
+        if (pos < 0 || ids[i] < 0) continue;
+        const int pe = ids[i] / L();
+        const std::size_t at = static_cast<std::size_t>(pos) * s_.row_bytes;
+        if (s_.peer_recv_rows[pe] != nullptr) {
+          row_at_[i] = s_.peer_recv_rows[pe] + at;
+          continue;
+        }
+        std::byte* to = s_.combine_rows + i * s_.row_bytes;
+        shmem_getmem_nbi(to, s_.recv_rows + at, s_.row_bytes, pe);
+        row_at_[i] = to;
+        fetched = true;
+      }
+      if (fetched) leave_out_lost_fetches(first, last);
     }
     auto reduce = [&](std::size_t t0, std::size_t t1) {
       reduce_weighted_rows({c_.dtype, c_.hidden, c_.topk, nullptr, s_.row_bytes, ids,
@@ -325,8 +347,24 @@ class CombineCall {
     reduce(from, last);
   }
 
+  // Completes this worker's gets (where lost PEs are handled). One from a PE lost meanwhile is
+  // dropped: its slots are left out of the sum, and the PE is masked for this call.
+  void leave_out_lost_fetches(std::size_t first, std::size_t last) {
+    shmem_quiet();
+    for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
+      const int e = kept_ids_[i];
+      if (e < 0 || s_.peer_recv_rows[e / L()] != nullptr || !shmoe::pe_lost(e / L())) continue;
+      kept_ids_[i] = -1;
+      lost_in_reads_[static_cast<std::size_t>(e / L())].store(true, std::memory_order_relaxed);
+    }
+  }
+
   // Pull: no PE may overwrite its window (the next dispatch) before every reader is done.
   void wait_for_readers(Clock::time_point t0) {
+    for (int pe = 0; pe < s_.n_pes; ++pe) {
+      if (lost_in_reads_[static_cast<std::size_t>(pe)].load() && live_.live(pe))
+        live_.mask(pe, "combine gets", g_, "it was lost while this PE read its rows");
+    }
     s_.combine_done.all_reach(s_.me, g_, "combine reads", &waits_, s_.late_set(live_));
     s_.keep_only_late(live_);
     if (s_.shrink()) tell_and_learn_read_masks();
@@ -410,6 +448,7 @@ class CombineCall {
   std::vector<std::int32_t> kept_ids_;
   std::vector<bool> by_engine_;  // per (expert, source) block of expand_x
   double comm_us_ = 0;
+  std::vector<std::atomic<bool>> lost_in_reads_;  // shrink mode: PEs lost during this PE's gets
 };
 
 void run_combine(MoeBuffer& ctx, const CombineArgs& in, bool double_plane) {

@@ -155,14 +155,6 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
   s.band_bytes = band_bytes_of(c);
   for (int pe = 0; pe < s.n_pes; ++pe)
     s.peer_recv_rows.push_back(static_cast<std::byte*>(shmem_ptr(s.recv_rows, pe)));
-  // Shrink mode's combine reads every row where it lies, so that a masked PE never writes into
-  // this PE's window again. Every PE maps every heap, or none does (all on one host, or not).
-  if (s.shrink() && std::count(s.peer_recv_rows.begin(), s.peer_recv_rows.end(), nullptr) > 0) {
-    s.close();
-    throw Refused(
-        "MoeBuffer: shrink mode (shrink_timeout_ms > 0) needs every PE's symmetric heap mapped "
-        "here (all PEs on one host, shared-memory transport); this job's are not");
-  }
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
   s.engine = std::make_unique<kernel::CopyEngine>();
 }

@@ -23,8 +23,9 @@ struct MoeBuffer::State : OperatorState {
   // Each received row's side-band: its RowMeta, then the caller's token_side_bytes.
   std::byte* recv_band = nullptr;  // [recv_cap][band_bytes]
   std::size_t band_bytes = 0;
-  // recv_rows as mapped on each PE, all non-null where every PE's heap is mapped here (then a
-  // combine from the receive windows pulls rows instead of sending them).
+  // recv_rows as mapped on each PE (null for a PE on another host); all non-null, a combine from
+  // the receive windows pulls rows instead of sending them. Shrink mode always pulls: by gets
+  // from the null ones.
   std::vector<std::byte*> peer_recv_rows;
   FlagArray dispatch_done;
   Agreement combine_entry;  // each PE's verdict on its inputs; its window is free again

@@ -18,6 +18,19 @@
 namespace shmoe {
 namespace {
 
+// Waits until every PE said goodbye to the store (or was lost). A store of its own (shmoerun
+// --store-only) ends then and closes the connection, which says the same.
+void await_every_goodbye(bootstrap::ConfigStoreClient& client, std::chrono::milliseconds timeout,
+                         bool hosting_store) {
+  try {
+    if (!client.get(bootstrap::kFinalizedKey, timeout)) {
+      log::warn("not every PE said goodbye to the config store within {} ms", timeout.count());
+    }
+  } catch (const std::exception&) {
+    if (hosting_store) throw;
+  }
+}
+
 std::unique_ptr<Runtime>& runtime_slot() {
   static std::unique_ptr<Runtime> rt;
   return rt;
@@ -291,13 +304,11 @@ void Runtime::finalize() {
   leaving_ = true;
   stop_service();
   client_->bye();
-  if (server_) {
-    // The store must outlive every peer's goodbye.
-    if (!client_->get(bootstrap::kFinalizedKey, config_.init_timeout)) {
-      log::warn("not every PE said goodbye to the config store within {} ms",
-                config_.init_timeout.count());
-    }
-  }
+  // The store must outlive every peer's goodbye. After a loss, every PE stays until then too: the
+  // barrier over the live PEs reads each PE's entered word where it lies (over UCX on another
+  // host), and a PE says goodbye only once out of it, so no PE reads the memory of one gone.
+  if (server_ || any_pe_lost())
+    await_every_goodbye(*client_, config_.init_timeout, server_ != nullptr);
   if (server_) server_->stop();
 }
 

@@ -4,11 +4,14 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "common/backoff.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/pe_loss.hpp"
 #include "common/settings.hpp"
 #include "transport/narrow_atomic.hpp"
 #include "transport/start_record.hpp"
@@ -243,9 +246,39 @@ UcxTransport::Endpoint& UcxTransport::endpoint(UcxChannel& ch, int pe) {
   return e;
 }
 
+namespace {
+
+// A PE the store declared lost (SHMOE_PE_LOSS=continue) never answers again. A put, atomic update
+// (no reply wanted) or flush to it is dropped (its data was for it alone), so the others go on; a
+// get or a fetch from it is dropped where this thread handles lost PEs (shrink-mode MoE leaves
+// the lost PE's rows out), and otherwise stops the PE naming the lost one, at once.
+bool drop_for_lost_pe(const char* what, int pe) {
+  if (pe < 0 || !pe_lost(pe)) return false;
+  if (std::strncmp(what, "put", 3) == 0 || std::strncmp(what, "flush", 5) == 0 ||
+      std::strcmp(what, "atomic update") == 0)
+    return true;
+  fail_if_waiting_for_lost_pe(WaitState{fmt::format("UCX {}", what),
+                                        fmt::format("UCX {} with PE {}", what, pe), pe, 1, 0, 0});
+  return true;
+}
+
+// A transfer to a PE that just died may fail (connection reset) before the store's notice comes:
+// under SHMOE_PE_LOSS=continue the notice is awaited, a few seconds at most, before the error
+// stops this PE.
+bool failed_for_lost_pe(const char* what, int pe) {
+  if (pe < 0 || !watch_lost_pes()) return false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!pe_lost(pe) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return drop_for_lost_pe(what, pe);
+}
+
+}  // namespace
+
 void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   if (request == nullptr) return;
   if (UCS_PTR_IS_ERR(request)) {
+    if (failed_for_lost_pe(what, pe)) return;
     log::fatal(fmt::format("UCX {} with PE {} failed: {}", what, pe,
                            ucs_status_string(UCS_PTR_STATUS(request))));
   }
@@ -253,6 +286,10 @@ void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   ucs_status_t status;
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
     if (progress()) continue;
+    if (drop_for_lost_pe(what, pe)) {
+      ucp_request_free(request);  // released by UCX when it ends
+      return;
+    }
     if (backoff.pause()) {
       report_hang(
           WaitState{fmt::format("UCX {}", what),
@@ -263,16 +300,39 @@ void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   }
   ucp_request_free(request);
   if (status != UCS_OK) {
+    if (failed_for_lost_pe(what, pe)) return;
     log::fatal(fmt::format("UCX {} with PE {} failed: {}", what, pe, ucs_status_string(status)));
   }
 }
+
+namespace {
+
+// Counted after the post: a flush started once the count is seen is ordered after the operation.
+void note_posted(std::atomic<std::uint64_t>& posted) {
+  posted.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// The posted count that a flush started now covers, or 0 when every operation is covered.
+std::uint64_t unflushed(const std::atomic<std::uint64_t>& posted,
+                        const std::atomic<std::uint64_t>& flushed) {
+  const std::uint64_t p = posted.load(std::memory_order_acquire);
+  return p > flushed.load(std::memory_order_acquire) ? p : 0;
+}
+
+void note_flushed(std::atomic<std::uint64_t>& flushed, std::uint64_t covered) {
+  std::uint64_t f = flushed.load(std::memory_order_acquire);
+  while (f < covered && !flushed.compare_exchange_weak(f, covered, std::memory_order_acq_rel)) {
+  }
+}
+
+}  // namespace
 
 ucs_status_ptr_t UcxTransport::post_put(Endpoint& e, int pe, std::size_t offset, const void* src,
                                         std::size_t bytes) {
   ucp_request_param_t prm{};
   ucs_status_ptr_t request =
       ucp_put_nbx(e.ep, src, bytes, remotes_[pe].base + offset, e.rkey, &prm);
-  e.in_flight.store(true, std::memory_order_relaxed);
+  note_posted(e.posted);
   return request;
 }
 
@@ -368,7 +428,7 @@ void UcxTransport::get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, s
   if (bytes == 0) return;
   UcxChannel& c = channel(ch);
   ucs_status_ptr_t request = post_get(c, pe, offset, dst, bytes);
-  endpoint(c, pe).in_flight.store(true, std::memory_order_relaxed);  // quiet completes it
+  note_posted(endpoint(c, pe).posted);  // quiet completes it
   release_nbi(request, "get_nbi", pe);
 }
 
@@ -388,9 +448,11 @@ void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
   complete_channel_batches(ch, &pe, 1);
   settle_held_signals(ch);
   Endpoint& e = endpoint(ch, pe);
-  if (!e.in_flight.exchange(false, std::memory_order_acq_rel)) return;
+  const std::uint64_t covered = unflushed(e.posted, e.flushed);
+  if (covered == 0) return;
   ucp_request_param_t prm{};
   wait(ucp_ep_flush_nbx(e.ep, &prm), "flush", pe);
+  note_flushed(e.flushed, covered);
 }
 
 // Every endpoint's flush is started before the first is waited for, so a quiet over many peers
@@ -398,16 +460,25 @@ void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
 void UcxTransport::flush_channel(UcxChannel& ch, const int* pes, std::size_t n) {
   complete_channel_batches(ch, pes, n);
   settle_held_signals(ch);
-  std::vector<std::pair<int, ucs_status_ptr_t>> flushes;
+  struct Flush {
+    int pe;
+    std::uint64_t covered;
+    ucs_status_ptr_t request;
+  };
+  std::vector<Flush> flushes;
   const std::size_t count = pes == nullptr ? static_cast<std::size_t>(size_) : n;
   for (std::size_t i = 0; i < count; ++i) {
     const int pe = pes == nullptr ? static_cast<int>(i) : pes[i];
     Endpoint& e = ch.endpoints[pe];
-    if (e.ep == nullptr || !e.in_flight.exchange(false, std::memory_order_acq_rel)) continue;
+    const std::uint64_t covered = e.ep == nullptr ? 0 : unflushed(e.posted, e.flushed);
+    if (covered == 0) continue;
     ucp_request_param_t prm{};
-    flushes.emplace_back(pe, ucp_ep_flush_nbx(e.ep, &prm));
+    flushes.push_back({pe, covered, ucp_ep_flush_nbx(e.ep, &prm)});
   }
-  for (auto& [pe, request] : flushes) wait(request, "flush", pe);
+  for (const Flush& f : flushes) {
+    wait(f.request, "flush", f.pe);
+    note_flushed(ch.endpoints[f.pe].flushed, f.covered);
+  }
 }
 
 std::uint64_t UcxTransport::native_atomic(UcxChannel& ch, int pe, std::size_t offset,
@@ -438,13 +509,15 @@ namespace {
 struct DiscardedReply {
   std::uint64_t value = 0;
   std::uint64_t reply = 0;
+  int pe = -1;
 };
 
 // A request freed by its owner gets no callback, so the callbacks free their requests.
 void free_discarded_reply(void* request, ucs_status_t status, void* user_data) {
+  const int pe = static_cast<DiscardedReply*>(user_data)->pe;
   delete static_cast<DiscardedReply*>(user_data);
   ucp_request_free(request);
-  if (status != UCS_OK) {
+  if (status != UCS_OK && !failed_for_lost_pe("atomic update", pe)) {
     log::fatal(fmt::format("UCX posted atomic failed: {}", ucs_status_string(status)));
   }
 }
@@ -457,19 +530,21 @@ void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_at
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   prm.datatype = ucp_dt_make_contig(width);
   const std::uint64_t address = remotes_[pe].base + offset;
-  e.in_flight.store(true, std::memory_order_relaxed);
   if (op != UCP_ATOMIC_OP_SWAP && op != UCP_ATOMIC_OP_CSWAP) {
     // UCP copies the operand before it returns; without a reply buffer the operation is a post.
     std::uint64_t value64 = operand;
     std::uint32_t value32 = static_cast<std::uint32_t>(operand);
     const void* value = width == 8 ? static_cast<const void*>(&value64) : &value32;
-    release_nbi(ucp_atomic_op_nbx(e.ep, op, value, 1, address, e.rkey, &prm), "atomic", pe);
+    ucs_status_ptr_t request = ucp_atomic_op_nbx(e.ep, op, value, 1, address, e.rkey, &prm);
+    note_posted(e.posted);
+    release_nbi(request, "atomic update", pe);
     return;
   }
   auto* held = new DiscardedReply;
   const bool cswap = op == UCP_ATOMIC_OP_CSWAP;
   held->value = cswap ? compare : operand;
   held->reply = cswap ? operand : 0;
+  held->pe = pe;
   if (width == 4) {  // the 32-bit operands sit in the first half of each word (little-endian)
     held->value = static_cast<std::uint32_t>(held->value);
     held->reply = static_cast<std::uint32_t>(held->reply);
@@ -480,9 +555,10 @@ void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_at
   prm.cb.send = &free_discarded_reply;
   prm.user_data = held;
   ucs_status_ptr_t request = ucp_atomic_op_nbx(e.ep, op, &held->value, 1, address, e.rkey, &prm);
+  note_posted(e.posted);
   if (UCS_PTR_IS_PTR(request)) return;  // the callback frees both
   delete held;                          // done (or failed) at once: no callback comes
-  if (UCS_PTR_IS_ERR(request)) wait(request, "atomic", pe);
+  if (UCS_PTR_IS_ERR(request)) wait(request, "atomic update", pe);
 }
 std::uint64_t UcxTransport::narrow_atomic(UcxChannel& ch, int pe, std::size_t offset,
                                           const AmoRequest& r) {
@@ -599,7 +675,8 @@ void UcxTransport::put_signal(Channel* ch, int pe, std::size_t offset, const voi
   }
   c.held_signals.fetch_add(1, std::memory_order_relaxed);
   auto held = std::make_unique<HeldSignal>(HeldSignal{this, &c, pe, signal});
-  e.in_flight.store(false, std::memory_order_relaxed);  // the flush below covers the data
+  // The flush below covers the data (a quiet waits for it through held_signals).
+  note_flushed(e.flushed, e.posted.load(std::memory_order_acquire));
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.send = &post_held_signal<HeldSignal>;

@@ -103,8 +103,11 @@ class UcxTransport final : public Transport {
   struct Endpoint {
     ucp_ep_h ep = nullptr;
     ucp_rkey_h rkey = nullptr;
-    // An operation on this endpoint may still be in flight (cleared by a flush).
-    std::atomic<bool> in_flight{false};
+    // Operations posted on this endpoint (counted once posted), and how many of them a flush
+    // that completed covers: one may still be in flight while posted > flushed. Counts, not a
+    // flag: a thread's quiet that finds another thread's flush under way must wait for its own.
+    std::atomic<std::uint64_t> posted{0};
+    std::atomic<std::uint64_t> flushed{0};
     // A batch session's message being filled for this peer (under the channel's batch_mutex),
     // whether it holds records (read without the lock as a hint), and the messages sent and
     // acknowledged as applied.

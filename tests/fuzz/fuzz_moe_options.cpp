@@ -22,9 +22,13 @@ void check_accepted(const shmoe::tools::MoeRunOptions& o) {
   if (o.delay_pe < -1 || o.delay_pe >= o.pes) std::abort();
   if (o.delay_pe >= 0 && (!o.perf || !(o.delay_us >= 1 && o.delay_us <= 1e6))) std::abort();
   if (o.shrink_ms < 0) std::abort();
-  if (o.fail_pe < -1 || o.fail_pe >= o.pes) std::abort();
-  if (o.fail_pe >= 0 && (o.shrink_ms == 0 || o.perf || o.pes < 2 || o.fail_iteration < 0 ||
-                         o.fail_iteration >= o.iterations))
+  for (std::size_t i = 0; i < o.fail_pes.size(); ++i) {
+    if (o.fail_pes[i] < 0 || o.fail_pes[i] >= o.pes) std::abort();
+    if (i > 0 && o.fail_pes[i] <= o.fail_pes[i - 1]) std::abort();
+  }
+  if (!o.fail_pes.empty() &&
+      (o.shrink_ms == 0 || o.perf || static_cast<int>(o.fail_pes.size()) >= o.pes ||
+       o.fail_iteration < 0 || o.fail_iteration >= o.iterations))
     std::abort();
   for (const auto& c : o.cases) {
     if (c.bs < 0 || c.hidden < 1 || c.topk < 1 || c.experts_per_pe < 1) std::abort();

@@ -62,6 +62,13 @@ run_job moe_pipeline env SHMOE_MOE_PE=1 "$moe" pipeline --pes 4 --bs 24 --hidden
 grep -h "verify=" "$out/moe_pipeline.a" "$out/moe_pipeline.b" | head -n 4
 run_job moe_doubleplane env SHMOE_MOE_PE=1 "$moe" pipeline --doubleplane --pes 4 --bs 32 \
   --hidden 128 --topk 2 --experts-per-pe 1 --dtype float32 --routing hot --threshold 4096
+# Shrink mode: PE 2 (second namespace) is killed mid-iteration; with SHMOE_PE_LOSS=continue the
+# store and both launchers let the others go on. Both launchers end with status 0 only if each
+# survivor passed its checks (against a reference without the PEs it masked) and the lost PE
+# died by a signal.
+SHMOE_PE_LOSS=continue run_job moe_shrink_kill env SHMOE_MOE_PE=1 "$moe" pipeline --pes 4 \
+  --bs 32 --hidden 1024 --topk 4 --experts-per-pe 2 --dtype bfloat16 --iterations 4 \
+  --shrink-ms 2000 --fail-pe 2:kill:1
 
 # The link really carried the traffic: bytes went out of the second namespace's veth end.
 tx=$(ip netns exec "$ns_b" cat /sys/class/net/$dev/statistics/tx_bytes)

@@ -2,6 +2,7 @@
 // operators, verifies every output and, with --perf, writes CSVs. `shmoe-moe mega ...` does the
 // same for the fused MegaMoE layer.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sched.h>
 #include <shmem.h>
 #include <unistd.h>
@@ -46,17 +47,17 @@ int run_as_pe(Run&& run) {
   return status;
 }
 
-// --fail-pe P:kill:IT: a PE killed in the middle of the traffic must not end the job, so the PEs
-// run with SHMOE_PE_LOSS=continue (the launcher and the store read it too); one the user set to
+// --fail-pe P[,Q...]:kill:IT: a PE killed in the middle of the traffic must not end the job, so the
+// PEs run with SHMOE_PE_LOSS=continue (the launcher and the store read it too); one the user set to
 // abort is refused rather than overridden. An error text, or empty.
 std::string allow_pe_loss(bool mega, const shmoe::tools::MoeRunOptions& o) {
-  if (mega || o.fail_pe < 0 || o.fail_action != shmoe::tools::FailAction::kKill) return "";
+  if (mega || o.fail_pes.empty() || o.fail_action != shmoe::tools::FailAction::kKill) return "";
   const auto set = shmoe::settings::text_of("SHMOE_PE_LOSS");
   if (set && *set != "continue") {
     return fmt::format(
         "--fail-pe {}:kill:{} needs SHMOE_PE_LOSS=continue (a killed PE would end the job), but "
         "SHMOE_PE_LOSS={} is set: unset it or set it to continue",
-        o.fail_pe, o.fail_iteration, *set);
+        fmt::join(o.fail_pes, ","), o.fail_iteration, *set);
   }
   shmoe::settings::set("SHMOE_PE_LOSS", "continue");
   return "";

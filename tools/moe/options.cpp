@@ -188,9 +188,10 @@ void add_moe_options(CLI::App& app, MoeOptionText& text, MoeRunOptions& o) {
                  "quit (stops calling), "
                  "stop (SIGSTOP in the middle of the iteration, SIGCONT once the others are "
                  "done) or kill (SIGKILL in the middle of the iteration; the job runs with "
-                 "SHMOE_PE_LOSS=continue, and its teardown fails naming P); the others verify "
+                 "SHMOE_PE_LOSS=continue, and the others end with status 0); the others verify "
                  "their outputs against a reference without P's experts (needs --shrink-ms and "
-                 "--iterations > IT)");
+                 "--iterations > IT). P,Q,...: several PEs fail alike (quit or kill; e.g. every "
+                 "PE of one host)");
 }
 
 namespace {
@@ -214,11 +215,31 @@ std::string parse_delay_pe(const std::string& text, MoeRunOptions& o) {
   return "";
 }
 
-// --fail-pe P:HOW:IT into o.fail_pe, o.fail_action and o.fail_iteration; an error text, or empty.
+// The PEs P,Q,... of --fail-pe into `pes` (ascending, distinct, each 0..n_pes-1); false if not.
+bool parse_pe_list(const std::string& text, int n_pes, std::vector<int>& pes) {
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string pe = text.substr(at, comma - at);
+    if (pe.empty() || pe.size() > 7 ||
+        !std::all_of(pe.begin(), pe.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    pes.push_back(std::stoi(pe));
+    if (pes.back() >= n_pes) return false;
+    if (comma == text.size()) break;
+    at = comma + 1;
+  }
+  std::sort(pes.begin(), pes.end());
+  return std::adjacent_find(pes.begin(), pes.end()) == pes.end();
+}
+
+// --fail-pe P[,Q...]:HOW:IT into o.fail_pes, o.fail_action and o.fail_iteration; an error text,
+// or empty.
 std::string parse_fail_pe(const std::string& text, MoeRunOptions& o) {
   const std::string bad = "--fail-pe=" + text + " is not P:HOW:IT with P a PE (0.." +
                           std::to_string(o.pes - 1) +
-                          "), HOW quit, stop or kill, and IT an iteration (0.." +
+                          ", or distinct PEs P,Q,...), HOW quit, stop or kill, and IT an "
+                          "iteration (0.." +
                           std::to_string(o.iterations - 1) + ", --iterations)";
   const auto first = text.find(':');
   const auto second = first == std::string::npos ? first : text.find(':', first + 1);
@@ -232,12 +253,18 @@ std::string parse_fail_pe(const std::string& text, MoeRunOptions& o) {
   static const std::map<std::string, FailAction> actions = {
       {"quit", FailAction::kQuit}, {"stop", FailAction::kStop}, {"kill", FailAction::kKill}};
   const auto action = actions.find(how);
-  if (!digits(pe) || !digits(it) || action == actions.end()) return bad;
-  o.fail_pe = std::stoi(pe);
+  if (!digits(it) || action == actions.end()) return bad;
+  o.fail_pes.clear();
+  if (!parse_pe_list(pe, o.pes, o.fail_pes)) return bad;
   o.fail_iteration = std::stoi(it);
   o.fail_action = action->second;
-  if (o.fail_pe >= o.pes || o.fail_iteration >= o.iterations) return bad;
-  if (o.pes < 2) return "--fail-pe=" + text + " needs a PE that goes on: give --pes 2 or more";
+  if (o.fail_iteration >= o.iterations) return bad;
+  if (static_cast<int>(o.fail_pes.size()) >= o.pes) {
+    return "--fail-pe=" + text +
+           " needs a PE that goes on: give fewer PEs than --pes=" + std::to_string(o.pes);
+  }
+  if (o.fail_pes.size() > 1 && o.fail_action == FailAction::kStop)
+    return "--fail-pe=" + text + ": stop takes one PE (several: quit or kill)";
   if (o.shrink_ms == 0) return "--fail-pe=" + text + " needs shrink mode: give --shrink-ms too";
   if (o.perf) return "--fail-pe=" + text + " and --perf: a failing PE's job is not timed";
   if (o.op != MoeOp::kPipeline) return "--fail-pe=" + text + " runs the pipeline op only";

@@ -73,10 +73,17 @@ struct MoeRunOptions {
   double delay_us = 0;
   // --shrink-ms: shrink mode's bound (0: off); the tool then uses buffers of its own (copy_out).
   int shrink_ms = 0;
-  // --fail-pe P:HOW:IT: PE fail_pe fails at iteration fail_iteration; -1: none.
-  int fail_pe = -1;
+  // --fail-pe P[,Q...]:HOW:IT: PEs fail_pes (ascending; one for stop) fail at iteration
+  // fail_iteration; empty: none.
+  std::vector<int> fail_pes;
   FailAction fail_action = FailAction::kQuit;
   int fail_iteration = 0;
+  bool fails(int pe) const {
+    for (int p : fail_pes) {
+      if (p == pe) return true;
+    }
+    return false;
+  }
 };
 
 std::string op_name(MoeOp op);
@@ -87,7 +94,7 @@ bool op_uses_double_plane(const MoeRunOptions& o);
 struct MoeOptionText {
   std::string op = "pipeline", routing = "uniform";
   std::string delay_pe;  // --delay-pe, as P:US
-  std::string fail_pe;   // --fail-pe, as P:HOW:IT
+  std::string fail_pe;   // --fail-pe, as P[,Q...]:HOW:IT
   std::vector<int> bs{8}, hidden{16}, topk{2}, experts_per_pe{2};
   std::vector<std::string> dtypes{"int32"};
 };

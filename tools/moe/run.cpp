@@ -287,7 +287,8 @@ std::thread signal_after(const std::atomic<bool>& calling, std::chrono::microsec
 }
 
 // Sends SIGCONT to `pid` once it shows as stopped (its stop comes from its own thread, which may
-// fire after this PE is done; shrink mode runs on one host, so /proc tells).
+// fire after this PE is done; /proc tells, so --fail-pe P:stop needs P on this machine: one host,
+// simulated hosts or network namespaces).
 void resume_when_stopped(pid_t pid) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < give_up) {
@@ -402,7 +403,7 @@ CaseRun::CaseRun(const MoeRunOptions& o, const MoeCase& c, std::uint64_t seed)
   b_.expert_token_nums.resize(c.experts_per_pe);
   b_.expand_scales.resize(min_rows);
   if (o.shrink_ms > 0) pe_mask_ = mask_.data();
-  if (o.fail_action == FailAction::kStop && o.fail_pe >= 0) {
+  if (o.fail_action == FailAction::kStop && !o.fail_pes.empty()) {
     pids_ = exchange_pids();  // collective
     back_ = static_cast<long*>(shmem_calloc(1, sizeof(long)));
   }
@@ -452,7 +453,7 @@ std::vector<std::size_t> CaseRun::slots() const {
 
 void CaseRun::iterate() {
   for (int it = 0; it < o_.iterations && verdict_.ok; ++it) {
-    if (me_ == o_.fail_pe && it == o_.fail_iteration) return fail_on_purpose(it);
+    if (o_.fails(me_) && it == o_.fail_iteration) return fail_on_purpose(it);
     verified_iteration(it);
   }
 }
@@ -520,9 +521,10 @@ void CaseRun::fail_on_purpose(int it) {
 // calls of the iteration it was stopped in end at their bound), and every PE rejoins: one more
 // iteration, checked with every PE live on every PE.
 void CaseRun::rejoin_after_stop() {
-  if (me_ != o_.fail_pe) {
-    if (me_ == (o_.fail_pe == 0 ? 1 : 0))
-      resume_when_stopped(pids_[static_cast<std::size_t>(o_.fail_pe)]);
+  const int stopped = o_.fail_pes[0];  // stop takes one PE
+  if (me_ != stopped) {
+    if (me_ == (stopped == 0 ? 1 : 0))
+      resume_when_stopped(pids_[static_cast<std::size_t>(stopped)]);
     shmem_long_wait_until(back_, SHMEM_CMP_EQ, 1);
   } else {
     for (int pe = 0; pe < P_; ++pe) {
@@ -562,7 +564,7 @@ void CaseRun::report_verdict() {
       do_combine_ ? combine_verdict(worst_combine_, c_.dtype) : "",
       (double_plane ? fmt::format(" copy_engine_bytes={}", engine_bytes_) : "") + masking_,
       verdict_.ok ? "" : " first mismatch: " + verdict_.detail);
-  if (o_.fail_pe < 0) {
+  if (o_.fail_pes.empty()) {
     // Every PE is alive: PE 0 prints the lines in PE order and the case's summary.
     print_in_pe_order(line, verdict_.ok,
                       fmt::format("{} bs={} h={} topk={} experts_per_pe={} dtype={}", op, c_.bs,

@@ -11,10 +11,11 @@
 //  2. payload: workers put rows (big segments via the copy engine with the double plane), fence,
 //     barrier; worker 0 quiets the engine and raises combine-done g at every PE.
 //  3. reduce: wait for combine-done g from every PE, then each worker reduces its tokens.
-// When every PE passes its receive window as expand_x (the experts wrote their outputs over the
-// dispatched rows in place) and every window is mapped here, there is nothing to send: after
-// step 1 each PE's reduction reads its tokens' rows where they lie in the experts' windows, and
-// combine-done g then says that no PE reads any window any more. Each PE says before step 1
+// When every PE passes where its last dispatch's rows landed (its receive window or receive
+// block) as expand_x (the experts wrote their outputs over the dispatched rows in place) and
+// every PE's is mapped here, there is nothing to send: after step 1 each PE's reduction reads
+// its tokens' rows where they lie at the experts' PEs, and combine-done g then says that no PE
+// reads them any more. Each PE says before step 1
 // whether it can (combine-pulls flag, fenced before its verdict), so all agree.
 // Shrink mode always reads rows where they lie, at the fixed slots of the last dispatch (a
 // caller's rows in expand_x's layout are first copied there), so a masked PE never writes into a
@@ -163,12 +164,13 @@ std::string refused_elsewhere(const std::vector<int>& refusing) {
       refusing.size() == 1 ? "refused its" : "refused their");
 }
 
-// Whether this PE's part allows reading rows in place: its experts' outputs are in the receive
-// window, which holds the rows of the last dispatch, whose routing this call repeats, and every
-// PE's window is mapped here. Only asked of inputs that passed refusal().
+// Whether this PE's part allows reading rows in place: its experts' outputs are where the last
+// dispatch's rows landed (the receive window or a receive block), that dispatch's routing is
+// this call's, and every PE's rows of it are mapped here. Only asked of inputs that passed
+// refusal().
 bool can_pull(const MoeBuffer::State& s, const CombineArgs& in) {
-  return in.expand_x == s.recv_rows && repeats_last_dispatch(s, in) &&
-         std::none_of(s.peer_recv_rows.begin(), s.peer_recv_rows.end(),
+  return in.expand_x == s.landed && repeats_last_dispatch(s, in) &&
+         std::none_of(s.peer_landed.begin(), s.peer_landed.end(),
                       [](const std::byte* p) { return p == nullptr; });
 }
 
@@ -309,7 +311,7 @@ class CombineCall {
     for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
       const std::int64_t pos = s_.plan.positions[i];
       row_at_[i] = pos < 0 || ids[i] < 0 ? nullptr
-                                         : s_.peer_recv_rows[ids[i] / L()] +
+                                         : s_.peer_landed[ids[i] / L()] +
                                                static_cast<std::size_t>(pos) * s_.row_bytes;
     }
     auto reduce = [&](std::size_t t0, std::size_t t1) {

@@ -36,6 +36,7 @@ MoeConfig config(int blocks = kBlocks) {
   c.dtype = SHMOE_DTYPE_BFLOAT16;
   c.vector_workers = 2;
   c.recv_blocks = blocks;
+  c.double_plane_threshold = 256;  // with the double plane, the copy engine writes blocks too
   return c;
 }
 
@@ -85,7 +86,7 @@ struct Result {
 };
 
 Result dispatch_to_block(MoeBuffer& op, std::uint64_t seed, const Tokens& in,
-                         void* recv_x = nullptr) {
+                         void* recv_x = nullptr, shmoe_plane_t plane = SHMOE_PLANE_CLASSIC) {
   Result r;
   r.seed = seed;
   const std::size_t cap = op.recv_capacity();
@@ -94,6 +95,7 @@ Result dispatch_to_block(MoeBuffer& op, std::uint64_t seed, const Tokens& in,
   r.per_expert.assign(kL, -7);
   r.weights.assign(cap, -7);
   DispatchArgs a;
+  a.plane = plane;
   a.x = in.x.data();
   a.topk_idx = in.ids.data();
   a.topk_weights = in.weights.data();
@@ -173,7 +175,8 @@ void combine_in_place_and_check(MoeBuffer& op, Result& r, const Tokens& in) {
   }
 }
 
-// Many calls; each PE keeps up to kBlocks results and drops them in its own random order. A
+// Many calls (on both planes); each PE keeps up to kBlocks results and drops them in its own
+// random order. A
 // result's rows must be intact when it is dropped (no later dispatch wrote its block), the rows
 // never pass through the receive window, and a combine reads the rows the experts wrote in place.
 TEST(MoeBlocks, HeldResultsStayIntactAcrossCallsAndBlocksRecycle) {
@@ -185,6 +188,7 @@ TEST(MoeBlocks, HeldResultsStayIntactAcrossCallsAndBlocksRecycle) {
   std::fill_n(window, window_bytes, std::uint8_t{0xA5});
   std::vector<Result> held;
   std::uint64_t drop = test::mix(seed ^ (0xd00dull + me));
+  std::size_t engine_bytes = 0;
   for (int call = 0; call < 30; ++call) {
     const std::uint64_t call_seed = test::mix(seed + call);
     drop = test::mix(drop);
@@ -196,7 +200,9 @@ TEST(MoeBlocks, HeldResultsStayIntactAcrossCallsAndBlocksRecycle) {
       drop = test::mix(drop);
     }
     const auto all = every_pe(call_seed, n);
-    Result r = dispatch_to_block(op, call_seed, all[me]);
+    Result r = dispatch_to_block(op, call_seed, all[me], nullptr,
+                                 call % 2 ? SHMOE_PLANE_DOUBLE : SHMOE_PLANE_CLASSIC);
+    engine_bytes += op.last_timing().bytes_via_copy_engine;
     ASSERT_GE(r.block, 0);
     ASSERT_LT(r.block, kBlocks);
     EXPECT_EQ(op.held_blocks(), static_cast<int>(held.size()) + 1);
@@ -210,6 +216,7 @@ TEST(MoeBlocks, HeldResultsStayIntactAcrossCallsAndBlocksRecycle) {
   }
   for (const Result& h : held) op.release_block(h.block);
   EXPECT_EQ(op.held_blocks(), 0);
+  EXPECT_GT(engine_bytes, 0u) << "the copy engine wrote no block";
   EXPECT_TRUE(std::all_of(window, window + window_bytes, [](std::uint8_t b) { return b == 0xA5; }))
       << "rows went through the receive window";
 }

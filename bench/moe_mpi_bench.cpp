@@ -3,8 +3,9 @@
 // PMIx server mpirun runs). Each round times, in turn (the order rotating round by round), LOOPS
 // dispatch + combine pairs of
 //   window:  shmoe, dispatch's rows left in its receive window and combined from there;
-//   owned:   shmoe into buffers of the caller's (the rows copied out of the window: what DeepEP's
-//            API returns), combined from them;
+//   owned:   shmoe into results the caller owns (what DeepEP's API returns): a receive block that
+//            the dispatch takes for the caller, which the senders write the rows into (no copy),
+//            combined from there, then released;
 //   mpi:     what an MPI user writes: count and pack each (token, top-k slot) row by destination
 //            PE (then by local expert), MPI_Alltoall of the counts, MPI_Alltoallv of the rows and
 //            of their (token, slot, expert, weight) records; back by MPI_Alltoallv, then the
@@ -32,6 +33,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shmoe/moe.hpp"
@@ -112,7 +114,6 @@ class ShmoeRun {
  public:
   ShmoeRun(const Shape& s, const Routing& r) : s_(s), r_(r), buffer_(config(s)) {
     const std::size_t cap = buffer_.recv_capacity();
-    owned_x_.resize(cap * s.hidden);
     src_info_.resize(cap * 3);
     recv_weights_.resize(cap);
     layout_prefix_.resize(static_cast<std::size_t>(s.experts_per_pe) * s.n);
@@ -129,11 +130,12 @@ class ShmoeRun {
     c.dtype = SHMOE_DTYPE_BFLOAT16;
     c.max_recv_rows = static_cast<std::size_t>(
         s.max_recv_rows > 0 ? s.max_recv_rows : long(s.tokens) * s.topk * 5 / 4);
+    c.recv_blocks = 1;  // each owned result is released after its combine
     return c;
   }
 
   void dispatch(bool owned) {
-    recv_x_ = owned ? owned_x_.data() : buffer_.receive_window();
+    recv_x_ = owned ? nullptr : buffer_.receive_window();
     shmoe::DispatchArgs a;
     a.x = r_.x.data();
     a.topk_idx = r_.topk_idx.data();
@@ -145,6 +147,10 @@ class ShmoeRun {
     o.recv_layout_prefix = layout_prefix_.data();
     o.num_recv_tokens_per_expert = per_expert_.data();
     o.recv_weights = recv_weights_.data();
+    if (owned) {
+      o.recv_block = &block_;
+      o.recv_block_x = &recv_x_;
+    }
     if (buffer_.dispatch(a, o) < 0) throw std::runtime_error("dispatch: max_recv_rows too small");
   }
 
@@ -158,6 +164,7 @@ class ShmoeRun {
     a.num_tokens = s_.tokens;
     a.combined_x = combined_.data();
     buffer_.combine(a);
+    if (block_ >= 0) buffer_.release_block(std::exchange(block_, -1));  // the caller drops it
   }
 
   const std::vector<std::uint16_t>& combined() const { return combined_; }
@@ -167,7 +174,8 @@ class ShmoeRun {
   const Routing& r_;
   shmoe::MoeBuffer buffer_;
   void* recv_x_ = nullptr;
-  std::vector<std::uint16_t> owned_x_, combined_;
+  std::int32_t block_ = -1;  // the owned result's receive block, held until after its combine
+  std::vector<std::uint16_t> combined_;
   std::vector<std::int32_t> src_info_, layout_prefix_, per_expert_;
   std::vector<float> recv_weights_;
 };

@@ -107,6 +107,13 @@ typedef struct {
    * rows (max_recv_rows must be 0). Across hosts too: combine reads rows in place where a
    * PE's heap is mapped here, and by gets (UCX) from a PE on another host. 0: off. */
   int shrink_timeout_ms;
+  /* Receive blocks (0..64; 0: none; must be 0 in shrink mode): each holds recv_capacity rows in
+   * recv_x's layout, in the symmetric heap. A dispatch given outputs->recv_block takes a free
+   * one and the senders write its rows straight into it: the result needs no copy out of the
+   * receive window, and stays valid, unlike the window's rows, over later dispatches until the
+   * caller releases it (shmoe_moe_release_block). Each block adds recv_capacity x hidden
+   * elements to the buffer's symmetric bytes. */
+  int recv_blocks;
 } shmoe_moe_config_t;
 
 /* Local; needs no shmem_init (a launcher checks its options before it starts any PE). Applies to
@@ -187,12 +194,29 @@ typedef struct {
   void* recv_token_side;
   int32_t* all_header_ints;
   int32_t* all_counts;
+  /* Results in a receive block (config.recv_blocks > 0, recv_x NULL): the call takes a free
+   * block, sets *recv_block to its index and *recv_block_x to its rows [rows, hidden] (recv_x's
+   * layout), which are the caller's to read and write (the experts may write their outputs over
+   * them) until it gives the block back with shmoe_moe_release_block; no PE writes a held block.
+   * A combine given recv_block_x as x on every PE reads the rows where they lie, as from the
+   * receive window. When every block is held the call is refused on every PE, naming
+   * recv_blocks. A block lives in the buffer's window: destroying the buffer frees every block,
+   * held or not, so results must be released or copied before. */
+  int32_t* recv_block;
+  void** recv_block_x;
 } shmoe_dispatch_outputs_t;
 
 /* Collective. Returns the rows received, SHMOE_MOE_RETRY on every PE when some PE's verdict was
  * SHMOE_CALL_RETRY, or another status < 0. */
 SHMOE_API int shmoe_moe_dispatch(shmoe_moe_buffer_t buffer, const shmoe_dispatch_args_t* args,
                                  const shmoe_dispatch_outputs_t* outputs);
+
+/* Local, from any thread (also while a call on the buffer runs). Gives back receive block
+ * `block` that a dispatch took for the caller; its rows may be overwritten by any later dispatch.
+ * Refused if block is out of range or not held. */
+SHMOE_API int shmoe_moe_release_block(shmoe_moe_buffer_t buffer, int block);
+/* Local query: how many receive blocks the caller holds (0 for a NULL buffer). */
+SHMOE_API int shmoe_moe_held_blocks(shmoe_moe_buffer_t buffer);
 
 /* A combine's inputs. x: the experts' outputs in dispatch's recv_x layout (or the receive
  * window), with that dispatch's recv_src_info and recv_layout_prefix; topk_idx and topk_weights

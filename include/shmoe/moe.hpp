@@ -123,6 +123,11 @@ class MoeBuffer {
     return window;
   }
 
+  // Gives back a receive block a dispatch took for the caller (shmoe_moe_release_block).
+  void release_block(int block) { detail::checked(shmoe_moe_release_block(owned_.get(), block)); }
+  // How many receive blocks the caller holds.
+  int held_blocks() const { return shmoe_moe_held_blocks(owned_.get()); }
+
   // What the last dispatch or combine measured on this PE.
   MoeTiming last_timing() const {
     MoeTiming t;

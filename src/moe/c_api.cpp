@@ -146,7 +146,8 @@ int shmoe_moe_dispatch(shmoe_moe_buffer_t buffer, const shmoe_dispatch_args_t* a
     if (verdict == SHMOE_CALL_PROCEED) {  // with any other verdict no output is written
       const auto o = read_struct(outputs, kDispatchOutputsFirst, fn, "outputs");
       out = {o.recv_x,       o.recv_src_info,   o.recv_layout_prefix, o.num_recv_tokens_per_expert,
-             o.recv_weights, o.recv_token_side, o.all_header_ints,    o.all_counts};
+             o.recv_weights, o.recv_token_side, o.all_header_ints,    o.all_counts,
+             o.recv_block,   o.recv_block_x};
     }
     const bool double_plane = shmoe::moe::c_api::raw_enum_value(a.plane) == SHMOE_PLANE_DOUBLE;
     auto run = [&] {
@@ -165,6 +166,22 @@ int shmoe_moe_dispatch(shmoe_moe_buffer_t buffer, const shmoe_dispatch_args_t* a
     const int rows = run();
     return rows == shmoe::moe::kDispatchRetry ? int{SHMOE_MOE_RETRY} : rows;
   });
+}
+
+int shmoe_moe_release_block(shmoe_moe_buffer_t buffer, int block) {
+  return guarded([&] {
+    auto& m = require(buffer, "shmoe_moe_release_block", "buffer");
+    try {
+      m.impl.release_block(block);
+    } catch (const shmoe::moe::Refused& e) {
+      throw shmoe::moe::Refused(std::string("shmoe_moe_") + e.what());
+    }
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_moe_held_blocks(shmoe_moe_buffer_t buffer) {
+  return buffer == nullptr ? 0 : buffer->impl.held_blocks();
 }
 
 int shmoe_moe_combine(shmoe_moe_buffer_t buffer, const shmoe_combine_args_t* args) {

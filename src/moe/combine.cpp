@@ -11,10 +11,11 @@
 //  2. payload: workers put rows (big segments via the copy engine with the double plane), fence,
 //     barrier; worker 0 quiets the engine and raises combine-done g at every PE.
 //  3. reduce: wait for combine-done g from every PE, then each worker reduces its tokens.
-// When every PE passes its receive window as expand_x (the experts wrote their outputs over the
-// dispatched rows in place) and every window is mapped here, there is nothing to send: after
-// step 1 each PE's reduction reads its tokens' rows where they lie in the experts' windows, and
-// combine-done g then says that no PE reads any window any more. Each PE says before step 1
+// When every PE passes where its last dispatch's rows landed (its receive window or receive
+// block) as expand_x (the experts wrote their outputs over the dispatched rows in place) and
+// every PE's is mapped here, there is nothing to send: after step 1 each PE's reduction reads
+// its tokens' rows where they lie at the experts' PEs, and combine-done g then says that no PE
+// reads them any more. Each PE says before step 1
 // whether it can (combine-pulls flag, fenced before its verdict), so all agree.
 // Shrink mode always reads rows where they lie, at the fixed slots of the last dispatch (a
 // caller's rows in expand_x's layout are first copied there; a window on another host is read by
@@ -165,12 +166,13 @@ std::string refused_elsewhere(const std::vector<int>& refusing) {
       refusing.size() == 1 ? "refused its" : "refused their");
 }
 
-// Whether this PE's part allows reading rows in place: its experts' outputs are in the receive
-// window, which holds the rows of the last dispatch, whose routing this call repeats, and every
-// PE's window is mapped here. Only asked of inputs that passed refusal().
+// Whether this PE's part allows reading rows in place: its experts' outputs are where the last
+// dispatch's rows landed (the receive window or a receive block), that dispatch's routing is
+// this call's, and every PE's rows of it are mapped here. Only asked of inputs that passed
+// refusal().
 bool can_pull(const MoeBuffer::State& s, const CombineArgs& in) {
-  return in.expand_x == s.recv_rows && repeats_last_dispatch(s, in) &&
-         std::none_of(s.peer_recv_rows.begin(), s.peer_recv_rows.end(),
+  return in.expand_x == s.landed && repeats_last_dispatch(s, in) &&
+         std::none_of(s.peer_landed.begin(), s.peer_landed.end(),
                       [](const std::byte* p) { return p == nullptr; });
 }
 
@@ -306,9 +308,10 @@ class CombineCall {
   }
 
   // Pull: this worker's tokens, each slot's row read where its expert's PE holds it: in place
-  // where that PE's window is mapped here; from a PE on another host (shrink mode only), fetched
-  // first by a get into this PE's combine row of the slot (unused in shrink mode, which never
-  // pushes), all completed by one quiet.
+  // where that PE's rows landed, if mapped here; from a PE on another host (shrink mode only, so
+  // from its window: shrink mode has no receive blocks), fetched first by a get into this PE's
+  // combine row of the slot (unused in shrink mode, which never pushes), all completed by one
+  // quiet.
   void pull_and_reduce(int id, int nw) {
     const auto [first, last] = my_tokens(id, nw);
     const std::int32_t* ids = kept_ids_.empty() ? in_.expert_ids : kept_ids_.data();
@@ -323,8 +326,8 @@ class CombineCall {
         if (pos < 0 || ids[i] < 0) continue;
         const int pe = ids[i] / L();
         const std::size_t at = static_cast<std::size_t>(pos) * s_.row_bytes;
-        if (s_.peer_recv_rows[pe] != nullptr) {
-          row_at_[i] = s_.peer_recv_rows[pe] + at;
+        if (s_.peer_landed[pe] != nullptr) {
+          row_at_[i] = s_.peer_landed[pe] + at;
           continue;
         }
         std::byte* to = s_.combine_rows + i * s_.row_bytes;

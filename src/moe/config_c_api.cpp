@@ -40,6 +40,7 @@ MoeConfig moe_config_of(const shmoe_moe_config_t* config, const char* fn) {
   c.token_side_bytes = in.token_side_bytes;
   c.header_ints = in.header_ints;
   c.shrink_timeout_ms = in.shrink_timeout_ms;
+  c.recv_blocks = in.recv_blocks;
   return c;
 }
 

@@ -46,6 +46,11 @@ std::string config_error(const MoeConfig& c, int n_pes, const MoeConfigNames& n)
         "expert, source PE, token)",
         n.max_recv_rows, c.max_recv_rows, n.shrink_timeout_ms);
   }
+  if (e.empty()) e = out_of_range(n.recv_blocks, c.recv_blocks, 0, kMaxRecvBlocks);
+  if (e.empty() && c.shrink_timeout_ms > 0 && c.recv_blocks != 0) {
+    e = fmt::format("{}={} must be 0 in shrink mode ({} > 0), whose rows stay in fixed slots",
+                    n.recv_blocks, c.recv_blocks, n.shrink_timeout_ms);
+  }
   return e;
 }
 

@@ -21,6 +21,7 @@ struct MoeConfigNames {
   const char* header_ints = "header_ints";
   const char* shrink_timeout_ms = "shrink_timeout_ms";
   const char* max_recv_rows = "max_recv_rows";
+  const char* recv_blocks = "recv_blocks";
 };
 
 struct MegaConfigNames {

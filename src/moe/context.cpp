@@ -18,7 +18,7 @@ namespace {
 // their side-band, combine rows.
 struct Window {
   std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, read_masks, live_sync,
-      rejoin_flags, rejoin_counters, headers, recv_rows, recv_band, combine_rows, total;
+      rejoin_flags, rejoin_counters, headers, recv_rows, recv_band, combine_rows, recv_pool, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -52,6 +52,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.recv_rows = l.take(cap * row);
   w.recv_band = l.take(cap * band_bytes_of(c));
   w.combine_rows = l.take(static_cast<std::size_t>(c.max_bs) * c.topk * row);
+  w.recv_pool = l.take(static_cast<std::size_t>(c.recv_blocks) * cap * row);
   w.total = l.total();
   return w;
 }
@@ -137,9 +138,11 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
                      c.experts_per_pe, c.header_ints)) {
     throw Refused(fmt::format(
         "MoeBuffer: the symmetric windows need {} bytes per PE (recv rows {} x {} bytes, combine "
-        "rows {} x {} bytes), more than is free in the symmetric heap: raise SHMEM_SYMMETRIC_SIZE "
-        "or lower max_recv_rows/max_tokens_per_pe",
-        off, s.recv_cap, s.row_bytes, static_cast<std::size_t>(c.max_bs) * c.topk, s.row_bytes));
+        "rows {} x {} bytes, {} receive blocks of the recv rows' size), more than is free in the "
+        "symmetric heap: raise SHMEM_SYMMETRIC_SIZE or lower "
+        "max_recv_rows/max_tokens_per_pe/recv_blocks",
+        off, s.recv_cap, s.row_bytes, static_cast<std::size_t>(c.max_bs) * c.topk, s.row_bytes,
+        c.recv_blocks));
   }
   s.dispatch_done = FlagArray(s.window + wl.dispatch_done, s.n_pes);
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
@@ -153,8 +156,18 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
   s.rejoin_counters = reinterpret_cast<std::uint64_t*>(s.window + wl.rejoin_counters);
   s.recv_band = s.window + wl.recv_band;
   s.band_bytes = band_bytes_of(c);
-  for (int pe = 0; pe < s.n_pes; ++pe)
+  std::vector<std::byte*> peer_pool;
+  for (int pe = 0; pe < s.n_pes; ++pe) {
     s.peer_recv_rows.push_back(static_cast<std::byte*>(shmem_ptr(s.recv_rows, pe)));
+    peer_pool.push_back(c.recv_blocks > 0
+                            ? static_cast<std::byte*>(shmem_ptr(s.window + wl.recv_pool, pe))
+                            : nullptr);
+  }
+  s.blocks = RecvBlocks(s.window + wl.recv_pool, s.recv_cap * s.row_bytes, c.recv_blocks,
+                        std::move(peer_pool));
+  s.landed = s.recv_rows;
+  s.peer_landed = s.peer_recv_rows;
+  s.dest_rows.assign(static_cast<std::size_t>(s.n_pes), s.recv_rows);
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
   s.engine = std::make_unique<kernel::CopyEngine>();
 }
@@ -185,6 +198,13 @@ const OpTiming& MoeBuffer::last_timing() const {
 }
 void* MoeBuffer::receive_window() {
   return state_->recv_rows;
+}
+void MoeBuffer::release_block(int block) {
+  if (std::string e = state_->blocks.release(block, "release_block"); !e.empty())
+    throw Refused(std::move(e));
+}
+int MoeBuffer::held_blocks() const {
+  return state_->blocks.held();
 }
 
 }  // namespace shmoe::moe

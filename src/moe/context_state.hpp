@@ -10,6 +10,7 @@
 #include "kernel/worker_pool.hpp"
 #include "moe/moe.hpp"
 #include "moe/operator_state.hpp"
+#include "moe/recv_blocks.hpp"
 
 namespace shmoe::moe {
 
@@ -27,6 +28,14 @@ struct MoeBuffer::State : OperatorState {
   // the receive windows pulls rows instead of sending them. Shrink mode always pulls: by gets
   // from the null ones.
   std::vector<std::byte*> peer_recv_rows;
+  RecvBlocks blocks;
+  // Where the last dispatch's rows landed: on this PE (the receive window or a receive block),
+  // and on each PE as mapped here (null where not mapped), from each receiver's call header.
+  std::byte* landed = nullptr;
+  std::vector<std::byte*> peer_landed;
+  // The current dispatch's: where each receiver's rows go (a symmetric address, this PE's own
+  // receive window or block of the receiver's choice).
+  std::vector<std::byte*> dest_rows;
   FlagArray dispatch_done;
   Agreement combine_entry;  // each PE's verdict on its inputs; its window is free again
   FlagArray combine_pulls;  // set to g by a PE whose combine g may pull from the receive windows

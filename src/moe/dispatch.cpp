@@ -16,7 +16,9 @@
 //     worker fences its stores; after a worker barrier and the engine's quiet, worker 0 raises
 //     dispatch-done g at every PE.
 //  4. receive: wait for dispatch-done g from every PE, then copy rows out to the caller, unless
-//     the caller reads them where they landed (expand_x is the receive window).
+//     the caller reads them where they landed (expand_x is the receive window), or they landed
+//     in a receive block that the call takes for the caller (recv_blocks.hpp; the receiver names
+//     the block in its header of step 1, and the senders of step 3 write there).
 // Shrink mode (protocol.hpp's LiveSet): steps 1 and 3 neither send to nor wait for masked PEs and
 // mask those that miss the bound; rows land in fixed slots (route_plan.hpp's plan_fixed_slots),
 // and step 4 compacts the live sources' rows into expand_x, or leaves them in their slots when
@@ -40,8 +42,9 @@ double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
+// `block`: the receive block taken for this call, or -1.
 CallHeader make_header(const MoeBuffer::State& s, const DispatchArgs& in,
-                       const DispatchOutputs& out, std::int32_t* counts) {
+                       const DispatchOutputs& out, std::int32_t* counts, int block) {
   const auto& c = s.cfg;
   CallHeader h;
   h.hidden = c.hidden;
@@ -58,9 +61,19 @@ CallHeader make_header(const MoeBuffer::State& s, const DispatchArgs& in,
   fill_route_header(h, counts, inputs_missing ? nullptr : in.expert_ids, inputs_missing ? 0 : in.bs,
                     c.max_bs, c.topk, s.experts());
   if (h.error != InputError::kNone) return h;
+  h.recv_block = block;
   if (inputs_missing) {
     refuse_null(h, in.x == nullptr ? Tensor::kX : Tensor::kExpertIds);
-  } else if (out.expand_x == nullptr) {
+  } else if (out.recv_block != nullptr && (out.expand_x != nullptr || block < 0)) {
+    h.error = InputError::kRecvBlock;
+    const RecvBlockError why = out.expand_x != nullptr ? RecvBlockError::kRecvXToo
+                               : s.blocks.count() == 0 ? RecvBlockError::kNoBlocks
+                                                       : RecvBlockError::kAllHeld;
+    h.error_index[0] = static_cast<std::int32_t>(why);
+    h.error_index[1] = s.blocks.count();
+  } else if (out.recv_block != nullptr && out.recv_block_x == nullptr) {
+    refuse_null(h, Tensor::kRecvBlockX);
+  } else if (out.recv_block == nullptr && out.expand_x == nullptr) {
     refuse_null(h, Tensor::kExpandX);
   } else if (out.assist_info == nullptr) {
     refuse_null(h, Tensor::kAssistInfo);
@@ -76,12 +89,24 @@ CallHeader make_header(const MoeBuffer::State& s, const DispatchArgs& in,
   return h;
 }
 
+// Where each receiver's rows of this call go: its receive window, or the receive block its
+// header names.
+void note_destinations(MoeBuffer::State& s, const std::vector<const CallHeader*>& headers) {
+  for (int pe = 0; pe < s.n_pes; ++pe) {
+    const auto p = static_cast<std::size_t>(pe);
+    const int b = headers[p] == nullptr ? -1 : headers[p]->recv_block;
+    s.dest_rows[p] = b < 0 ? s.recv_rows : s.blocks.rows(b);
+    s.peer_landed[p] = b < 0 ? s.peer_recv_rows[p] : s.blocks.peer_rows(pe, b);
+  }
+  s.landed = s.dest_rows[static_cast<std::size_t>(s.me)];
+}
+
 // Steps 1 and 2, on worker 0; a refusal goes to s.error.
 void exchange_and_plan(MoeBuffer::State& s, const DispatchArgs& in, const DispatchOutputs& out,
-                       std::uint64_t g, SourceWaits& waits, const LiveSet& live) {
+                       std::uint64_t g, SourceWaits& waits, const LiveSet& live, int block) {
   const auto& c = s.cfg;
   CallHeader& mine = *s.headers.mine(g, s.me);
-  mine = make_header(s, in, out, s.headers.counts(g, s.me));
+  mine = make_header(s, in, out, s.headers.counts(g, s.me), block);
   if (mine.error == InputError::kNone && c.header_ints > 0) {
     std::copy_n(in.header_ints, c.header_ints, s.headers.caller_ints(g, s.me));
   }
@@ -96,6 +121,7 @@ void exchange_and_plan(MoeBuffer::State& s, const DispatchArgs& in, const Dispat
                 : plan_routes(s.headers, g, s.me, s.n_pes, c.experts_per_pe, in.expert_ids, in.bs,
                               c.topk, s.recv_cap, "dispatch", "max_recv_rows", s.plan);
   if (!s.error.empty()) return;
+  note_destinations(s, headers);
   // Every PE's header ints and counts, read before this PE raises dispatch-done g: no PE can
   // write call g + 2's headers (this parity) before then.
   if (out.all_header_ints != nullptr) {
@@ -130,7 +156,11 @@ class DispatchCall {
         // and the others mask it at their bound.
         mask_error_(s.check_mask("dispatch", in.pe_mask)),
         args_(in),
-        live_(s.live_set(in.pe_mask)) {
+        live_(s.live_set(in.pe_mask)),
+        block_(out.recv_block != nullptr && out.expand_x == nullptr &&
+                       in.verdict == CallVerdict::kProceed && mask_error_.empty()
+                   ? s.blocks.take()
+                   : -1) {
     s_.timing = OpTiming{};
     s_.error.clear();
     s_.retry = false;
@@ -138,6 +168,13 @@ class DispatchCall {
     if (!mask_error_.empty() && s_.shrink()) throw Refused(mask_error_);
     if (!mask_error_.empty()) args_.verdict = CallVerdict::kRefuse;
   }
+
+  // A block taken for a call that did not complete goes back to the pool.
+  ~DispatchCall() {
+    if (block_ >= 0 && !block_given_) s_.blocks.release(block_, "dispatch");
+  }
+  DispatchCall(const DispatchCall&) = delete;
+  DispatchCall& operator=(const DispatchCall&) = delete;
 
   void operator()(kernel::KernelContext& w) {
     const auto t0 = Clock::now();
@@ -165,6 +202,11 @@ class DispatchCall {
     s_.dispatched_ids.assign(ids, ids + static_cast<std::size_t>(in_.bs) * c_.topk);
     s_.dispatched = true;
     record_timing();
+    if (block_ >= 0) {
+      *out_.recv_block = block_;
+      *out_.recv_block_x = s_.blocks.rows(block_);
+      block_given_ = true;
+    }
     return total_rows_;
   }
 
@@ -172,7 +214,7 @@ class DispatchCall {
   // Steps 1 and 2 (worker 0), then which segments go to the copy engine and whether the
   // payload bypasses the cache.
   void plan() {
-    exchange_and_plan(s_, args_, out_, g_, waits_, live_);
+    exchange_and_plan(s_, args_, out_, g_, waits_, live_, block_);
     if (!s_.error.empty()) return;
     const int P = s_.n_pes, L = c_.experts_per_pe;
     if (double_plane_) {
@@ -209,12 +251,12 @@ class DispatchCall {
       const int t = static_cast<int>(i / c_.topk), k = static_cast<int>(i % c_.topk);
       const void* row =
           static_cast<const std::byte*>(in_.x) + static_cast<std::size_t>(t) * s_.row_bytes;
-      void* to = s_.recv_rows + static_cast<std::size_t>(pos) * s_.row_bytes;
+      void* to = s_.dest_rows[dst] + static_cast<std::size_t>(pos) * s_.row_bytes;
       if (!by_engine_.empty() && by_engine_[e]) {
         engine_copies.push_back({to, row, s_.row_bytes, dst, bypass_cache_});
-      } else if (bypass_cache_ && s_.peer_recv_rows[dst] != nullptr) {
-        copy_non_temporal(s_.peer_recv_rows[dst] + static_cast<std::size_t>(pos) * s_.row_bytes,
-                          row, s_.row_bytes);
+      } else if (bypass_cache_ && s_.peer_landed[dst] != nullptr) {
+        copy_non_temporal(s_.peer_landed[dst] + static_cast<std::size_t>(pos) * s_.row_bytes, row,
+                          s_.row_bytes);
       } else {
         shmem_putmem(to, row, s_.row_bytes, dst);
       }
@@ -280,7 +322,7 @@ class DispatchCall {
         std::memcpy(expand_x + r * s_.row_bytes, s_.recv_rows + in_window(r) * s_.row_bytes,
                     s_.row_bytes);
       }
-    } else if (out_.expand_x != s_.recv_rows) {
+    } else if (out_.expand_x != nullptr && out_.expand_x != s_.recv_rows) {  // not in a block
       std::memcpy(expand_x + r0 * s_.row_bytes, s_.recv_rows + r0 * s_.row_bytes,
                   (r1 - r0) * s_.row_bytes);
     }
@@ -326,6 +368,8 @@ class DispatchCall {
   const std::string mask_error_;
   DispatchArgs args_;  // in_, with a refusal verdict where the mask is refused
   const LiveSet live_;
+  const int block_;  // the receive block taken for the caller, or -1
+  bool block_given_ = false;
   std::vector<bool> by_engine_;  // per (destination, expert) segment of mine
   bool bypass_cache_ = false;
   std::vector<std::int64_t> window_row_;  // shrink mode: each row's slot, in expand_x's order

@@ -46,7 +46,11 @@ struct MoeConfig {
   // masking the PEs that did not arrive; the receive window has a fixed slot per (local expert,
   // source PE, token).
   int shrink_timeout_ms = 0;
+  // Receive blocks (recv_blocks.hpp), each of recv_capacity rows, that a dispatch can return its
+  // rows in (DispatchOutputs::recv_block); 0: none.
+  int recv_blocks = 0;
 };
+inline constexpr int kMaxRecvBlocks = 64;
 
 // What this PE says of a call before any data moves, told to every PE in the call's first step.
 enum class CallVerdict {
@@ -83,6 +87,10 @@ struct DispatchOutputs {
   std::int32_t* all_header_ints = nullptr;    // [n_pes, header_ints] or null
   std::int32_t* all_counts = nullptr;         // [n_pes source, n_pes destination, L] or null: every
                                               // PE's rows for every (PE, local expert)
+  // Non-null (with expand_x null): the rows land in a free receive block, which the call takes
+  // for the caller; it sets *recv_block to its index and *recv_block_x to its rows.
+  std::int32_t* recv_block = nullptr;
+  void** recv_block_x = nullptr;
 };
 
 struct CombineArgs {
@@ -140,6 +148,10 @@ class MoeBuffer {
   void* receive_window();
   // Symmetric heap bytes a context of this config takes on each of n_pes PEs.
   static std::size_t window_bytes(const MoeConfig& config, int n_pes);
+  // Local: gives back a receive block a dispatch took for the caller (Refused if it is not held).
+  void release_block(int block);
+  // Local: how many receive blocks the caller holds.
+  int held_blocks() const;
 
   struct State;
   State& state() { return *state_; }

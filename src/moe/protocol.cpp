@@ -240,6 +240,8 @@ const char* tensor_name(Tensor t) {
       return "token_side";
     case Tensor::kHeaderInts:
       return "header_ints";
+    case Tensor::kRecvBlockX:
+      return "recv_block_x";
   }
   return "a tensor";
 }
@@ -292,6 +294,27 @@ std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
   return headers;
 }
 
+namespace {
+
+std::string recv_block_error(const char* op, int pe, const std::int32_t* i) {
+  switch (static_cast<RecvBlockError>(i[0])) {
+    case RecvBlockError::kNoBlocks:
+      return fmt::format(
+          "{}: PE {}: recv_block is given, but the buffer has no receive blocks (recv_blocks=0)",
+          op, pe);
+    case RecvBlockError::kAllHeld:
+      return fmt::format(
+          "{}: PE {}: all its receive blocks are held (recv_blocks={}): release one "
+          "(shmoe_moe_release_block) or raise recv_blocks",
+          op, pe, i[1]);
+    case RecvBlockError::kRecvXToo:
+      break;
+  }
+  return fmt::format("{}: PE {}: recv_x and recv_block are both given (one or the other)", op, pe);
+}
+
+}  // namespace
+
 std::string first_call_error(const char* op, const std::vector<const CallHeader*>& headers,
                              int my_pe, int n_experts, int max_bs, const char* bs_name,
                              const char* limit_name) {
@@ -341,6 +364,8 @@ std::string first_call_error(const char* op, const std::vector<const CallHeader*
             "{}: refused on every PE because PE {} refused its inputs (its own "
             "error says why)",
             op, pe);
+      case InputError::kRecvBlock:
+        return recv_block_error(op, static_cast<int>(pe), i);
     }
     return fmt::format("{}: PE {} reported error code {}", op, pe,
                        static_cast<std::int32_t>(h.error));

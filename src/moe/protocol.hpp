@@ -155,7 +155,11 @@ enum class InputError : std::int32_t {
   kNullTensor = 3,        // error_index[0] = a Tensor
   kCallerRefused = 4,     // the caller found its own inputs wrong (its own error says why)
   kCallerRetry = 5,       // not an error: the caller needs another operator; every PE retries
+  kRecvBlock = 6,         // no receive block for the call: error_index = (RecvBlockError, blocks)
 };
+
+// Why a dispatch that asked for a receive block got none.
+enum class RecvBlockError : std::int32_t { kNoBlocks = 0, kAllHeld = 1, kRecvXToo = 2 };
 
 // The tensors an operator's call header can name as null.
 enum class Tensor : std::int32_t {
@@ -170,6 +174,7 @@ enum class Tensor : std::int32_t {
   kExpertTokenCounts,
   kTokenSide,
   kHeaderInts,
+  kRecvBlockX,
 };
 const char* tensor_name(Tensor t);
 
@@ -183,7 +188,9 @@ struct CallHeader {
   std::int32_t hidden = 0, topk = 0, experts_per_pe = 0, dtype = 0;
   std::int32_t bs = 0;
   std::int32_t ffn = 0;  // MegaMoE's ffn_dim; 0 for dispatch
-  std::int32_t reserved[6] = {};
+  // Dispatch: the receive block this PE's rows of the call go to, or -1 for its receive window.
+  std::int32_t recv_block = -1;
+  std::int32_t reserved[5] = {};
   // followed by n_pes * experts_per_pe int32 counts: rows for (destination PE, local expert),
   // then the caller's own header ints (dispatch's config.header_ints)
 };

@@ -78,10 +78,11 @@ class GemmEngine {
               WeightForm form) const;
 
   // Rows of the product one kernel call makes: oneDNN runs blocks of this many rows (kFp8 tiles of
-  // up to kDirectRows are one block). Blocks of 16 rows cost no more than one call on a 128-row
-  // wave (AMD EPYC, AVX512-BF16: 588 against 595 us for 128 x 1024 x 512), and a block of GEMM1's
-  // output (64 KiB at ffn_dim 1024) is still in L2 when its epilogue reads it.
-  static constexpr int kBlockRows = 16;
+  // up to kDirectRows are one block). A block of GEMM1's output (128 KiB at ffn_dim 1024) is still
+  // in L2 when its epilogue reads it, and the operator's GEMMs take as long as with one call per
+  // 128-row wave, where 16-row blocks took 2-4% longer (bench/mega_gemm tiles, AMD EPYC with
+  // AVX512-BF16; docs/performance/2026-12-06-mega-epilogues.md).
+  static constexpr int kBlockRows = 32;
   static_assert(kDirectRows <= kBlockRows, "a direct FP8 tile is one block");
 
   // What a GEMM's caller does with each finished block of rows, while they are in cache: rows

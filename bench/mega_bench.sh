@@ -11,15 +11,31 @@
 #      many bytes on every PE at once after each call, and the layer with FP8 weights against
 #      the same layer with bf16 weights; then the fixed cost of a call. Draws the PNG next to the
 #      CSV (matplotlib in the build's interpreter, bench/configured_python.sh).
-#   bench/mega_bench.sh [BUILD_DIR] [--quick]
+#   bench/mega_bench.sh [BUILD_DIR] [--quick] [--baseline OLD_BUILD_DIR] [--layer-only]
+# --baseline: every run of part 1 and every FP8 run of part 2 also runs on OLD_BUILD_DIR (another
+# commit's build), old and new alternating, so that both see the same machine; --layer-only: part 1
+# alone. Part 1 also gives the epilogue's share of each PE's busy time from one traced call per run
+# (bench/trace_share.py: SwiGLU with re-quantization, and the write-back of GEMM2's rows).
 # Shape of part 1: model_dim 512, ffn_dim 1024, top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector
 # workers, FP8 weights (the default).
 # Other processes on the machine move every figure: each is a median of MEGA_BENCH_REPEATS runs
 # (default 3; --quick: 1, and fewer calls), and the load is printed before and after.
 set -euo pipefail
-build=${1:-build}
-quick=${2:-}
-moe="$build/tools/moe/shmoe-moe"
+build=build quick='' baseline='' layer_only=''
+while (($#)); do
+  case $1 in
+    --quick) quick=--quick ;;
+    --baseline) baseline=${2:?--baseline needs a build directory}; shift ;;
+    --layer-only) layer_only=1 ;;
+    -*) echo "mega_bench.sh: unknown option $1" >&2; exit 2 ;;
+    *) build=$1 ;;
+  esac
+  shift
+done
+builds=("$build") labels=(new)
+[[ -n $baseline ]] && builds=("$baseline" "$build") labels=(old new)
+python=$("$(dirname "$0")/configured_python.sh" "$build")
+share_py="$(dirname "$0")/trace_share.py"
 gemm="$build/bench/mega_gemm"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -28,14 +44,16 @@ csv=${MEGA_BENCH_CSV:-output/perf/mega_bench.csv}
 mkdir -p "$(dirname "$csv")"
 echo "# $(uptime)"
 
-# layer PES TOKENS LOOPS: sets fused and unfused (ms, e2e average of the slowest PE).
+# layer BUILD PES TOKENS LOOPS: sets fused and unfused (ms, e2e average of the slowest PE) and
+# share (the epilogue's share of one traced fused call).
 layer() {
-  "$moe" mega --pes "$1" --tokens "$2" --model-dim $D --ffn-dim $F --topk $K \
-    --experts-per-pe $L --wave-rows $W --compare --perf --warmup 2 --loops "$3" --seed 7 \
-    --csv "$csv" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  "$1/tools/moe/shmoe-moe" mega --pes "$2" --tokens "$3" --model-dim $D --ffn-dim $F --topk $K \
+    --experts-per-pe $L --wave-rows $W --compare --perf --warmup 2 --loops "$4" --seed 7 \
+    --csv "$csv" --trace "$out/trace.json" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
   grep -q "^mega: .*verify=pass" "$out/log" || { cat "$out/log"; exit 1; }
   fused=$(grep "^mega: pes" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
   unfused=$(grep "^mega (unfused chain)" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
+  share=$("$python" "$share_py" "$out/trace.json" | cut -d' ' -f1)
 }
 
 # gemm_group PES ROWS KIND REPS: mega_gemm's KIND (tiles or limit) in one process per PE at once,
@@ -45,17 +63,16 @@ layer() {
 # the fair share.
 gemm_group() {
   rm -f "$out"/pe*.gemm
-  for ((p = 0; p < $1; ++p)); do "$gemm" "$2" $D $F $L $W "$4" "$3" >"$out/pe$p.gemm" & done
+  for ((p = 0; p < $1; ++p)); do "${gemm:?}" "$2" $D $F $L $W "$4" "$3" >"$out/pe$p.gemm" & done
   wait
   cut -d, -f2 "$out"/pe*.gemm | sort -g | tail -1
 }
 
-# gemm_alone PES ROWS: both kinds, alternating groups; sets tiles and limit (ms).
-gemm_alone() {
-  local reps=$(($2 >= 4096 ? 8 : 100))
+# gemm_reps ROWS: how many times gemm_group runs a kind.
+gemm_reps() {
+  local reps=$(($1 >= 4096 ? 8 : 100))
   [[ $quick == --quick ]] && reps=$((reps / 4))
-  tiles=$(gemm_group "$1" "$2" tiles $reps)
-  limit=$(gemm_group "$1" "$2" limit $reps)
+  echo $reps
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
@@ -66,36 +83,50 @@ median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR
 repeats=${MEGA_BENCH_REPEATS:-3}
 [[ $quick == --quick ]] && repeats=1
 
-printf '%-8s %4s %6s %9s %11s %13s %9s %12s %10s %11s\n' shape pes tokens fused_ms unfused_ms \
-  unfused/fused limit_ms fused/limit tiles_ms tiles/limit
+printf '%-8s %4s %6s %5s %9s %11s %13s %9s %12s %11s %10s\n' shape pes tokens build fused_ms \
+  unfused_ms unfused/fused limit_ms fused/limit tiles/limit epi_share
 for pes in 2 4; do
   for shape in decode prefill; do
     if [[ $shape == decode ]]; then T=128 loops=20; else T=2048 loops=3; fi
     [[ $quick == --quick ]] && loops=$((loops > 3 ? 5 : 1))
-    fs=() us=() ls=() ts=() uf=() fl=() tl=()
+    # Per build b, the runs' figures as words: fs[b]="1.2 1.3 ...".
+    lims="" fs=() us=() uf=() fl=() tl=() sh=()
     for ((r = 0; r < repeats; ++r)); do
-      layer "$pes" "$T" "$loops"
-      gemm_alone "$pes" $((T * K))
-      fs+=("$fused") us+=("$unfused") ls+=("$limit") ts+=("$tiles")
-      uf+=("$(ratio "$unfused" "$fused")") fl+=("$(ratio "$fused" "$limit")")
-      tl+=("$(ratio "$tiles" "$limit")")
+      gemm="$build/bench/mega_gemm"
+      limit=$(gemm_group "$pes" $((T * K)) limit "$(gemm_reps $((T * K)))")
+      lims+=" $limit"
+      for b in "${!builds[@]}"; do
+        layer "${builds[b]}" "$pes" "$T" "$loops"
+        gemm="${builds[b]}/bench/mega_gemm"
+        tiles=$(gemm_group "$pes" $((T * K)) tiles "$(gemm_reps $((T * K)))")
+        fs[b]+=" $fused" us[b]+=" $unfused" sh[b]+=" $share"
+        uf[b]+=" $(ratio "$unfused" "$fused")" fl[b]+=" $(ratio "$fused" "$limit")"
+        tl[b]+=" $(ratio "$tiles" "$limit")"
+      done
     done
-    printf '%-8s %4d %6d %9.3f %11.3f %13.2f %9.3f %12.2f %10.3f %11.2f\n' "$shape" "$pes" "$T" \
-      "$(median "${fs[@]}")" "$(median "${us[@]}")" "$(median "${uf[@]}")" \
-      "$(median "${ls[@]}")" "$(median "${fl[@]}")" "$(median "${ts[@]}")" "$(median "${tl[@]}")"
+    for b in "${!builds[@]}"; do
+      # shellcheck disable=SC2086  # the words are the runs
+      printf '%-8s %4d %6d %5s %9.3f %11.3f %13.2f %9.3f %12.3f %11.2f %10.3f\n' "$shape" "$pes" \
+        "$T" "${labels[b]}" "$(median ${fs[b]})" "$(median ${us[b]})" "$(median ${uf[b]})" \
+        "$(median $lims)" "$(median ${fl[b]})" "$(median ${tl[b]})" "$(median ${sh[b]})"
+    done
   done
 done
 echo "medians of $repeats runs; fused_ms/unfused_ms: e2e average of the slowest PE, calls"
 echo "  alternating in one run; ratios: medians of each run's own ratio"
 echo "limit_ms: oneDNN's matmul on the GEMMs a PE gets, one process per PE at once, the slowest"
-echo "  one's mean over a loop; tiles_ms: the operator's GEMM tiles (FP8 expansion included) alike"
+echo "  one's mean over a loop; tiles: the operator's GEMM tiles (FP8 expansion included) alike"
+echo "epi_share: SwiGLU + re-quantization + write-back over the busy time of one traced fused call"
+echo "  (bench/trace_share.py); builds: ${builds[*]} (${labels[*]}), alternating in each run"
 echo
+[[ -n $layer_only ]] && { echo "# $(uptime)"; exit 0; }
 
 # weight_reads NAME D F EXPERTS K PES TOKENS WEIGHTS: one layer run; sets ms (e2e average of the
 # slowest PE), wmb (weight MB the PE reading the most reads per call), wgbps (over the median
 # call), rgbps (the streaming read of as many bytes, every PE at once, after each call: the
-# median) and wr (wgbps / rgbps). Rows go to
-# $wcsv for the plot.
+# median) and wr (wgbps / rgbps). Runs $moe; rows go to $wcsv for the plot unless it is the
+# baseline's.
+moe="$build/tools/moe/shmoe-moe"
 weight_reads() {
   local loops=$(($7 >= 64 ? 20 : 100))
   [[ $quick == --quick ]] && loops=$((loops / 5))
@@ -110,15 +141,16 @@ weight_reads() {
   wgbps=$(grep -o "weight_gbps=[0-9.]*" <<<"$line" | cut -d= -f2)
   rgbps=$(grep -o "read_gbps=[0-9.]*" <<<"$line" | cut -d= -f2)
   wr=$(grep -o "weight/read=[0-9.]*" <<<"$line" | cut -d= -f2)
-  echo "$1,$6,$7,$8,$ms,$wmb,$wgbps,$rgbps" >>"$wcsv"
+  [[ $moe == "$build/tools/moe/shmoe-moe" ]] && echo "$1,$6,$7,$8,$ms,$wmb,$wgbps,$rgbps" >>"$wcsv"
+  return 0
 }
 
 # Small-batch decode at real layer shapes, whose weights do not fit in cache, and today's small
 # one: the weights a call reads against the machine's read bandwidth, FP8 weights against bf16.
 wcsv=${MEGA_BENCH_WEIGHTS_CSV:-output/perf/mega_weights.csv}
 echo "shape,pes,tokens,weights,e2e_ms,weight_read_mb,weight_gbps,read_gbps" >"$wcsv"
-printf '%-9s %4s %6s %8s %8s %9s %12s %12s %10s %13s %14s\n' shape pes tokens fp8_ms bf16_ms \
-  fp8/bf16 fp8_read_MB fp8_GB/s read_GB/s fp8_wt/read bf16_wt/read
+printf '%-9s %4s %6s %8s %8s %9s %12s %12s %10s %13s %14s %8s\n' shape pes tokens fp8_ms bf16_ms \
+  fp8/bf16 fp8_read_MB fp8_GB/s read_GB/s fp8_wt/read bf16_wt/read fp8/old
 shapes=("small 512 1024 4 4" "dsv2lite 2048 2816 64 6" "qwen3 2048 1536 128 8")
 token_counts=(1 4 16 64)
 pe_counts=(2 4)
@@ -129,17 +161,26 @@ for spec in "${shapes[@]}"; do
     E=$E_
     [[ $name == small ]] && E=$((2 * pes))  # 2 experts per PE, as above
     for T in "${token_counts[@]}"; do
-      f8=() b16=() ratios=() wrs=() gb=() rb=() bwrs=()
+      f8=() b16=() ratios=() wrs=() gb=() rb=() bwrs=() olds=(-)
       for ((r = 0; r < repeats; ++r)); do
+        if [[ -n $baseline ]]; then
+          moe="$baseline/tools/moe/shmoe-moe"
+          weight_reads "$name" "$D_" "$F_" "$E" "$K_" "$pes" "$T" fp8
+          [[ $r == 0 ]] && olds=()
+          olds+=("$ms")
+          moe="$build/tools/moe/shmoe-moe"
+        fi
         weight_reads "$name" "$D_" "$F_" "$E" "$K_" "$pes" "$T" bf16
         b16+=("$ms") bwrs+=("$wr")
         weight_reads "$name" "$D_" "$F_" "$E" "$K_" "$pes" "$T" fp8
         f8+=("$ms") wrs+=("$wr") gb+=("$wgbps") rb+=("$rgbps")
         ratios+=("$(ratio "$ms" "${b16[-1]}")")
+        [[ -n $baseline ]] && olds[-1]=$(ratio "$ms" "${olds[-1]}")
       done
-      printf '%-9s %4d %6d %8.3f %8.3f %9.2f %12.1f %12.2f %10.2f %13.2f %14.2f\n' "$name" "$pes" \
-        "$T" "$(median "${f8[@]}")" "$(median "${b16[@]}")" "$(median "${ratios[@]}")" "$wmb" \
-        "$(median "${gb[@]}")" "$(median "${rb[@]}")" "$(median "${wrs[@]}")" "$(median "${bwrs[@]}")"
+      printf '%-9s %4d %6d %8.3f %8.3f %9.2f %12.1f %12.2f %10.2f %13.2f %14.2f %8s\n' "$name" \
+        "$pes" "$T" "$(median "${f8[@]}")" "$(median "${b16[@]}")" "$(median "${ratios[@]}")" "$wmb" \
+        "$(median "${gb[@]}")" "$(median "${rb[@]}")" "$(median "${wrs[@]}")" \
+        "$(median "${bwrs[@]}")" "$(median "${olds[@]}")"
     done
   done
 done
@@ -150,7 +191,8 @@ echo "  call (only experts that got rows); fp8_GB/s: those bytes over the layer'
 echo "  read_GB/s: a streaming read of as many bytes by one thread on every PE at once after each"
 echo "  call (one stream, prefetching ahead: common/read_ahead.hpp; the median);"
 echo "  bf16_wt/read: the same for the bf16 layer's own (twice as many) bytes, the form the default"
-echo "  (auto) keeps where tokens x top-k > 4 x experts per PE"
+echo "  (auto) keeps where tokens x top-k > 4 x experts per PE; fp8/old: the FP8 layer's time over"
+echo "  the baseline build's (--baseline, run just before it; the median of the runs' ratios)"
 # A layer whose weights cost nothing: what is left is the call's fixed cost (start, routing,
 # flags, combine).
 fixed=()
@@ -160,7 +202,6 @@ for ((r = 0; r < repeats; ++r)); do
   fixed+=("$(grep "^mega: pes" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)")
 done
 echo "fixed cost per call (2 PEs, 1 token each, model_dim 64): $(median "${fixed[@]}") ms"
-python=$("$(dirname "$0")/configured_python.sh" "$build")
 if "$python" -c "import matplotlib" 2>/dev/null; then
   "$python" "$(dirname "$0")/plot_weight_reads.py" "$wcsv" "${wcsv%.csv}.png"
 else

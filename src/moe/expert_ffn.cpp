@@ -42,26 +42,65 @@ void gemm1_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
   g.multiply(w.w1, expand_tile(s, g, w.w1, rows, stride, n, scratch), n, h);
 }
 
+namespace {
+
+// One row of GEMM1's output -> one act_row(): SwiGLU into `tmp` (act_row().elems floats), then MX
+// FP8 codes and scales. The only place either rounding happens, fused or not.
+void swiglu_quantize_row(const ExpertFfnShape& s, const float* h_row, float* tmp, std::byte* act) {
+  const MxRow layout = s.act_row();
+  numeric::swiglu(h_row, h_row + layout.elems, layout.elems, tmp);
+  auto* row = reinterpret_cast<std::uint8_t*>(act);
+  numeric::quantize_mx(tmp, layout.elems, s.format, row, row + layout.scales_offset());
+}
+
+}  // namespace
+
 void swiglu_quantize(const ExpertFfnShape& s, const float* h, int first, int last, std::byte* act) {
   const MxRow layout = s.act_row();
-  const int half = layout.elems;
-  std::vector<float> a(half);
+  std::vector<float> tmp(layout.elems);
   for (int r = first; r < last; ++r) {
-    const float* gate = h + static_cast<std::size_t>(r) * s.ffn_dim;
-    numeric::swiglu(gate, gate + half, half, a.data());
-    auto* row = reinterpret_cast<std::uint8_t*>(act + r * layout.bytes());
-    numeric::quantize_mx(a.data(), half, s.format, row, row + layout.scales_offset());
+    swiglu_quantize_row(s, h + static_cast<std::size_t>(r) * s.ffn_dim, tmp.data(),
+                        act + r * layout.bytes());
   }
+}
+
+void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
+                  const std::byte* rows, std::size_t stride, int n, std::byte* act,
+                  FfnScratch& scratch, const EpilogueTrace& trace) {
+  if (n == 0) return;
+  const MxRow layout = s.act_row();
+  scratch.out.resize(static_cast<std::size_t>(GemmEngine::kBlockRows) * s.ffn_dim);
+  scratch.act.resize(layout.elems);
+  g.multiply(w.w1, expand_tile(s, g, w.w1, rows, stride, n, scratch), n, scratch.out.data(),
+             [&](int r0, int r1, const float* h) {
+               auto scope = trace.scope("swiglu");
+               for (int r = r0; r < r1; ++r) {
+                 swiglu_quantize_row(s, h + static_cast<std::size_t>(r - r0) * s.ffn_dim,
+                                     scratch.act.data(), act + r * layout.bytes());
+               }
+             });
+}
+
+void gemm2_rows(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
+                const std::byte* act, int n, const OutRows& out, FfnScratch& scratch,
+                const EpilogueTrace& trace) {
+  if (n == 0) return;
+  const auto D = static_cast<std::size_t>(s.model_dim);
+  scratch.out.resize(GemmEngine::kBlockRows * D);
+  const void* a = expand_tile(s, g, w.w2, act, s.act_row().bytes(), n, scratch);
+  g.multiply(w.w2, a, n, scratch.out.data(), [&](int r0, int r1, const float* rows) {
+    auto scope = trace.scope("write-back");
+    for (int r = r0; r < r1; ++r) {
+      numeric::floats_to_bf16(rows + (r - r0) * D, D, out.at(r));
+      if (out.written) out.written(r);
+    }
+  });
 }
 
 void gemm2_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
                 const std::byte* act, int n, std::uint16_t* out, FfnScratch& scratch) {
-  if (n == 0) return;
-  const MxRow layout = s.act_row();
-  const std::size_t out_elems = static_cast<std::size_t>(n) * s.model_dim;
-  scratch.out.resize(out_elems);
-  g.multiply(w.w2, expand_tile(s, g, w.w2, act, layout.bytes(), n, scratch), n, scratch.out.data());
-  numeric::floats_to_bf16(scratch.out.data(), out_elems, out);
+  const auto D = static_cast<std::size_t>(s.model_dim);
+  gemm2_rows(s, g, w, act, n, {[&](int r) { return out + r * D; }, {}}, scratch);
 }
 
 }  // namespace shmoe::moe

@@ -9,8 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "kernel/stage_trace.hpp"
 #include "moe/mega_gemm.hpp"
 #include "numeric/fp8.hpp"
 #include "numeric/mx.hpp"
@@ -51,10 +53,11 @@ ExpertWeights load_expert(const GemmEngine& g, const ExpertFfnShape& s, const st
 void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,
                      std::byte* out, std::size_t stride);
 
-// Per-thread scratch: the expanded tile a GEMM reads, GEMM2's fp32 output.
+// Per-thread scratch: the expanded tile a GEMM reads, a GEMM's fp32 output (a whole tile, or one
+// block of it where an epilogue takes each block), SwiGLU's fp32 row.
 struct FfnScratch {
   std::vector<std::byte> a;
-  std::vector<float> out;
+  std::vector<float> out, act;
 };
 
 // h[n][F] = rows . w1^T; rows are token_row() rows `stride` bytes apart.
@@ -62,7 +65,34 @@ void gemm1_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
                 const std::byte* rows, std::size_t stride, int n, float* h, FfnScratch& scratch);
 // Rows [first, last) of h -> act_row() rows of act (contiguous, act_row().bytes() apart).
 void swiglu_quantize(const ExpertFfnShape& s, const float* h, int first, int last, std::byte* act);
-// out[n][D] (BF16) = act . w2^T.
+// Where a GEMM's epilogue records its blocks (stage "swiglu" or "write-back", one event per block,
+// nested in the caller's GEMM stage); no trace, no events.
+struct EpilogueTrace {
+  kernel::StageTrace* trace = nullptr;
+  int worker = 0, index = -1;
+  kernel::StageTrace::Scope scope(std::string_view stage) const {
+    return {trace != nullptr && trace->enabled() ? trace : nullptr, worker, stage, index};
+  }
+};
+
+// GEMM1 with SwiGLU and re-quantization as its epilogue: act rows [0, n) straight from each block
+// of GEMM1's output while it is in cache, no h in memory. The same bits as gemm1_tile followed by
+// swiglu_quantize (the same kernel calls on the same blocks, the same function on each row).
+void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
+                  const std::byte* rows, std::size_t stride, int n, std::byte* act,
+                  FfnScratch& scratch, const EpilogueTrace& trace = {});
+
+// Where GEMM2's epilogue puts each output row: `at(r)` is the model_dim BF16 elements that row r
+// is rounded into, straight from the GEMM's block; `written(r)` follows once they are there.
+struct OutRows {
+  std::function<std::uint16_t*(int r)> at;
+  std::function<void(int r)> written;  // may be empty
+};
+// out[n][D] (BF16) = act . w2^T, each row rounded from fp32 into out.at(r).
+void gemm2_rows(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
+                const std::byte* act, int n, const OutRows& out, FfnScratch& scratch,
+                const EpilogueTrace& trace = {});
+// out[n][D] (BF16) = act . w2^T, contiguous: gemm2_rows into one array.
 void gemm2_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
                 const std::byte* act, int n, std::uint16_t* out, FfnScratch& scratch);
 

@@ -11,8 +11,9 @@
 //             previous wave once the vector workers have applied SwiGLU to it: GEMM1 of wave j
 //             overlaps SwiGLU of wave j - 1, and GEMM2 of wave j - 1 overlaps the write-back of
 //             wave j - 2;
-//             MegaSchedule::kInline (fewer cores than workers): GEMM1, SwiGLU, GEMM2 and the
-//             write-back of wave j itself, before wave j + 1.
+//             MegaSchedule::kInline (fewer cores than workers): GEMM1 with SwiGLU and
+//             re-quantization as its epilogue, then GEMM2 with the write-back as its epilogue,
+//             of wave j itself, before wave j + 1.
 //  vectors    (kOverlapped; worker 2m + h takes half h of matrix m's tiles) SwiGLU and
 //             re-quantize, then write each output row straight into its source PE's combine
 //             window at (token, slot).
@@ -68,6 +69,44 @@ struct Part {
 Part part_of(const kernel::KernelContext& w) {
   return {w.worker_id(), w.kind_id(), w.kind_count()};
 }
+
+// GEMM2's epilogue on one worker: each output row rounded straight into its source PE's combine
+// window at (token, slot) where that window is mapped here (this PE's own, or a PE of this host),
+// else into a staging row that is then put there (across hosts).
+class CombineWriter {
+ public:
+  explicit CombineWriter(const MegaMoE::State& s)
+      : s_(s),
+        row_bytes_(static_cast<std::size_t>(s.cfg.model_dim) * 2),
+        staging_(static_cast<std::size_t>(s.cfg.model_dim)) {
+    for (int pe = 0; pe < s.n_pes; ++pe)
+      mapped_.push_back(static_cast<std::byte*>(shmem_ptr(s.combine_rows, pe)));
+  }
+
+  // Output row r of `wave` goes to the source of received row wave.row0 + r.
+  OutRows rows_of(const Wave& wave) {
+    return {[this, &wave](int r) {
+              const RowMeta meta = s_.received_meta(wave.row0 + r);
+              pe_ = meta.src_pe;
+              at_ = (static_cast<std::size_t>(meta.token) * s_.cfg.topk + meta.slot) * row_bytes_;
+              std::byte* mapped = mapped_[static_cast<std::size_t>(pe_)];
+              return mapped != nullptr ? reinterpret_cast<std::uint16_t*>(mapped + at_)
+                                       : staging_.data();
+            },
+            [this](int) {
+              if (mapped_[static_cast<std::size_t>(pe_)] == nullptr)
+                shmem_putmem(s_.combine_rows + at_, staging_.data(), row_bytes_, pe_);
+            }};
+  }
+
+ private:
+  const MegaMoE::State& s_;
+  const std::size_t row_bytes_;
+  std::vector<std::uint16_t> staging_;
+  std::vector<std::byte*> mapped_;  // [pe]: its combine window here, or null (another host)
+  int pe_ = 0;                      // the row being written: its PE and offset in the window
+  std::size_t at_ = 0;
+};
 
 class FusedCall {
  public:
@@ -242,35 +281,31 @@ class FusedCall {
     s_.arrivals_seen[v] = target;
   }
 
-  // MegaSchedule::kInline: each wave from its rows to its write-back on this worker, in one tile.
+  // MegaSchedule::kInline: each wave from its rows to its combine windows on this worker, SwiGLU
+  // and re-quantization in GEMM1's epilogue and the write-back in GEMM2's, block by block while
+  // the GEMM's output is in cache (expert_ffn.hpp).
   void matrix_inline(const Part& p) {
     TileSlots& t = *s_.slots[p.index];
     const std::size_t stride = s_.row_slot;
     FfnScratch scratch;
+    CombineWriter combine(s_);
     for (const std::size_t v : waves_of(p)) {
       const Wave& wave = s_.waves[v];
       const int id = static_cast<int>(v);
+      const EpilogueTrace epilogue{&s_.trace, p.worker, id};
       {
         auto scope = s_.trace.scope(p.worker, "wait rows", id);
         wait_for_rows(v);
       }
       {
         auto scope = s_.trace.scope(p.worker, "gemm1", id);
-        gemm1_tile(s_.shape, s_.gemm, s_.weights[wave.expert],
-                   s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
-                   t.h[0].data(), scratch);
+        gemm1_swiglu(s_.shape, s_.gemm, s_.weights[wave.expert],
+                     s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
+                     t.act[0].data(), scratch, epilogue);
       }
-      {
-        auto scope = s_.trace.scope(p.worker, "swiglu", id);
-        swiglu_quantize(s_.shape, t.h[0].data(), 0, wave.rows, t.act[0].data());
-      }
-      {
-        auto scope = s_.trace.scope(p.worker, "gemm2", id);
-        gemm2_tile(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[0].data(), wave.rows,
-                   t.out[0].data(), scratch);
-      }
-      auto scope = s_.trace.scope(p.worker, "write-back", id);
-      write_back(wave, t.out[0].data(), 0, wave.rows);
+      auto scope = s_.trace.scope(p.worker, "gemm2", id);
+      gemm2_rows(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[0].data(), wave.rows,
+                 combine.rows_of(wave), scratch, epilogue);
     }
   }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -275,13 +276,29 @@ GemmEngine::Weight GemmEngine::load(const std::byte* rows, std::size_t stride, i
 }
 
 void GemmEngine::multiply(const Weight& w, const void* a, int m, float* out) const {
+  const auto n = static_cast<std::size_t>(w.n());
+  run_blocks(
+      w, a, m, [&](int r0) { return out + static_cast<std::size_t>(r0) * n; }, nullptr);
+}
+
+void GemmEngine::multiply(const Weight& w, const void* a, int m, float* block,
+                          const Epilogue& epilogue) const {
+  run_blocks(
+      w, a, m, [&](int) { return block; }, &epilogue);
+}
+
+void GemmEngine::run_blocks(const Weight& w, const void* a, int m,
+                            const std::function<float*(int)>& out_of,
+                            const Epilogue* epilogue) const {
   if (m <= 0) return;
   const Weight::Impl& wi = *w.impl_;
   const int n = wi.n, k = wi.k;
   if (wi.form == WeightForm::kFp8 && m <= kDirectRows) {
     const int padded = wi.fp8.padded_cols();
     if (padded != k) a = thread_padded(a, m, k, padded, bytes_of(input(w, m)));
+    float* out = out_of(0);
     wi.fp8.times_rows(a, m, out, static_cast<std::size_t>(n));
+    if (epilogue != nullptr) (*epilogue)(0, m, out);
     return;
   }
   run_on_this_thread_only();
@@ -294,13 +311,13 @@ void GemmEngine::multiply(const Weight& w, const void* a, int m, float* out) con
         expanded);
     weights = memory(impl_->plain_layout(n, k), cpu_engine(), expanded);
   }
-  const int whole = m / 16 * 16, rest = m - whole;
-  if (whole > 0) impl_->run(impl_->kernel(whole, n, k, plain), weights, a, out);
-  if (rest > 0) {
-    const auto* a_rest = static_cast<const std::byte*>(a) +
-                         static_cast<std::size_t>(whole) * k * bytes_of(impl_->input);
-    impl_->run(impl_->kernel(rest, n, k, plain), weights, a_rest,
-               out + static_cast<std::size_t>(whole) * n);
+  const std::size_t row_bytes = static_cast<std::size_t>(k) * bytes_of(impl_->input);
+  for (int r0 = 0; r0 < m; r0 += kBlockRows) {
+    const int rows = std::min(kBlockRows, m - r0);
+    float* out = out_of(r0);
+    impl_->run(impl_->kernel(rows, n, k, plain), weights,
+               static_cast<const std::byte*>(a) + static_cast<std::size_t>(r0) * row_bytes, out);
+    if (epilogue != nullptr) (*epilogue)(r0, r0 + rows, out);
   }
 }
 

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -76,12 +77,33 @@ class GemmEngine {
   Weight load(const std::byte* rows, std::size_t stride, int n, int k, numeric::Fp8Format f,
               WeightForm form) const;
 
+  // Rows of the product one kernel call makes: oneDNN runs blocks of this many rows (kFp8 tiles of
+  // up to kDirectRows are one block). A block of GEMM1's output (128 KiB at ffn_dim 1024) is still
+  // in L2 when its epilogue reads it, and the operator's GEMMs take as long as with one call per
+  // 128-row wave, where 16-row blocks took 2-4% longer (bench/mega_gemm tiles, AMD EPYC with
+  // AVX512-BF16; docs/performance/2026-12-06-mega-epilogues.md).
+  static constexpr int kBlockRows = 32;
+  static_assert(kDirectRows <= kBlockRows, "a direct FP8 tile is one block");
+
+  // What a GEMM's caller does with each finished block of rows, while they are in cache: rows
+  // [r0, r1) of the product, at `rows` (r1 - r0 rows of w.n() floats).
+  using Epilogue = std::function<void(int r0, int r1, const float* rows)>;
+
   // out[m][w.n()] = a . w^T, a being m contiguous rows of w.k() elements of type input(w, m).
-  // oneDNN's kernel for a new row count is made on first use: one per multiple of 16 rows and
-  // one per remainder, the rows past the last multiple of 16 going through the second.
+  // oneDNN's kernel for a new row count is made on first use: one for kBlockRows rows and one
+  // per remainder.
   void multiply(const Weight& w, const void* a, int m, float* out) const;
+  // The same product with an epilogue: every block is written at `block` (room for kBlockRows rows
+  // of w.n() floats) and handed to `epilogue` before the next one overwrites it. The same kernels
+  // on the same blocks as the form above, so the same bits.
+  void multiply(const Weight& w, const void* a, int m, float* block,
+                const Epilogue& epilogue) const;
 
  private:
+  // Both multiply forms: block b goes to out_of(r0) and then to epilogue (if any).
+  void run_blocks(const Weight& w, const void* a, int m, const std::function<float*(int)>& out_of,
+                  const Epilogue* epilogue) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

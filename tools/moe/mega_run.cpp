@@ -37,9 +37,9 @@ const char* schedule_text(shmoe_mega_schedule_t s) {
     case SHMOE_MEGA_SCHEDULE_OVERLAPPED:
       return "vector workers (schedule overlapped)";
     case SHMOE_MEGA_SCHEDULE_INLINE:
-      return "matrix worker (schedule inline)";
+      return "matrix worker, in the GEMMs' epilogues (schedule inline)";
     case SHMOE_MEGA_SCHEDULE_SOLO:
-      return "calling thread, as every part (schedule solo)";
+      return "calling thread, in the GEMMs' epilogues (schedule solo)";
     case SHMOE_MEGA_SCHEDULE_AUTO:
       break;
   }

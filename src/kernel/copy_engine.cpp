@@ -4,7 +4,6 @@
 
 #include <utility>
 
-#include "common/peer_wait.hpp"
 #include "common/streaming_copy.hpp"
 
 namespace shmoe::kernel {
@@ -26,7 +25,6 @@ void CopyEngine::submit(std::vector<RemoteCopy> copies) {
     std::lock_guard lock(mutex_);
     for (auto& c : copies) queue_.push_back(c);
     in_flight_ += copies.size();
-    bound_ = peer_wait_bound();  // the submitter's bound on flushes to a peer holds here too
   }
   work_cv_.notify_one();
 }
@@ -49,7 +47,6 @@ void CopyEngine::run() {
     if (queue_.empty()) return;  // stopping, and nothing left
     RemoteCopy c = queue_.front();
     queue_.pop_front();
-    const PeerWaitBound bounded(bound_, bound_.count() > 0);
     lock.unlock();
     std::exception_ptr error;
     try {

@@ -4,7 +4,6 @@
 // overtake its data.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -46,7 +45,6 @@ class CopyEngine {
   std::deque<RemoteCopy> queue_;
   std::size_t in_flight_ = 0;
   std::size_t bytes_moved_ = 0;
-  std::chrono::milliseconds bound_{0};  // peer_wait.hpp's, of the last submit
   bool stopping_ = false;
   std::exception_ptr error_;
   std::thread thread_;

@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "common/pe_loss.hpp"
-#include "common/peer_wait.hpp"
 #include "moe/combine_reduce.hpp"
 #include "moe/context_state.hpp"
 #include "moe/test_stop.hpp"
@@ -354,9 +353,7 @@ class CombineCall {
     shmem_quiet();
     for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
       const int e = kept_ids_[i];
-      if (e < 0 || s_.peer_recv_rows[e / L()] != nullptr ||
-          !(shmoe::pe_lost(e / L()) || shmoe::pe_unanswered(e / L())))
-        continue;
+      if (e < 0 || s_.peer_recv_rows[e / L()] != nullptr || !shmoe::pe_lost(e / L())) continue;
       kept_ids_[i] = -1;
       lost_in_reads_[static_cast<std::size_t>(e / L())].store(true, std::memory_order_relaxed);
     }
@@ -366,9 +363,7 @@ class CombineCall {
   void wait_for_readers(Clock::time_point t0) {
     for (int pe = 0; pe < s_.n_pes; ++pe) {
       if (lost_in_reads_[static_cast<std::size_t>(pe)].load() && live_.live(pe))
-        live_.mask(pe, "combine gets", g_,
-                   shmoe::pe_lost(pe) ? "it was lost while this PE read its rows"
-                                      : "it answered no UCX flush of its rows within the bound");
+        live_.mask(pe, "combine gets", g_, "it was lost while this PE read its rows");
     }
     s_.combine_done.all_reach(s_.me, g_, "combine reads", &waits_, s_.late_set(live_));
     s_.keep_only_late(live_);
@@ -459,11 +454,7 @@ class CombineCall {
 void run_combine(MoeBuffer& ctx, const CombineArgs& in, bool double_plane) {
   auto& s = ctx.state();
   CombineCall call(s, in, double_plane);
-  s.pool->launch({0, s.cfg.workers.vector}, [&call, &s](kernel::KernelContext& w) {
-    const auto bounded = s.peer_waits();
-    call(w);
-  });
-  const auto bounded = s.peer_waits();
+  s.pool->launch({0, s.cfg.workers.vector}, [&call](kernel::KernelContext& w) { call(w); });
   call.finish();
 }
 

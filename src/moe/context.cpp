@@ -200,7 +200,6 @@ void sync_live(MoeBuffer& ctx, std::int32_t* pe_mask) {
   if (const std::string e = s.check_mask("sync_live", pe_mask); !e.empty()) throw Refused(e);
   // Live PEs have made the same syncs since their last rejoin (a masked one may have made more
   // alone; a rejoin takes the most), so a flag of any other sync is not an arrival.
-  const auto bounded = s.peer_waits();
   s.live_sync.meet(s.me, ++s.sync_generation, "sync_live", s.live_set(pe_mask));
 }
 
@@ -235,10 +234,6 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
   }
   if (const std::string e = s.check_mask("rejoin", pe_mask); !e.empty()) throw Refused(e);
   const std::vector<MoeBuffer::State*> all = rejoin_contexts(s, others);
-  // A PE given up on (stopped on another host) gets a fresh bound: the fence below waits for it
-  // and, on the same endpoints, for what this PE left in flight to it.
-  shmoe::clear_unanswered_pes();
-  const auto bounded = s.peer_waits();
   // Every PE takes part, masked or not, each with its own call counters: a PE that was masked
   // (stopped, then resumed) has made fewer calls, or calls alone. A PE that missed a rejoin (the
   // others ended it without it) joins the one the others are in, or the next (next_attempt).

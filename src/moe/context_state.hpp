@@ -2,12 +2,10 @@
 // per-call plan shared by the operators.
 #pragma once
 
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "common/peer_wait.hpp"
 #include "kernel/copy_engine.hpp"
 #include "kernel/worker_pool.hpp"
 #include "moe/moe.hpp"
@@ -64,12 +62,6 @@ struct MoeBuffer::State : OperatorState {
 
   int experts() const { return n_pes * cfg.experts_per_pe; }
   bool shrink() const { return cfg.shrink_timeout_ms > 0; }
-  // Shrink mode bounds this thread's UCX flushes to a peer (peer_wait.hpp) by half the shrink
-  // bound: a PE held up by a stopped peer must still reach the others' next wait in time.
-  PeerWaitBound peer_waits() const {
-    return PeerWaitBound(std::chrono::milliseconds(std::max(1, cfg.shrink_timeout_ms / 2)),
-                         shrink());
-  }
   // Shrink mode's view of the job for a call that passed `pe_mask` (shrink mode off: all live).
   LiveSet live_set(std::int32_t* pe_mask) const {
     return shrink() ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms))

@@ -337,11 +337,7 @@ int run_dispatch(MoeBuffer& ctx, const DispatchArgs& in, const DispatchOutputs& 
                  bool double_plane) {
   auto& s = ctx.state();
   DispatchCall call(s, in, out, double_plane);
-  s.pool->launch({0, s.cfg.workers.vector}, [&call, &s](kernel::KernelContext& w) {
-    const auto bounded = s.peer_waits();
-    call(w);
-  });
-  const auto bounded = s.peer_waits();
+  s.pool->launch({0, s.cfg.workers.vector}, [&call](kernel::KernelContext& w) { call(w); });
   return call.finish();
 }
 

@@ -11,7 +11,6 @@
 #include "common/backoff.hpp"
 #include "common/log.hpp"
 #include "common/pe_loss.hpp"
-#include "common/peer_wait.hpp"
 #include "moe/test_stop.hpp"
 
 namespace shmoe::moe {
@@ -52,10 +51,8 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
       [&] {
         for (int src = 0; src < n; ++src) {
           if (!is_pending(src)) continue;
-          const char* why = !live.bounded()       ? nullptr
-                            : shmoe::pe_lost(src) ? "it was lost (SHMOE_PE_LOSS=continue)"
-                            : shmoe::pe_unanswered(src)
-                                ? "it answered no UCX flush within the bound (stopped?)"
+          const char* why = !live.bounded()         ? nullptr
+                            : shmoe::pe_lost(src)   ? "it was lost (SHMOE_PE_LOSS=continue)"
                             : ended_without_me(src) ? "it ended this step without this PE"
                                                     : nullptr;
           if (why != nullptr) {
@@ -93,8 +90,6 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
 
 void LiveSet::mask(int pe, const std::string& step, std::uint64_t g, const std::string& why) const {
   mask_[pe] = 1;
-  // Flushes to it give up at once from now on (a stopped PE answers none); a rejoin clears this.
-  shmoe::mark_pe_unanswered(pe);
   if (!why.empty()) {
     log::warn("shrink mode: PE {} masked at {} of call {}: {}", pe, step, g, why);
   } else {

@@ -12,7 +12,6 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/pe_loss.hpp"
-#include "common/peer_wait.hpp"
 #include "common/settings.hpp"
 #include "transport/narrow_atomic.hpp"
 #include "transport/start_record.hpp"
@@ -274,38 +273,22 @@ bool failed_for_lost_pe(const char* what, int pe) {
   return drop_for_lost_pe(what, pe);
 }
 
-// Under a bounded wait (peer_wait.hpp), a flush the peer has not answered within the bound, or
-// one to a peer already given up on, gives up: a flush holds no buffer of the caller's.
-bool gives_up_on_peer(const char* what, int pe, std::chrono::steady_clock::time_point since) {
-  const std::chrono::milliseconds bound = peer_wait_bound();
-  if (bound.count() == 0 || pe < 0 || std::strncmp(what, "flush", 5) != 0) return false;
-  if (!pe_unanswered(pe) && std::chrono::steady_clock::now() - since < bound) return false;
-  mark_pe_unanswered(pe);
-  return true;
-}
-
 }  // namespace
 
-bool UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
-  if (request == nullptr) return true;
+void UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
+  if (request == nullptr) return;
   if (UCS_PTR_IS_ERR(request)) {
-    if (failed_for_lost_pe(what, pe)) return true;
+    if (failed_for_lost_pe(what, pe)) return;
     log::fatal(fmt::format("UCX {} with PE {} failed: {}", what, pe,
                            ucs_status_string(UCS_PTR_STATUS(request))));
   }
   Backoff backoff;
-  const bool bounded = peer_wait_bound().count() > 0;
-  const auto since = std::chrono::steady_clock::now();
   ucs_status_t status;
   while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
-    if (bounded && gives_up_on_peer(what, pe, since)) {
-      ucp_request_free(request);  // released by UCX when it ends; a later flush covers it
-      return false;
-    }
     if (progress()) continue;
     if (drop_for_lost_pe(what, pe)) {
       ucp_request_free(request);  // released by UCX when it ends
-      return true;
+      return;
     }
     if (backoff.pause()) {
       report_hang(
@@ -317,10 +300,9 @@ bool UcxTransport::wait(ucs_status_ptr_t request, const char* what, int pe) {
   }
   ucp_request_free(request);
   if (status != UCS_OK) {
-    if (failed_for_lost_pe(what, pe)) return true;
+    if (failed_for_lost_pe(what, pe)) return;
     log::fatal(fmt::format("UCX {} with PE {} failed: {}", what, pe, ucs_status_string(status)));
   }
-  return true;
 }
 
 namespace {
@@ -442,68 +424,9 @@ void UcxTransport::put_nbi(Channel* ch, int pe, std::size_t offset, const void* 
   release_nbi(post_put(endpoint(c, pe), pe, offset, src, bytes), "put_nbi", pe);
 }
 
-namespace {
-
-struct BouncedGet {
-  std::mutex* mutex;
-  const std::uint64_t* epoch_now;
-  std::atomic<std::uint64_t>* in_flight;
-  std::uint64_t epoch;
-  void* dst;
-  std::vector<std::byte> data;
-};
-
-// Copies a bounced get's data out unless the endpoint's epoch moved on (its peer was given up on,
-// and `dst` may hold a later call's data by now).
-void land_bounced_get(void* request, ucs_status_t status, void* user_data) {
-  auto* b = static_cast<BouncedGet*>(user_data);
-  {
-    std::lock_guard lock(*b->mutex);
-    if (status == UCS_OK && b->epoch == *b->epoch_now)
-      std::memcpy(b->dst, b->data.data(), b->data.size());
-  }
-  b->in_flight->fetch_sub(1, std::memory_order_acq_rel);
-  delete b;
-  ucp_request_free(request);
-}
-
-}  // namespace
-
-void UcxTransport::bounced_get(UcxChannel& ch, int pe, std::size_t offset, void* dst,
-                               std::size_t bytes) {
-  flush_if_in_flight(ch, pe);
-  Endpoint& e = endpoint(ch, pe);
-  auto b = std::make_unique<BouncedGet>(BouncedGet{&e.bounce_mutex, &e.bounce_epoch,
-                                                   &e.bounced_in_flight, 0, dst,
-                                                   std::vector<std::byte>(bytes)});
-  {
-    std::lock_guard lock(e.bounce_mutex);
-    b->epoch = e.bounce_epoch;
-  }
-  ucp_request_param_t prm{};
-  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  prm.cb.send = &land_bounced_get;
-  prm.user_data = b.get();
-  e.bounced_in_flight.fetch_add(1, std::memory_order_acq_rel);
-  ucs_status_ptr_t request =
-      ucp_get_nbx(e.ep, b->data.data(), bytes, remotes_[pe].base + offset, e.rkey, &prm);
-  note_posted(e.posted);  // quiet completes it
-  if (UCS_PTR_IS_PTR(request)) {
-    b.release();  // the callback owns it now
-    return;
-  }
-  e.bounced_in_flight.fetch_sub(1, std::memory_order_acq_rel);
-  if (request == nullptr) std::memcpy(dst, b->data.data(), bytes);  // done at once
-  release_nbi(request, "get_nbi", pe);
-}
-
 void UcxTransport::get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) {
   if (bytes == 0) return;
   UcxChannel& c = channel(ch);
-  if (peer_wait_bound().count() > 0) {
-    bounced_get(c, pe, offset, dst, bytes);
-    return;
-  }
   ucs_status_ptr_t request = post_get(c, pe, offset, dst, bytes);
   note_posted(endpoint(c, pe).posted);  // quiet completes it
   release_nbi(request, "get_nbi", pe);
@@ -528,30 +451,8 @@ void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
   const std::uint64_t covered = unflushed(e.posted, e.flushed);
   if (covered == 0) return;
   ucp_request_param_t prm{};
-  complete_flush(e, pe, ucp_ep_flush_nbx(e.ep, &prm), covered);
-}
-
-void UcxTransport::complete_flush(Endpoint& e, int pe, ucs_status_ptr_t flush,
-                                  std::uint64_t covered) {
-  bool done = wait(flush, "flush", pe);
-  // A get's callback may come after the flush that covers it.
-  Backoff backoff;
-  const auto since = std::chrono::steady_clock::now();
-  while (done && e.bounced_in_flight.load(std::memory_order_acquire) != 0) {
-    if (progress()) continue;
-    if (gives_up_on_peer("flush (gets)", pe, since)) done = false;
-    if (backoff.pause()) {
-      report_hang(
-          WaitState{"UCX get", fmt::format("UCX gets from PE {} after a flush", pe), pe, 1, 0, 0},
-          backoff.waited());
-    }
-  }
-  if (done) {
-    note_flushed(e.flushed, covered);
-    return;
-  }
-  std::lock_guard lock(e.bounce_mutex);
-  ++e.bounce_epoch;  // what the peer answers later is discarded
+  wait(ucp_ep_flush_nbx(e.ep, &prm), "flush", pe);
+  note_flushed(e.flushed, covered);
 }
 
 // Every endpoint's flush is started before the first is waited for, so a quiet over many peers
@@ -574,7 +475,10 @@ void UcxTransport::flush_channel(UcxChannel& ch, const int* pes, std::size_t n) 
     ucp_request_param_t prm{};
     flushes.push_back({pe, covered, ucp_ep_flush_nbx(e.ep, &prm)});
   }
-  for (const Flush& f : flushes) complete_flush(ch.endpoints[f.pe], f.pe, f.request, f.covered);
+  for (const Flush& f : flushes) {
+    wait(f.request, "flush", f.pe);
+    note_flushed(ch.endpoints[f.pe].flushed, f.covered);
+  }
 }
 
 std::uint64_t UcxTransport::native_atomic(UcxChannel& ch, int pe, std::size_t offset,

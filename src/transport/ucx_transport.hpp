@@ -115,11 +115,6 @@ class UcxTransport final : public Transport {
     std::atomic<bool> batch_held{false};
     std::uint64_t batches_sent = 0;  // under batch_mutex
     std::atomic<std::uint64_t> batches_applied{0};
-    // Bounded waits (peer_wait.hpp): gets into buffers of their own, copied out on completion
-    // only while their epoch is the endpoint's; giving up on the peer moves the epoch on.
-    std::mutex bounce_mutex;
-    std::uint64_t bounce_epoch = 0;  // under bounce_mutex
-    std::atomic<std::uint64_t> bounced_in_flight{0};
   };
   // One context's endpoints, and the signals of its put-with-signals that wait for their data
   // to land before they go (see put_signal).
@@ -171,14 +166,8 @@ class UcxTransport final : public Transport {
   // every flush started before the first is waited for.
   void flush_channel(UcxChannel& ch, const int* pes = nullptr, std::size_t n = 0);
   // Waits for a request (nullptr or an error pointer: done), driving the worker and backing off;
-  // a failure or a wait past the hang timeout stops the PE with `what` and the peer. Returns
-  // false where a bounded flush gave up on the peer (peer_wait.hpp), true otherwise.
-  bool wait(ucs_status_ptr_t request, const char* what, int pe);
-  // Waits for a flush of `e` that covers `covered` posted operations, and for the bounced gets
-  // it completes; one a bounded wait gave up on leaves them uncovered and discards those gets.
-  void complete_flush(Endpoint& e, int pe, ucs_status_ptr_t flush, std::uint64_t covered);
-  // A get under a bounded wait: into a buffer of its own, copied to `dst` as it completes.
-  void bounced_get(UcxChannel& ch, int pe, std::size_t offset, void* dst, std::size_t bytes);
+  // a failure or a wait past the hang timeout stops the PE with `what` and the peer.
+  void wait(ucs_status_ptr_t request, const char* what, int pe);
   // Posts post(i) for every block i, keeping at most a window of requests unfinished, and waits
   // for them all.
   template <typename Post>

@@ -144,6 +144,7 @@ UcxTransport::~UcxTransport() {
   if (memh_ != nullptr) ucp_mem_unmap(context_, memh_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
+  for (DiscardedReply* r : discarded_) delete r;
 }
 
 // Drives the worker only while this PE's own threads do not: a PE that waits drives it from its
@@ -502,27 +503,20 @@ std::uint64_t UcxTransport::native_atomic(UcxChannel& ch, int pe, std::size_t of
   return width == 8 ? reply64 : reply32;
 }
 
-namespace {
-
-// The reply buffer of a posted SWAP or CSWAP (UCP has no non-fetching form of either): it lives
-// until the operation completes, in progress, where the completion frees it.
-struct DiscardedReply {
-  std::uint64_t value = 0;
-  std::uint64_t reply = 0;
-  int pe = -1;
-};
-
 // A request freed by its owner gets no callback, so the callbacks free their requests.
-void free_discarded_reply(void* request, ucs_status_t status, void* user_data) {
-  const int pe = static_cast<DiscardedReply*>(user_data)->pe;
-  delete static_cast<DiscardedReply*>(user_data);
+void UcxTransport::free_discarded_reply(void* request, ucs_status_t status, void* user_data) {
+  auto* held = static_cast<DiscardedReply*>(user_data);
+  const int pe = held->pe;
+  {
+    std::lock_guard lock(held->owner->discarded_mutex_);
+    held->owner->discarded_.erase(held);
+  }
+  delete held;
   ucp_request_free(request);
   if (status != UCS_OK && !failed_for_lost_pe("atomic update", pe)) {
     log::fatal(fmt::format("UCX posted atomic failed: {}", ucs_status_string(status)));
   }
 }
-
-}  // namespace
 
 void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_atomic_op_t op,
                                  unsigned width, std::uint64_t operand, std::uint64_t compare) {
@@ -541,6 +535,11 @@ void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_at
     return;
   }
   auto* held = new DiscardedReply;
+  held->owner = this;
+  {
+    std::lock_guard lock(discarded_mutex_);
+    discarded_.insert(held);
+  }
   const bool cswap = op == UCP_ATOMIC_OP_CSWAP;
   held->value = cswap ? compare : operand;
   held->reply = cswap ? operand : 0;
@@ -557,7 +556,11 @@ void UcxTransport::posted_atomic(Endpoint& e, int pe, std::size_t offset, ucp_at
   ucs_status_ptr_t request = ucp_atomic_op_nbx(e.ep, op, &held->value, 1, address, e.rkey, &prm);
   note_posted(e.posted);
   if (UCS_PTR_IS_PTR(request)) return;  // the callback frees both
-  delete held;                          // done (or failed) at once: no callback comes
+  {                                     // done (or failed) at once: no callback comes
+    std::lock_guard lock(discarded_mutex_);
+    discarded_.erase(held);
+  }
+  delete held;
   if (UCS_PTR_IS_ERR(request)) wait(request, "atomic update", pe);
 }
 std::uint64_t UcxTransport::narrow_atomic(UcxChannel& ch, int pe, std::size_t offset,

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bootstrap/config_store.hpp"
@@ -217,6 +218,18 @@ class UcxTransport final : public Transport {
   // lock while the threads that send hold channels_mutex_ or a batch_mutex and then take it.
   std::mutex acks_mutex_;
   std::vector<std::pair<std::uint64_t, int>> acks_;
+  // The reply buffer of a posted SWAP or CSWAP (UCP has no non-fetching form of either): it lives
+  // until the operation completes, in progress, where the completion frees it. One to a lost PE
+  // may never complete: the destructor frees what is left of discarded_ once the worker is gone.
+  struct DiscardedReply {
+    std::uint64_t value = 0;
+    std::uint64_t reply = 0;
+    int pe = -1;
+    UcxTransport* owner = nullptr;
+  };
+  static void free_discarded_reply(void* request, ucs_status_t status, void* user_data);
+  std::mutex discarded_mutex_;
+  std::unordered_set<DiscardedReply*> discarded_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_mem_h memh_ = nullptr;

@@ -88,7 +88,7 @@ class CombineWriter {
     return {[this, &wave](int r) {
               const RowMeta meta = s_.received_meta(wave.row0 + r);
               pe_ = meta.src_pe;
-              at_ = (static_cast<std::size_t>(meta.token) * s_.cfg.topk + meta.slot) * row_bytes_;
+              at_ = s_.combine_offset(meta);
               std::byte* mapped = mapped_[static_cast<std::size_t>(pe_)];
               return mapped != nullptr ? reinterpret_cast<std::uint16_t*>(mapped + at_)
                                        : staging_.data();
@@ -260,8 +260,7 @@ class FusedCall {
     const std::size_t row_bytes = static_cast<std::size_t>(cfg().model_dim) * 2;
     for (int r = r0; r < r1; ++r) {
       const RowMeta meta = s_.received_meta(wave.row0 + r);
-      const std::size_t at = static_cast<std::size_t>(meta.token) * cfg().topk + meta.slot;
-      shmem_putmem(s_.combine_rows + at * row_bytes,
+      shmem_putmem(s_.combine_rows + s_.combine_offset(meta),
                    out + static_cast<std::size_t>(r) * cfg().model_dim, row_bytes, meta.src_pe);
     }
   }

@@ -81,6 +81,11 @@ struct MegaMoE::State : OperatorState {
                 sizeof m);
     return m;
   }
+  // Byte offset in its source PE's combine rows where received row `meta`'s output goes: (token,
+  // slot), model_dim BF16 elements each.
+  std::size_t combine_offset(const RowMeta& meta) const {
+    return (static_cast<std::size_t>(meta.token) * cfg.topk + meta.slot) * cfg.model_dim * 2;
+  }
 };
 
 // A received row's slot: the token row and its RowMeta, 16-byte aligned.

@@ -91,7 +91,12 @@ void gemm2_rows(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
   g.multiply(w.w2, a, n, scratch.out.data(), [&](int r0, int r1, const float* rows) {
     auto scope = trace.scope("write-back");
     for (int r = r0; r < r1; ++r) {
-      numeric::floats_to_bf16(rows + (r - r0) * D, D, out.at(r));
+      const float* row = rows + (r - r0) * D;
+      if (out.streamed) {
+        numeric::floats_to_bf16_streamed(row, D, out.at(r));
+      } else {
+        numeric::floats_to_bf16(row, D, out.at(r));
+      }
       if (out.written) out.written(r);
     }
   });

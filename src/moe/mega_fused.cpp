@@ -96,7 +96,8 @@ class CombineWriter {
             [this](int) {
               if (mapped_[static_cast<std::size_t>(pe_)] == nullptr)
                 shmem_putmem(s_.combine_rows + at_, staging_.data(), row_bytes_, pe_);
-            }};
+            },
+            true};
   }
 
  private:

@@ -42,9 +42,29 @@ SHMOE_AVX2 void floats_to_bf16_avx2(const float* x, std::size_t n, std::uint16_t
   for (std::size_t i = full; i < n; ++i) out[i] = float_to_bf16(x[i]).bits;
 }
 
+SHMOE_AVX2 void floats_to_bf16_streamed_avx2(const float* x, std::size_t n, std::uint16_t* out) {
+  const std::size_t full = n / 16 * 16;
+  for (std::size_t i = 0; i < full; i += 16) {
+    const __m256i lo = to_bf16_8(_mm256_loadu_ps(x + i));
+    const __m256i hi = to_bf16_8(_mm256_loadu_ps(x + i + 8));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8));
+  }
+  for (std::size_t i = full; i < n; ++i) out[i] = float_to_bf16(x[i]).bits;
+  _mm_sfence();
+}
+
 #endif  // SHMOE_HALF_X86
 
 }  // namespace
+
+void floats_to_bf16_streamed(const float* x, std::size_t n, std::uint16_t* out) {
+#ifdef SHMOE_HALF_X86
+  if (cpu_has_avx2() && reinterpret_cast<std::uintptr_t>(out) % 32 == 0)
+    return floats_to_bf16_streamed_avx2(x, n, out);
+#endif
+  floats_to_bf16(x, n, out);
+}
 
 void floats_to_bf16(const float* x, std::size_t n, std::uint16_t* out) {
 #ifdef SHMOE_HALF_X86

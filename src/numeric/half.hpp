@@ -29,6 +29,10 @@ inline bf16 float_to_bf16(float f) {
 
 // float_to_bf16 over an array (AVX2 where the CPU has it; the same bits either way).
 void floats_to_bf16(const float* x, std::size_t n, std::uint16_t* out);
+// The same bits, stored past the cache (non-temporal stores, then a store fence) where out is
+// 32-byte aligned: for rows another core reads after this one has moved on, which would
+// otherwise cost a read for ownership of every line written.
+void floats_to_bf16_streamed(const float* x, std::size_t n, std::uint16_t* out);
 
 inline float fp16_to_float(fp16 v) {
   const std::uint32_t sign = std::uint32_t(v.bits & 0x8000u) << 16;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <random>
@@ -100,23 +101,31 @@ TEST(Bf16, RoundsToNearestEvenAndKeepsNaN) {
   EXPECT_EQ(bf16_to_float({0x3f80}), 1.0f);
 }
 
-// The array form (AVX2 where the CPU has it, 16 at a time, then a scalar tail) gives
-// float_to_bf16's bits for every input, NaNs and every length's tail included.
-TEST(Bf16, ArrayConversionMatchesTheScalarOne) {
+// The array forms (AVX2 where the CPU has it, 16 at a time, then a scalar tail; the streamed one
+// with non-temporal stores where the output is 32-byte aligned) give float_to_bf16's bits for
+// every input, NaNs and every length's tail included, at aligned and unaligned outputs.
+TEST(Bf16, ArrayConversionsMatchTheScalarOne) {
   std::mt19937_64 rng(std::random_device{}());
   std::vector<float> x(1 << 16);
   for (auto& v : x) v = bits_to_float(static_cast<std::uint32_t>(rng()));
   const float specials[] = {0.0f, -0.0f, INFINITY,  -INFINITY,
                             NAN,  -NAN,  0x1p-149f, 0x1.fffffep127f};
   std::copy(std::begin(specials), std::end(specials), x.begin());
-  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16},
-                        std::size_t{17}, x.size()}) {
-    std::vector<std::uint16_t> got(n + 1, 0xabcd);
-    floats_to_bf16(x.data(), n, got.data());
-    for (std::size_t i = 0; i < n; ++i)
-      ASSERT_EQ(got[i], float_to_bf16(x[i]).bits)
-          << "n=" << n << " i=" << i << std::hexfloat << " x=" << x[i];
-    EXPECT_EQ(got[n], 0xabcd) << "wrote past n=" << n;
+  using Convert = void (*)(const float*, std::size_t, std::uint16_t*);
+  for (const Convert convert : {&floats_to_bf16, &floats_to_bf16_streamed}) {
+    for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {  // in elements from 32 bytes
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16},
+                            std::size_t{17}, x.size()}) {
+        std::vector<std::uint16_t> buffer(n + offset + 32, 0xabcd);
+        const auto base = reinterpret_cast<std::uintptr_t>(buffer.data());
+        std::uint16_t* got = buffer.data() + (32 - base % 32) / 2 + offset;
+        convert(x.data(), n, got);
+        for (std::size_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[i], float_to_bf16(x[i]).bits)
+              << "n=" << n << " offset=" << offset << " i=" << i << std::hexfloat << " x=" << x[i];
+        EXPECT_EQ(got[n], 0xabcd) << "wrote past n=" << n;
+      }
+    }
   }
 }
 

@@ -12,21 +12,24 @@
 #      the same layer with bf16 weights; then the fixed cost of a call. Draws the PNG next to the
 #      CSV (matplotlib in the build's interpreter, bench/configured_python.sh).
 #   bench/mega_bench.sh [BUILD_DIR] [--quick] [--baseline OLD_BUILD_DIR] [--layer-only]
+#                       [--layer-shape MODEL_DIM:FFN_DIM]
 # --baseline: every run of part 1 and every FP8 run of part 2 also runs on OLD_BUILD_DIR (another
 # commit's build), old and new alternating, so that both see the same machine; --layer-only: part 1
 # alone. Part 1 also gives the epilogue's share of each PE's busy time from one traced call per run
 # (bench/trace_share.py: SwiGLU with re-quantization, and the write-back of GEMM2's rows).
-# Shape of part 1: model_dim 512, ffn_dim 1024, top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector
-# workers, FP8 weights (the default).
+# Shape of part 1: model_dim 512, ffn_dim 1024 (--layer-shape: others, e.g. 2048:2816 for
+# DeepSeek-V2-Lite's experts), top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector workers, FP8
+# weights (the default).
 # Other processes on the machine move every figure: each is a median of MEGA_BENCH_REPEATS runs
 # (default 3; --quick: 1, and fewer calls), and the load is printed before and after.
 set -euo pipefail
-build=build quick='' baseline='' layer_only=''
+build=build quick='' baseline='' layer_only='' shape_arg=512:1024
 while (($#)); do
   case $1 in
     --quick) quick=--quick ;;
     --baseline) baseline=${2:?--baseline needs a build directory}; shift ;;
     --layer-only) layer_only=1 ;;
+    --layer-shape) shape_arg=${2:?--layer-shape needs MODEL_DIM:FFN_DIM}; shift ;;
     -*) echo "mega_bench.sh: unknown option $1" >&2; exit 2 ;;
     *) build=$1 ;;
   esac
@@ -39,10 +42,13 @@ share_py="$(dirname "$0")/trace_share.py"
 gemm="$build/bench/mega_gemm"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-D=512 F=1024 K=4 L=2 W=128
+[[ $shape_arg =~ ^([0-9]+):([0-9]+)$ ]] ||
+  { echo "mega_bench.sh: --layer-shape $shape_arg: want MODEL_DIM:FFN_DIM, e.g. 2048:2816" >&2; exit 2; }
+D=${BASH_REMATCH[1]} F=${BASH_REMATCH[2]} K=4 L=2 W=128
 csv=${MEGA_BENCH_CSV:-output/perf/mega_bench.csv}
 mkdir -p "$(dirname "$csv")"
 echo "# $(uptime)"
+echo "# part 1 shape: model_dim $D, ffn_dim $F"
 
 # layer BUILD PES TOKENS LOOPS: sets fused and unfused (ms, e2e average of the slowest PE) and
 # share (the epilogue's share of one traced fused call).

@@ -30,28 +30,25 @@ SHMOE_AVX2 inline __m256i to_bf16_8(__m256 x) {
   return _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
 }
 
+// Streamed: non-temporal stores (out 32-byte aligned), fenced so that they are seen before any
+// later store.
+template <bool Streamed>
 SHMOE_AVX2 void floats_to_bf16_avx2(const float* x, std::size_t n, std::uint16_t* out) {
   const std::size_t full = n / 16 * 16;
   for (std::size_t i = 0; i < full; i += 16) {
     const __m256i lo = to_bf16_8(_mm256_loadu_ps(x + i));
     const __m256i hi = to_bf16_8(_mm256_loadu_ps(x + i + 8));
     // The pack interleaves 128-bit halves (lo0 hi0 lo1 hi1); the permute restores the order.
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8));
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+    auto* to = reinterpret_cast<__m256i*>(out + i);
+    if constexpr (Streamed) {
+      _mm256_stream_si256(to, packed);
+    } else {
+      _mm256_storeu_si256(to, packed);
+    }
   }
   for (std::size_t i = full; i < n; ++i) out[i] = float_to_bf16(x[i]).bits;
-}
-
-SHMOE_AVX2 void floats_to_bf16_streamed_avx2(const float* x, std::size_t n, std::uint16_t* out) {
-  const std::size_t full = n / 16 * 16;
-  for (std::size_t i = 0; i < full; i += 16) {
-    const __m256i lo = to_bf16_8(_mm256_loadu_ps(x + i));
-    const __m256i hi = to_bf16_8(_mm256_loadu_ps(x + i + 8));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i),
-                        _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8));
-  }
-  for (std::size_t i = full; i < n; ++i) out[i] = float_to_bf16(x[i]).bits;
-  _mm_sfence();
+  if constexpr (Streamed) _mm_sfence();
 }
 
 #endif  // SHMOE_HALF_X86
@@ -61,14 +58,14 @@ SHMOE_AVX2 void floats_to_bf16_streamed_avx2(const float* x, std::size_t n, std:
 void floats_to_bf16_streamed(const float* x, std::size_t n, std::uint16_t* out) {
 #ifdef SHMOE_HALF_X86
   if (cpu_has_avx2() && reinterpret_cast<std::uintptr_t>(out) % 32 == 0)
-    return floats_to_bf16_streamed_avx2(x, n, out);
+    return floats_to_bf16_avx2<true>(x, n, out);
 #endif
   floats_to_bf16(x, n, out);
 }
 
 void floats_to_bf16(const float* x, std::size_t n, std::uint16_t* out) {
 #ifdef SHMOE_HALF_X86
-  if (cpu_has_avx2()) return floats_to_bf16_avx2(x, n, out);
+  if (cpu_has_avx2()) return floats_to_bf16_avx2<false>(x, n, out);
 #endif
   for (std::size_t i = 0; i < n; ++i) out[i] = float_to_bf16(x[i]).bits;
 }

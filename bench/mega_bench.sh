@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # MegaMoE, every ratio from one run:
-#   1. the layer against its GEMM limit: fused and unfused (same inputs, calls alternating) at a
+#   1. the layer against its GEMM limit: fused and unfused (same inputs, calls alternating), and
+#      the fused layer alone (in a loop of its own, warm as the limit's GEMMs are), at a
 #      decode (128 tokens per PE) and a prefill (2048) shape at 2 and 4 PEs, against oneDNN's own
 #      matmul on the same GEMMs (bench/mega_gemm: one process per PE at once, one thread each, the
 #      GEMM shapes a PE gets, untiled, inputs already in the kernel's type), and the operator's
@@ -50,16 +51,21 @@ mkdir -p "$(dirname "$csv")"
 echo "# $(uptime)"
 echo "# part 1 shape: model_dim $D, ffn_dim $F"
 
-# layer BUILD PES TOKENS LOOPS: sets fused and unfused (ms, e2e average of the slowest PE) and
-# share (the epilogue's share of one traced fused call).
+# layer BUILD PES TOKENS LOOPS: sets fused and unfused (ms, e2e average of the slowest PE, calls
+# alternating), alone (the fused layer in a loop of its own, as the limit's GEMMs run) and share
+# (the epilogue's share of one traced fused call).
 layer() {
-  "$1/tools/moe/shmoe-moe" mega --pes "$2" --tokens "$3" --model-dim $D --ffn-dim $F --topk $K \
-    --experts-per-pe $L --wave-rows $W --compare --perf --warmup 2 --loops "$4" --seed 7 \
-    --csv "$csv" --trace "$out/trace.json" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  local args=(mega --pes "$2" --tokens "$3" --model-dim $D --ffn-dim $F --topk $K --experts-per-pe $L
+    --wave-rows $W --perf --warmup 2 --loops "$4" --seed 7 --csv "$csv")
+  "$1/tools/moe/shmoe-moe" "${args[@]}" --compare --trace "$out/trace.json" >"$out/log" 2>&1 ||
+    { cat "$out/log"; exit 1; }
   grep -q "^mega: .*verify=pass" "$out/log" || { cat "$out/log"; exit 1; }
   fused=$(grep "^mega: pes" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
   unfused=$(grep "^mega (unfused chain)" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
   share=$("$python" "$share_py" "$out/trace.json" | cut -d' ' -f1)
+  "$1/tools/moe/shmoe-moe" "${args[@]}" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  grep -q "^mega: .*verify=pass" "$out/log" || { cat "$out/log"; exit 1; }
+  alone=$(grep "^mega: pes" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
 }
 
 # gemm_group PES ROWS KIND REPS: mega_gemm's KIND (tiles or limit) in one process per PE at once,
@@ -89,14 +95,14 @@ median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR
 repeats=${MEGA_BENCH_REPEATS:-3}
 [[ $quick == --quick ]] && repeats=1
 
-printf '%-8s %4s %6s %5s %9s %11s %13s %9s %12s %11s %10s\n' shape pes tokens build fused_ms \
-  unfused_ms unfused/fused limit_ms fused/limit tiles/limit epi_share
+printf '%-8s %4s %6s %5s %9s %11s %13s %9s %12s %12s %11s %10s\n' shape pes tokens build fused_ms \
+  unfused_ms unfused/fused limit_ms fused/limit alone/limit tiles/limit epi_share
 for pes in 2 4; do
   for shape in decode prefill; do
     if [[ $shape == decode ]]; then T=128 loops=20; else T=2048 loops=3; fi
     [[ $quick == --quick ]] && loops=$((loops > 3 ? 5 : 1))
     # Per build b, the runs' figures as words: fs[b]="1.2 1.3 ...".
-    lims="" fs=() us=() uf=() fl=() tl=() sh=()
+    lims="" fs=() us=() uf=() fl=() al=() tl=() sh=()
     for ((r = 0; r < repeats; ++r)); do
       gemm="$build/bench/mega_gemm"
       limit=$(gemm_group "$pes" $((T * K)) limit "$(gemm_reps $((T * K)))")
@@ -107,19 +113,22 @@ for pes in 2 4; do
         tiles=$(gemm_group "$pes" $((T * K)) tiles "$(gemm_reps $((T * K)))")
         fs[b]+=" $fused" us[b]+=" $unfused" sh[b]+=" $share"
         uf[b]+=" $(ratio "$unfused" "$fused")" fl[b]+=" $(ratio "$fused" "$limit")"
+        al[b]+=" $(ratio "$alone" "$limit")"
         tl[b]+=" $(ratio "$tiles" "$limit")"
       done
     done
     for b in "${!builds[@]}"; do
       # shellcheck disable=SC2086  # the words are the runs
-      printf '%-8s %4d %6d %5s %9.3f %11.3f %13.2f %9.3f %12.3f %11.2f %10.3f\n' "$shape" "$pes" \
-        "$T" "${labels[b]}" "$(median ${fs[b]})" "$(median ${us[b]})" "$(median ${uf[b]})" \
-        "$(median $lims)" "$(median ${fl[b]})" "$(median ${tl[b]})" "$(median ${sh[b]})"
+      printf '%-8s %4d %6d %5s %9.3f %11.3f %13.2f %9.3f %12.3f %12.3f %11.2f %10.3f\n' "$shape" \
+        "$pes" "$T" "${labels[b]}" "$(median ${fs[b]})" "$(median ${us[b]})" "$(median ${uf[b]})" \
+        "$(median $lims)" "$(median ${fl[b]})" "$(median ${al[b]})" "$(median ${tl[b]})" \
+        "$(median ${sh[b]})"
     done
   done
 done
 echo "medians of $repeats runs; fused_ms/unfused_ms: e2e average of the slowest PE, calls"
-echo "  alternating in one run; ratios: medians of each run's own ratio"
+echo "  alternating in one run; alone: the fused layer's calls in a loop of their own, as the"
+echo "  limit's are; ratios: medians of each run's own ratio"
 echo "limit_ms: oneDNN's matmul on the GEMMs a PE gets, one process per PE at once, the slowest"
 echo "  one's mean over a loop; tiles: the operator's GEMM tiles (FP8 expansion included) alike"
 echo "epi_share: SwiGLU + re-quantization + write-back over the busy time of one traced fused call"

@@ -51,6 +51,12 @@ SHMOE_API int shmoe_intranode_buffer_destroy(shmoe_intranode_buffer_t buffer);
 /* Local: gives this PE's operators up without the collective free, for a PE that cannot count on
  * every other PE destroying too (shrink mode); their symmetric memory stays until the job ends. */
 SHMOE_API int shmoe_intranode_buffer_abandon(shmoe_intranode_buffer_t buffer);
+/* Local: how many dispatches so far returned recv_x in a receive block the senders wrote (no
+ * copy; SHMOE_DEEP_EP_RECV_BLOCKS) and how many copied it out of the receive window (every
+ * block held, FP8 scales, num_worst_tokens beyond a block, a cached dispatch). Either may be NULL.
+ */
+SHMOE_API int shmoe_intranode_buffer_result_counts(shmoe_intranode_buffer_t buffer,
+                                                   int64_t* in_blocks, int64_t* copied);
 
 typedef struct {
   size_t struct_size;

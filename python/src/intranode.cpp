@@ -33,6 +33,12 @@ class IntranodeRuntime {
     released([&] { return check(shmoe_intranode_buffer_destroy(std::exchange(b_, nullptr))); });
   }
   void abandon() { check(shmoe_intranode_buffer_abandon(std::exchange(b_, nullptr))); }
+  // (dispatches whose recv_x is in a receive block, dispatches that copied it out)
+  std::pair<std::int64_t, std::int64_t> result_counts() const {
+    std::int64_t in_blocks = 0, copied = 0;
+    check(shmoe_intranode_buffer_result_counts(get(), &in_blocks, &copied));
+    return {in_blocks, copied};
+  }
 
   py::dict get_dispatch_layout(const py::dict& t, const py::object& num_experts) {
     Converted c;
@@ -104,6 +110,7 @@ void bind_intranode(py::module_& m) {
       .def(py::init<int>(), py::arg("num_max_tokens_per_rank") = 0)
       .def("destroy", &IntranodeRuntime::destroy)
       .def("abandon", &IntranodeRuntime::abandon)
+      .def("result_counts", &IntranodeRuntime::result_counts)
       .def("get_dispatch_layout", &IntranodeRuntime::get_dispatch_layout, py::arg("tensors"),
            py::arg("num_experts"))
       .def("dispatch", &IntranodeRuntime::dispatch, py::arg("tensors"), py::arg("handle"),

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/settings.hpp"
 #include "deep_ep/checks.hpp"
 #include "moe/moe.hpp"
+#include "shmem/runtime.hpp"
 #include "shmoe/runtime.hpp"
 
 namespace shmoe::deep_ep {
@@ -21,8 +23,8 @@ int capacity_for(std::int64_t tokens, int first) {
   return capacity;
 }
 
-// The most tokens any rank passes (collective).
-std::int64_t most_tokens(std::int64_t mine) {
+// The most any rank passes (collective).
+std::int64_t most(std::int64_t mine) {
   auto* sym = static_cast<long*>(shmem_malloc(2 * sizeof(long)));
   if (sym == nullptr) throw std::runtime_error("IntranodeBuffer: the symmetric heap is full");
   sym[0] = static_cast<long>(mine);
@@ -30,6 +32,26 @@ std::int64_t most_tokens(std::int64_t mine) {
   const long most = sym[1];
   shmem_free(sym);
   return most;
+}
+
+// Receive blocks for a dispatch operator of config `c`: SHMOE_DEEP_EP_RECV_BLOCKS, fewer where
+// they would take more than half the heap left after the operator (the low-latency areas and
+// the other widths' operators need room too). Every rank's heap has had the same allocations,
+// so every rank gets the same count.
+int blocks_that_fit(MoeConfig c, int n) {
+  const auto want = static_cast<std::size_t>(settings::deep_ep_recv_blocks());
+  if (want == 0) return 0;
+  c.recv_blocks = 0;
+  const std::size_t base = MoeBuffer::symmetric_bytes(c, n);
+  c.recv_blocks = 1;
+  const std::size_t block = MoeBuffer::symmetric_bytes(c, n) - base;
+  Runtime& rt = runtime("deep_ep.Buffer.dispatch");
+  std::size_t free = 0;
+  {
+    std::lock_guard lock(rt.heap_mutex());
+    free = rt.allocator().largest_free_block();
+  }
+  return free <= base ? 0 : static_cast<int>(std::min(want, (free - base) / 2 / block));
 }
 
 }  // namespace
@@ -42,8 +64,11 @@ IntranodePlan::IntranodePlan(int n_ranks, int cap, const IntranodeShape& s, std:
       topk(s.topk),
       side_width(2 * static_cast<int>(std::max<std::int64_t>(s.topk, 1))),
       epoch(e) {
-  x = make(static_cast<int>(units), SHMOE_DTYPE_BFLOAT16, 4 * side_width,
-           static_cast<int>(kIntranodeHeader + experts));
+  MoeConfig c = config(static_cast<int>(units), SHMOE_DTYPE_BFLOAT16, 4 * side_width,
+                       static_cast<int>(kIntranodeHeader + experts));
+  c.recv_blocks = x_blocks = blocks_that_fit(c, n);
+  x = std::make_unique<MoeBuffer>(c);
+  lender = std::make_shared<BlockLender>(x.get());
   const auto rows = static_cast<std::size_t>(n) * static_cast<std::size_t>(capacity);
   ones.assign(rows, 1.0f);
   no_side.assign(static_cast<std::size_t>(capacity) * side_width, 0);
@@ -53,8 +78,8 @@ IntranodePlan::IntranodePlan(int n_ranks, int cap, const IntranodeShape& s, std:
   recv_side.assign(rows * static_cast<std::size_t>(side_width), 0);
 }
 
-std::unique_ptr<MoeBuffer> IntranodePlan::make(int hidden, shmoe_dtype_t dtype, int side_bytes,
-                                               int header_ints) const {
+MoeConfig IntranodePlan::config(int hidden, shmoe_dtype_t dtype, int side_bytes,
+                                int header_ints) const {
   MoeConfig c;
   c.num_experts_per_pe = 1;
   c.max_tokens_per_pe = capacity;
@@ -64,28 +89,41 @@ std::unique_ptr<MoeBuffer> IntranodePlan::make(int hidden, shmoe_dtype_t dtype, 
   c.max_recv_rows = static_cast<std::size_t>(n) * static_cast<std::size_t>(capacity);
   c.token_side_bytes = side_bytes;
   c.header_ints = header_ints;
-  return std::make_unique<MoeBuffer>(c);
+  return c;
 }
 
 MoeBuffer& IntranodePlan::combine_buffer(int hidden) {
   if (hidden == units) return *x;
   auto& b = wide_[hidden];
-  if (!b) b = make(hidden, SHMOE_DTYPE_BFLOAT16, 0, 0);
+  if (!b) b = std::make_unique<MoeBuffer>(config(hidden, SHMOE_DTYPE_BFLOAT16, 0, 0));
   return *b;
 }
 
 MoeBuffer& IntranodePlan::weights_buffer(int width) {
   auto& b = weights_[width];
-  if (!b) b = make(width, SHMOE_DTYPE_FLOAT32, 0, 0);
+  if (!b) b = std::make_unique<MoeBuffer>(config(width, SHMOE_DTYPE_FLOAT32, 0, 0));
   return *b;
 }
 
 void IntranodePlan::abandon() {
   abandoned = true;
+  lender->retire();
   for (auto* m : {&wide_, &weights_}) {
     for (auto& [width, b] : *m) (void)b->release();
   }
   if (x) (void)x->release();
+}
+
+void IntranodePlan::retire() {
+  if (abandoned) return;
+  bool held = true;
+  try {
+    held = most(x->held_blocks()) > 0;
+  } catch (const std::runtime_error&) {
+    // No room for the reduction (alike on every rank): leave the window as if a block were held.
+  }
+  lender->retire();
+  if (held) (void)x->release();
 }
 
 IntranodeBuffer::IntranodeBuffer(const shmoe_intranode_buffer_config_t& config)
@@ -98,7 +136,9 @@ IntranodeBuffer::IntranodeBuffer(const shmoe_intranode_buffer_config_t& config)
   if (config.num_max_tokens_per_rank > 0) first_capacity_ = config.num_max_tokens_per_rank;
 }
 
-IntranodeBuffer::~IntranodeBuffer() = default;
+IntranodeBuffer::~IntranodeBuffer() {
+  if (plan_) plan_->retire();
+}
 
 void IntranodeBuffer::abandon() {
   if (plan_) plan_->abandon();
@@ -109,15 +149,17 @@ IntranodePlan& IntranodeBuffer::replan(const char* call, const std::string& refu
   agree(SHMEM_TEAM_WORLD, call, refusal,
         {{"x's row size (hidden x element bytes / 2)", s.units},
          {"num_experts", s.experts},
-         {"num_topk", s.topk}});
+         {"num_topk", s.topk},
+         {"SHMOE_DEEP_EP_RECV_BLOCKS", settings::deep_ep_recv_blocks()}});
   IntranodeShape want = s;
-  want.tokens = most_tokens(s.tokens);
+  want.tokens = most(s.tokens);
   IntranodePlan* p = plan_.get();
   if (p != nullptr && p->fits(want)) return *p;
   if (p != nullptr && want.units == p->units && want.experts == p->experts) {
     want.topk = std::max(want.topk, p->topk);
     want.tokens = std::max<std::int64_t>(want.tokens, p->capacity);
   }
+  if (plan_) plan_->retire();
   plan_.reset();  // collective: every rank replans alike
   plan_ = std::make_unique<IntranodePlan>(n_, capacity_for(want.tokens, first_capacity_), want,
                                           ++epochs_);

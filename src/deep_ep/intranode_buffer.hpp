@@ -5,6 +5,7 @@
 // rows, build DeepEP's outputs.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -35,6 +36,9 @@ constexpr std::size_t kIntranodeHeader = 2;
 class IntranodePlan {
  public:
   IntranodePlan(int n, int capacity, const IntranodeShape& s, std::uint64_t epoch);
+  IntranodePlan(const IntranodePlan&) = delete;
+  IntranodePlan& operator=(const IntranodePlan&) = delete;
+  ~IntranodePlan() { lender->retire(); }  // before x goes, retired or not
   bool fits(const IntranodeShape& s) const {
     return s.units == units && s.experts == experts && s.topk <= topk && s.tokens <= capacity;
   }
@@ -42,12 +46,18 @@ class IntranodePlan {
   MoeBuffer& combine_buffer(int hidden);
   MoeBuffer& weights_buffer(int width);
   void abandon();
+  // Collective, before the plan goes: if any rank's caller still holds a receive block, every
+  // rank abandons the dispatch operator (its window stays allocated and mapped) instead of
+  // freeing it.
+  void retire();
 
   const int n, capacity;
   const std::int64_t units, experts, topk;
   const int side_width;  // int32 per token: its top-k indices, then its weights' bits
   const std::uint64_t epoch;
   std::unique_ptr<MoeBuffer> x;
+  int x_blocks = 0;                      // x's receive blocks (results with no copy)
+  std::shared_ptr<BlockLender> lender;   // lends them
   std::vector<float> ones;               // [capacity, n]: combine's weights
   std::vector<std::int32_t> no_side;     // [capacity, side_width]: a cached dispatch's
   std::vector<std::int32_t> no_ints;     // [header]: a cached dispatch's
@@ -56,8 +66,7 @@ class IntranodePlan {
   bool abandoned = false;
 
  private:
-  std::unique_ptr<MoeBuffer> make(int hidden, shmoe_dtype_t dtype, int side_bytes,
-                                  int header_ints) const;
+  MoeConfig config(int hidden, shmoe_dtype_t dtype, int side_bytes, int header_ints) const;
   std::map<int, std::unique_ptr<MoeBuffer>> wide_, weights_;
 };
 
@@ -97,12 +106,17 @@ class IntranodeBuffer {
   // with the reason in *why.
   const IntranodeRouting* current(const shmoe_ep_result* handle, std::string* why) const;
   std::shared_ptr<std::byte[]> block(std::size_t bytes) { return memory_.take(bytes); }
+  // Counts a dispatch's recv_x: in a receive block (no copy) or copied out.
+  void count_result(bool in_block) { ++(in_block ? in_blocks_ : copied_); }
+  std::int64_t results_in_blocks() const { return in_blocks_; }
+  std::int64_t results_copied() const { return copied_; }
 
  private:
   int n_ = 0, me_ = 0, ranks_per_host_ = 1, first_capacity_ = 64;
   std::uint64_t epochs_ = 0;
   std::unique_ptr<IntranodePlan> plan_;
   ArrayMemory memory_;
+  std::atomic<std::int64_t> in_blocks_{0}, copied_{0};
 };
 
 }  // namespace shmoe::deep_ep

@@ -54,6 +54,16 @@ int shmoe_intranode_buffer_abandon(shmoe_intranode_buffer_t buffer) {
   });
 }
 
+int shmoe_intranode_buffer_result_counts(shmoe_intranode_buffer_t buffer, int64_t* in_blocks,
+                                         int64_t* copied) {
+  return guarded([&] {
+    auto& b = require(buffer, "shmoe_intranode_buffer_result_counts", "buffer").impl;
+    if (in_blocks != nullptr) *in_blocks = b.results_in_blocks();
+    if (copied != nullptr) *copied = b.results_copied();
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 int shmoe_intranode_get_dispatch_layout(shmoe_intranode_buffer_t buffer,
                                         const shmoe_intranode_layout_args_t* args,
                                         shmoe_ep_result_t* result) {

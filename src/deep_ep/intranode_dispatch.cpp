@@ -95,6 +95,47 @@ void add_received(shmoe_ep_result& r, const std::shared_ptr<std::byte[]>& block,
   }
 }
 
+// Where a dispatch's rows land: a free receive block of the plan's dispatch operator, written
+// there by their senders (no copy), unless the call goes through another operator (a cached
+// dispatch of another row size), its rows carry FP8 scales to split, it asks for more rows than a
+// block holds (num_worst_tokens) or every block is held: then a block of the buffer's pools that
+// the operator copies them into.
+class Landing {
+ public:
+  Landing(IntranodeBuffer& b, IntranodePlan& p, const MoeBuffer& op, std::int64_t rows,
+          const RowFormat& f)
+      : b_(b),
+        p_(p),
+        direct_(&op == p.x.get() && f.sf_cols == 0 &&
+                rows == static_cast<std::int64_t>(p.n) * p.capacity &&
+                p.x->held_blocks() < p.x_blocks) {
+    if (!direct_) rows_ = b.block(static_cast<std::size_t>(rows * f.bytes()));
+  }
+  void aim(DispatchOutputs& outs) {
+    if (direct_) {
+      outs.recv_block = &block_;
+      outs.recv_block_x = &block_rows_;
+    } else {
+      outs.recv_x = rows_.get();
+    }
+  }
+  // The rows, once the operator's dispatch returned `got` rows (not kRetry).
+  const std::shared_ptr<std::byte[]>& rows(int got) {
+    if (direct_ && got != MoeBuffer::kRetry)
+      rows_ = BlockLender::lend(p_.lender, block_, block_rows_);
+    if (got != MoeBuffer::kRetry) b_.count_result(direct_);
+    return rows_;
+  }
+
+ private:
+  IntranodeBuffer& b_;
+  IntranodePlan& p_;
+  const bool direct_;
+  std::shared_ptr<std::byte[]> rows_;
+  std::int32_t block_ = -1;
+  void* block_rows_ = nullptr;
+};
+
 class IntranodeDispatch {
  public:
   IntranodeDispatch(IntranodeBuffer& b, const shmoe_intranode_dispatch_args_t& a)
@@ -236,11 +277,10 @@ void IntranodeDispatch::pack() {
   counts_.resize(static_cast<std::size_t>(n_) * n_);
 }
 
-// The operator's dispatch into a block of the buffer's pools: the rows received, or kRetry.
+// The operator's dispatch (its rows where Landing says): the rows received, or kRetry.
 int IntranodeDispatch::send() {
   const auto cap = static_cast<std::int64_t>(n_) * p_->capacity;
-  const std::int64_t rows = std::max<std::int64_t>(cap, a_.num_worst_tokens);
-  block_ = b_.block(static_cast<std::size_t>(rows * f_.bytes()));
+  Landing landing(b_, *p_, *p_->x, std::max<std::int64_t>(cap, a_.num_worst_tokens), f_);
   routing_->src_info.resize(static_cast<std::size_t>(cap) * 3);
   routing_->layout_prefix.resize(static_cast<std::size_t>(n_));
   DispatchArgs args;  // no pe_mask: normal mode is never in shrink mode
@@ -250,14 +290,16 @@ int IntranodeDispatch::send() {
   args.token_side = p_->side.data();
   args.header_ints = p_->ints.data();
   DispatchOutputs outs;
-  outs.recv_x = block_.get();
+  landing.aim(outs);
   outs.recv_src_info = routing_->src_info.data();
   outs.recv_layout_prefix = routing_->layout_prefix.data();
   outs.num_recv_tokens_per_expert = &nums_;
   outs.recv_token_side = p_->recv_side.data();
   outs.all_header_ints = all_ints_.data();
   outs.all_counts = counts_.data();
-  return p_->x->dispatch(args, outs);
+  const int got = p_->x->dispatch(args, outs);
+  block_ = landing.rows(got);
+  return got;
 }
 
 // The checks that need every rank's header: the same data on every rank, so the same verdict.
@@ -411,7 +453,7 @@ class CachedDispatch {
     const bool own = f_.units() == p.units;
     MoeBuffer& op = own ? *p.x : p.combine_buffer(static_cast<int>(f_.units()));
     const auto cap = static_cast<std::int64_t>(b_.num_ranks()) * p.capacity;
-    auto block = b_.block(static_cast<std::size_t>(cap * f_.bytes()));
+    Landing landing(b_, p, op, cap, f_);
     std::vector<std::int32_t> src_info(static_cast<std::size_t>(cap) * 3);
     std::vector<std::int32_t> prefix(static_cast<std::size_t>(b_.num_ranks()));
     std::int32_t nums = 0;
@@ -423,13 +465,13 @@ class CachedDispatch {
     args.token_side = own ? p.no_side.data() : nullptr;
     args.header_ints = own ? p.no_ints.data() : nullptr;
     DispatchOutputs outs;
-    outs.recv_x = block.get();
+    landing.aim(outs);
     outs.recv_src_info = src_info.data();
     outs.recv_layout_prefix = prefix.data();
     outs.num_recv_tokens_per_expert = &nums;
     const int rows = op.dispatch(args, outs);
     auto result = std::make_unique<shmoe_ep_result>();
-    add_received(*result, block, rows, rows, a_.x, a_.x_scales, f_);
+    add_received(*result, landing.rows(rows), rows, rows, a_.x, a_.x_scales, f_);
     result->cached = true;
     return result.release();
   }

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "shmem/runtime.hpp"
+#include "shmoe/moe.hpp"
+
 namespace shmoe::deep_ep {
 
 std::size_t dtype_bytes(shmoe_dtype_t t) {
@@ -38,6 +41,29 @@ std::shared_ptr<std::byte[]> ArrayMemory::take(std::size_t bytes) {
   std::byte* data = block.release();
   return std::shared_ptr<std::byte[]>(data,
                                       [pool](std::byte* d) { pool->give(common::BlockMemory(d)); });
+}
+
+std::shared_ptr<std::byte[]> BlockLender::lend(const std::shared_ptr<BlockLender>& self, int block,
+                                               void* rows) {
+  hold_heap_mapping();
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(rows), [self, block](std::byte*) {
+    self->give_back(block);
+    drop_heap_mapping();
+  });
+}
+
+void BlockLender::retire() {
+  std::lock_guard lock(mutex_);
+  op_ = nullptr;
+}
+
+void BlockLender::give_back(int block) {
+  std::lock_guard lock(mutex_);
+  if (op_ == nullptr) return;
+  try {
+    op_->release_block(block);
+  } catch (const Error&) {  // cannot happen: the block was taken for this memory alone
+  }
 }
 
 Array Result::fresh(const std::string& name, shmoe_dtype_t dtype, std::int64_t elements,

@@ -17,6 +17,10 @@
 #include "common/block_pool.hpp"
 #include "shmoe/tensor.h"
 
+namespace shmoe {
+class MoeBuffer;
+}
+
 namespace shmoe::deep_ep {
 
 // One array of a result: its description and the memory it lives in.
@@ -37,6 +41,27 @@ class ArrayMemory {
  private:
   std::mutex mutex_;
   std::map<std::size_t, std::shared_ptr<common::BlockPool>> pools_;  // by size class
+};
+
+// The receive blocks of one dispatch operator, lent out as results' memory (docs/deep_ep.md,
+// "Results with no copy"). An array over a block owns it through its memory's deleter, which
+// gives the block back when the last tensor over it goes; while any is out the heap stays mapped
+// past shmem_finalize. Once the operator is retired a deleter gives nothing back: the runtime
+// abandoned that operator's window (left it allocated and mapped) rather than free held blocks.
+class BlockLender {
+ public:
+  explicit BlockLender(MoeBuffer* op) : op_(op) {}
+  // Memory over block `block` of the operator (its rows at `rows`), given back when it goes.
+  static std::shared_ptr<std::byte[]> lend(const std::shared_ptr<BlockLender>& self, int block,
+                                           void* rows);
+  // The operator is going (or abandoned): deleters from now on leave it alone.
+  void retire();
+
+ private:
+  void give_back(int block);
+
+  std::mutex mutex_;  // deleters run on any thread
+  MoeBuffer* op_;
 };
 
 // What a dispatch knows of its routing, kept by its result for a cached dispatch and combine.

@@ -35,6 +35,9 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   void unlink();  // removes the name; the mapping stays valid
+  // Leaves the mapping in place when this object goes (its pages go with the process): memory
+  // something outside the library still points at.
+  void keep_mapped() { base_ = nullptr; }
   // Moves the mapping to `at`, replacing what is mapped there (the same pages, a new address).
   void move_to(std::byte* at);
 

@@ -25,6 +25,8 @@ class SymmetricHeap {
 
   // Once every peer has mapped the window: the names go, the mappings stay.
   void unlink_names();
+  // The heap segment stays mapped after this object goes (Segment::keep_mapped).
+  void keep_mapped() { heap_.keep_mapped(); }
 
  private:
   Segment heap_;

@@ -255,7 +255,19 @@ void Runtime::connect_transport() {
   teams_ = std::make_unique<TeamRegistry>(*this, *team_scratch);
 }
 
+namespace {
+std::atomic<long> g_heap_holds{0};
+}  // namespace
+
+void hold_heap_mapping() {
+  g_heap_holds.fetch_add(1, std::memory_order_relaxed);
+}
+void drop_heap_mapping() {
+  g_heap_holds.fetch_sub(1, std::memory_order_relaxed);
+}
+
 Runtime::~Runtime() {
+  if (heap_ && g_heap_holds.load(std::memory_order_relaxed) > 0) heap_->keep_mapped();
   leaving_ = true;
   stop_service();
   teams_.reset();

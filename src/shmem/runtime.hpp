@@ -155,6 +155,12 @@ void set_runtime(std::unique_ptr<Runtime> rt);
 std::unique_ptr<Runtime> take_runtime();
 // Whether a runtime is in place; safe from any thread at any time.
 bool runtime_initialized();
+// Memory of this PE's heap that the caller still reads after the library is done with it (a
+// deep_ep result over a receive block): while any is held, shmem_finalize leaves the heap
+// segment mapped (its pages go with the process), so such memory never becomes a bad address.
+// From any thread.
+void hold_heap_mapping();
+void drop_heap_mapping();
 
 // Bad arguments to an API call: a message naming the call, the parameter, the value and what
 // is allowed, then exit. The C API has no error return for these.

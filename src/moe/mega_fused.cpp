@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 #include <shmem.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -81,6 +82,7 @@ class CombineWriter {
         staging_(static_cast<std::size_t>(s.cfg.model_dim)) {
     for (int pe = 0; pe < s.n_pes; ++pe)
       mapped_.push_back(static_cast<std::byte*>(shmem_ptr(s.combine_rows, pe)));
+    every_mapped_ = std::find(mapped_.begin(), mapped_.end(), nullptr) == mapped_.end();
   }
 
   // Output row r of `wave` goes to the source of received row wave.row0 + r.
@@ -97,7 +99,8 @@ class CombineWriter {
               if (mapped_[static_cast<std::size_t>(pe_)] == nullptr)
                 shmem_putmem(s_.combine_rows + at_, staging_.data(), row_bytes_, pe_);
             },
-            true};
+            // Not past the cache where a staging row is read back at once by the put.
+            every_mapped_};
   }
 
  private:
@@ -105,6 +108,7 @@ class CombineWriter {
   const std::size_t row_bytes_;
   std::vector<std::uint16_t> staging_;
   std::vector<std::byte*> mapped_;  // [pe]: its combine window here, or null (another host)
+  bool every_mapped_ = false;       // one host: no row goes through staging_
   int pe_ = 0;                      // the row being written: its PE and offset in the window
   std::size_t at_ = 0;
 };

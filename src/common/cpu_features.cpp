@@ -18,6 +18,14 @@ bool cpu_has_avx512bw() {
   static const bool kHas = cpu_has_avx512f() && __builtin_cpu_supports("avx512bw") != 0;
   return kHas;
 }
+bool cpu_has_fma() {
+  static const bool kHas = cpu_has_avx2() && __builtin_cpu_supports("fma") != 0;
+  return kHas;
+}
+bool cpu_has_avx512bf16() {
+  static const bool kHas = cpu_has_avx512bw() && __builtin_cpu_supports("avx512bf16") != 0;
+  return kHas;
+}
 
 #else
 
@@ -28,6 +36,12 @@ bool cpu_has_avx512f() {
   return false;
 }
 bool cpu_has_avx512bw() {
+  return false;
+}
+bool cpu_has_fma() {
+  return false;
+}
+bool cpu_has_avx512bf16() {
   return false;
 }
 

@@ -8,5 +8,8 @@ namespace shmoe {
 bool cpu_has_avx2();
 bool cpu_has_avx512f();
 bool cpu_has_avx512bw();
+// Fused multiply-add (FMA3) with AVX2; AVX512-BF16's conversions and dot products.
+bool cpu_has_fma();
+bool cpu_has_avx512bf16();
 
 }  // namespace shmoe

@@ -217,8 +217,7 @@ bool cpu_has_f16c() {
 }
 
 bool avx2_available() {
-  // cpu_has_avx2 first: it has run __builtin_cpu_init.
-  static const bool kHas = cpu_has_avx2() && __builtin_cpu_supports("fma") != 0 && cpu_has_f16c();
+  static const bool kHas = cpu_has_fma() && cpu_has_f16c();
   return kHas;
 }
 

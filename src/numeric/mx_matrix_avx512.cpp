@@ -363,8 +363,7 @@ void avx512(const View& w, const float* a, int m, float* out, std::size_t ldo) {
 bool avx512_bf16_available() {
   static const bool kHas = [] {
     __builtin_cpu_init();
-    return avx512_available() && __builtin_cpu_supports("avx512vbmi") &&
-           __builtin_cpu_supports("avx512bf16");
+    return avx512_available() && __builtin_cpu_supports("avx512vbmi") && cpu_has_avx512bf16();
   }();
   return kHas;
 }

@@ -1,6 +1,7 @@
 #include "numeric/swiglu.hpp"
 
 #include <bit>
+#include <cmath>
 
 #include "common/cpu_features.hpp"
 
@@ -12,7 +13,7 @@
 #endif
 #include <immintrin.h>
 #define SHMOE_SWIGLU_X86 1
-#define SHMOE_AVX2 __attribute__((target("avx2")))
+#define SHMOE_AVX2 __attribute__((target("avx2,fma")))
 #define SHMOE_AVX512 __attribute__((target("avx512f")))
 #endif
 
@@ -34,20 +35,21 @@ float pow2(int k) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23);
 }
 
-// Each line matches one instruction of exp8 below.
+// Each line matches one instruction of exp8 below (fmaf: one fused multiply-add).
 float exp_scalar(float x) {
   x = x > kExpLow ? x : kExpLow;  // as maxps: a NaN gives kExpLow (its caller keeps the NaN)
   x = x < kExpHigh ? x : kExpHigh;
   const float n = (x * kLog2e + kRoundMagic) - kRoundMagic;
-  float r = x - n * kLn2Hi;
-  r = r - n * kLn2Lo;
+  float r = std::fmaf(-n, kLn2Hi, x);
+  r = std::fmaf(-n, kLn2Lo, r);
   const float r2 = r * r;
-  float p = kP0 * r + kP1;
-  p = p * r + kP2;
-  p = p * r + kP3;
-  p = p * r + kP4;
-  p = p * r + kP5;
-  const float y = (p * r2 + r) + 1.0f;
+  float p = std::fmaf(kP0, r, kP1);
+  p = std::fmaf(p, r, kP2);
+  p = std::fmaf(p, r, kP3);
+  p = std::fmaf(p, r, kP4);
+  p = std::fmaf(p, r, kP5);
+  const float y = std::fmaf(p, r2, r) + 1.0f;
+  // y * 2^n rounded once: y * 2^n1 is exact (normal), as AVX-512's scalef computes it.
   const int ni = static_cast<int>(n);
   const int n1 = ni >> 1;  // arithmetic shift: floor(ni / 2), as srai
   return (y * pow2(n1)) * pow2(ni - n1);
@@ -72,15 +74,15 @@ SHMOE_AVX2 inline __m256 exp8(__m256 x) {
   x = _mm256_min_ps(x, splat(kExpHigh));
   const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, splat(kLog2e)), splat(kRoundMagic)),
                                  splat(kRoundMagic));
-  __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, splat(kLn2Hi)));
-  r = _mm256_sub_ps(r, _mm256_mul_ps(n, splat(kLn2Lo)));
+  __m256 r = _mm256_fnmadd_ps(n, splat(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, splat(kLn2Lo), r);
   const __m256 r2 = _mm256_mul_ps(r, r);
-  __m256 p = _mm256_add_ps(_mm256_mul_ps(splat(kP0), r), splat(kP1));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), splat(kP2));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), splat(kP3));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), splat(kP4));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), splat(kP5));
-  const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, r2), r), splat(1.0f));
+  __m256 p = _mm256_fmadd_ps(splat(kP0), r, splat(kP1));
+  p = _mm256_fmadd_ps(p, r, splat(kP2));
+  p = _mm256_fmadd_ps(p, r, splat(kP3));
+  p = _mm256_fmadd_ps(p, r, splat(kP4));
+  p = _mm256_fmadd_ps(p, r, splat(kP5));
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), splat(1.0f));
   const __m256i ni = _mm256_cvtps_epi32(n);  // n is integral: exact
   const __m256i n1 = _mm256_srai_epi32(ni, 1);
   return _mm256_mul_ps(_mm256_mul_ps(y, pow2_8(n1)), pow2_8(_mm256_sub_epi32(ni, n1)));
@@ -102,28 +104,23 @@ SHMOE_AVX512 inline __m512 splat16(float v) {
   return _mm512_set1_ps(v);
 }
 
-SHMOE_AVX512 inline __m512 pow2_16(__m512i k) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23));
-}
-
-// exp8 on 16 lanes, step for step.
+// exp8 on 16 lanes: the same roundings, in fewer steps (roundscale rounds to the nearest
+// integer, ties to even, as the magic constant does; scalef multiplies by 2^n rounding once).
 SHMOE_AVX512 inline __m512 exp16(__m512 x) {
   x = _mm512_max_ps(x, splat16(kExpLow));
   x = _mm512_min_ps(x, splat16(kExpHigh));
-  const __m512 n = _mm512_sub_ps(
-      _mm512_add_ps(_mm512_mul_ps(x, splat16(kLog2e)), splat16(kRoundMagic)), splat16(kRoundMagic));
-  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, splat16(kLn2Hi)));
-  r = _mm512_sub_ps(r, _mm512_mul_ps(n, splat16(kLn2Lo)));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, splat16(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, splat16(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, splat16(kLn2Lo), r);
   const __m512 r2 = _mm512_mul_ps(r, r);
-  __m512 p = _mm512_add_ps(_mm512_mul_ps(splat16(kP0), r), splat16(kP1));
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(kP2));
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(kP3));
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(kP4));
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(kP5));
-  const __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, r2), r), splat16(1.0f));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i n1 = _mm512_srai_epi32(ni, 1);
-  return _mm512_mul_ps(_mm512_mul_ps(y, pow2_16(n1)), pow2_16(_mm512_sub_epi32(ni, n1)));
+  __m512 p = _mm512_fmadd_ps(splat16(kP0), r, splat16(kP1));
+  p = _mm512_fmadd_ps(p, r, splat16(kP2));
+  p = _mm512_fmadd_ps(p, r, splat16(kP3));
+  p = _mm512_fmadd_ps(p, r, splat16(kP4));
+  p = _mm512_fmadd_ps(p, r, splat16(kP5));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), splat16(1.0f));
+  return _mm512_scalef_ps(y, n);
 }
 
 SHMOE_AVX512 void swiglu_avx512(const float* gate, const float* up, std::size_t n, float* out) {
@@ -145,7 +142,7 @@ SHMOE_AVX512 void swiglu_avx512(const float* gate, const float* up, std::size_t 
 bool swiglu_kernel_available(SwigluKernel k) {
   switch (k) {
     case SwigluKernel::kAvx2:
-      return cpu_has_avx2();
+      return cpu_has_fma();
     case SwigluKernel::kAvx512:
       return cpu_has_avx512f();
     default:
@@ -162,7 +159,7 @@ void swiglu(const float* gate, const float* up, std::size_t n, float* out, Swigl
   const bool any = k == SwigluKernel::kAuto;
   if ((any || k == SwigluKernel::kAvx512) && cpu_has_avx512f())
     return swiglu_avx512(gate, up, n, out);
-  if (k != SwigluKernel::kScalar && cpu_has_avx2()) return swiglu_avx2(gate, up, n, out);
+  if (k != SwigluKernel::kScalar && cpu_has_fma()) return swiglu_avx2(gate, up, n, out);
 #endif
   for (std::size_t i = 0; i < n; ++i) out[i] = swiglu_scalar(gate[i], up[i]);
 }

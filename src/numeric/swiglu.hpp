@@ -6,8 +6,9 @@
 // (tests/unit/test_swiglu.cpp; measured worst 2.3), NaN in, NaN out; silu of z below -88.72 is -0,
 // as e^-z overflows (the true value is below 3e-37), and of large positive z is z.
 //
-// The AVX2 and AVX-512 kernels perform the scalar code's operations in the same order with the
-// same roundings (no fused multiply-adds in any), so all give identical bits.
+// The AVX2 (with FMA) and AVX-512 kernels perform the scalar code's operations in the same order
+// with the same roundings (fused multiply-adds in the reduction and the polynomial, std::fmaf in
+// the scalar code), so all give identical bits.
 #pragma once
 
 #include <cstddef>

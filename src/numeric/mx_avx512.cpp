@@ -1,19 +1,22 @@
 #include "numeric/mx_avx512.hpp"
 
 #include <bit>
+#include <type_traits>
 
 #include "common/cpu_features.hpp"
 #include "numeric/mx_rules.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), an uninitialised variable by
-// design, which -Wmaybe-uninitialized reports once they are inlined here.
+// design, which -Wmaybe-uninitialized (or -Wuninitialized, in loops unrolled whole) reports once
+// they are inlined here.
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #define SHMOE_MX_AVX512 1
-#define SHMOE_AVX512 __attribute__((target("avx512f")))
+#define SHMOE_AVX512 __attribute__((target("avx512f,avx512bw")))
 #endif
 
 namespace shmoe::numeric::mx_avx512 {
@@ -36,8 +39,9 @@ SHMOE_AVX512 inline __m512 load16(const std::uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// encode_fp8 on 16 lanes: numeric/mx.cpp's encode8, step for step.
-template <Fp8Format F>
+// encode_fp8 on 16 lanes: numeric/mx.cpp's encode8, step for step. Finite: no lane is a NaN or
+// infinite (a block whose scale is not NaN, scaled), so the steps for those are left out.
+template <Fp8Format F, bool Finite = false>
 SHMOE_AVX512 inline __m512i encode16(__m512 x) {
   constexpr Fp8Spec s = fp8_spec(F);
   constexpr int shift = 23 - s.mant_bits;
@@ -59,6 +63,7 @@ SHMOE_AVX512 inline __m512i encode16(__m512 x) {
   const std::uint32_t max_bits = std::bit_cast<std::uint32_t>(s.max_value);
   code = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(abs, splat(max_bits - 1)), code,
                                  splat(s.max_code));
+  if constexpr (Finite) return _mm512_or_si512(code, sign);
   if constexpr (F == Fp8Format::kE5M2) {
     code =
         _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(abs, splat(kInfBits)), code, splat(0x7c));
@@ -102,15 +107,87 @@ SHMOE_AVX512 inline __m256i to_bf16_16(__m512 x) {
   return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, quiet_nan));
 }
 
+SHMOE_AVX512 inline __m512i abs_bits(__m512 v) {
+  return _mm512_and_si512(_mm512_castps_si512(v), splat(kAbsMask));
+}
+
+// The largest magnitude's bits in each of 16 blocks, m[b] holding block b's 16 lane maxima, in
+// block order: a tree of unpacks and lane shuffles in place of 16 horizontal reductions.
+SHMOE_AVX512 inline __m512i block_maxima(const __m512i* m) {
+  __m512i l1[8], l2[4], l3[2];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: (a, b, a, b)
+    l1[i] = _mm512_max_epu32(_mm512_unpacklo_epi32(m[2 * i], m[2 * i + 1]),
+                             _mm512_unpackhi_epi32(m[2 * i], m[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: (a, b, c, d)
+    l2[i] = _mm512_max_epu32(_mm512_unpacklo_epi64(l1[2 * i], l1[2 * i + 1]),
+                             _mm512_unpackhi_epi64(l1[2 * i], l1[2 * i + 1]));
+  }
+  constexpr int kEven = _MM_SHUFFLE(2, 0, 2, 0), kOdd = _MM_SHUFFLE(3, 1, 3, 1);
+  for (int i = 0; i < 2; ++i) {  // 128-bit lanes: (x 0-1, x 2-3, y 0-1, y 2-3)
+    l3[i] = _mm512_max_epu32(_mm512_shuffle_i32x4(l2[2 * i], l2[2 * i + 1], kEven),
+                             _mm512_shuffle_i32x4(l2[2 * i], l2[2 * i + 1], kOdd));
+  }
+  return _mm512_max_epu32(_mm512_shuffle_i32x4(l3[0], l3[1], kEven),
+                          _mm512_shuffle_i32x4(l3[0], l3[1], kOdd));
+}
+
+// Four vectors of codes (one byte per 32-bit lane) as 64 bytes in order: two saturating packs
+// (codes are below 256) interleave them per 128-bit lane; one permute puts them back.
+SHMOE_AVX512 inline void store64(std::uint8_t* out, __m512i c0, __m512i c1, __m512i c2,
+                                 __m512i c3) {
+  const __m512i bytes =
+      _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+  // Dword k of the result is 4-byte group k % 4 of vector k / 4, found at dword 4 (k % 4) + k / 4.
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  _mm512_storeu_si512(out, _mm512_permutexvar_epi32(order, bytes));
+}
+
+// 16 whole blocks: scale_code_from_abs_bits and inverse_scale on all 16 scales at once.
+template <Fp8Format F, typename T>
+SHMOE_AVX512 void quantize_16_blocks(const T* x, std::uint8_t* codes, std::uint8_t* scales) {
+  __m512i m[16];
+  for (int b = 0; b < 16; ++b) {
+    m[b] = _mm512_max_epu32(abs_bits(load16(x + 32 * b)), abs_bits(load16(x + 32 * b + 16)));
+  }
+  const __m512i amax = block_maxima(m);
+  const __mmask16 nan = _mm512_cmpge_epu32_mask(amax, splat(kInfBits));
+  const __m512i code = _mm512_mask_blend_epi32(
+      nan,
+      _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(amax, 23), splat(fp8_spec(F).emax)),
+                       _mm512_setzero_si512()),
+      splat(kE8m0Nan));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(code));
+  const __m512 inverse = _mm512_mask_blend_ps(
+      nan, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(splat(254), code), 23)),
+      _mm512_set1_ps(1.0f));
+  auto encode_two = [&](int b, auto finite, __m512i* c) SHMOE_AVX512 {
+    const __m512 mul = _mm512_permutexvar_ps(_mm512_set1_epi32(b), inverse);
+    c[0] = encode16<F, decltype(finite)::value>(_mm512_mul_ps(load16(x + 32 * b), mul));
+    c[1] = encode16<F, decltype(finite)::value>(_mm512_mul_ps(load16(x + 32 * b + 16), mul));
+  };
+  auto encode_all = [&](auto finite) SHMOE_AVX512 {
+    for (int b = 0; b < 16; b += 2) {
+      __m512i c[4];
+      encode_two(b, finite, c);
+      encode_two(b + 1, finite, c + 2);
+      store64(codes + 32 * b, c[0], c[1], c[2], c[3]);
+    }
+  };
+  nan == 0 ? encode_all(std::true_type{}) : encode_all(std::false_type{});
+}
+
 template <Fp8Format F, typename T>
 SHMOE_AVX512 std::size_t quantize_blocks(const T* x, std::size_t n, std::uint8_t* codes,
                                          std::uint8_t* scales) {
+  constexpr std::size_t kGroup = 16 * kMxBlockSize;
+  const std::size_t grouped = n / kGroup * kGroup;
+  for (std::size_t i = 0; i < grouped; i += kGroup)
+    quantize_16_blocks<F>(x + i, codes + i, scales + i / kMxBlockSize);
   const std::size_t full = n / kMxBlockSize * kMxBlockSize;
-  for (std::size_t i = 0; i < full; i += kMxBlockSize) {
+  for (std::size_t i = grouped; i < full; i += kMxBlockSize) {
     const __m512 v0 = load16(x + i), v1 = load16(x + i + 16);
-    const __m512i amax =
-        _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v0), splat(kAbsMask)),
-                         _mm512_and_si512(_mm512_castps_si512(v1), splat(kAbsMask)));
+    const __m512i amax = _mm512_max_epu32(abs_bits(v0), abs_bits(v1));
     const std::uint8_t scale = scale_code_from_abs_bits(_mm512_reduce_max_epu32(amax), F);
     scales[i / kMxBlockSize] = scale;
     const __m512 mul = _mm512_set1_ps(inverse_scale(scale));
@@ -224,7 +301,7 @@ std::size_t e4m3_to_bf16(const std::uint8_t* codes, std::size_t n, std::uint16_t
 }
 
 bool available() {
-  return cpu_has_avx512f();
+  return cpu_has_avx512bw();
 }
 
 std::size_t quantize(const float* x, std::size_t n, Fp8Format f, std::uint8_t* codes,

@@ -1,6 +1,6 @@
 // The AVX-512 kernels of numeric/mx, for whole 32-element blocks: the caller runs the scalar code
 // on a partial last block. Each returns how many elements it handled: n rounded down to whole
-// blocks, or 0 where the CPU lacks AVX-512F. Same operations as the scalar and AVX2 code, on 16
+// blocks, or 0 where the CPU lacks AVX-512BW. Same operations as the scalar and AVX2 code, on 16
 // lanes, hence the same bits. Internal to src/numeric.
 #pragma once
 

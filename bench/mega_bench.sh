@@ -13,24 +13,26 @@
 #      the same layer with bf16 weights; then the fixed cost of a call. Draws the PNG next to the
 #      CSV (matplotlib in the build's interpreter, bench/configured_python.sh).
 #   bench/mega_bench.sh [BUILD_DIR] [--quick] [--baseline OLD_BUILD_DIR] [--layer-only]
-#                       [--layer-shape MODEL_DIM:FFN_DIM]
+#                       [--layer-shape MODEL_DIM:FFN_DIM] [--pes "2 4"]
 # --baseline: every run of part 1 and every FP8 run of part 2 also runs on OLD_BUILD_DIR (another
 # commit's build), old and new alternating, so that both see the same machine; --layer-only: part 1
 # alone. Part 1 also gives the epilogue's share of each PE's busy time from one traced call per run
 # (bench/trace_share.py: SwiGLU with re-quantization, and the write-back of GEMM2's rows).
 # Shape of part 1: model_dim 512, ffn_dim 1024 (--layer-shape: others, e.g. 2048:2816 for
 # DeepSeek-V2-Lite's experts), top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector workers, FP8
-# weights (the default).
+# weights (the default); --pes: the PE counts of part 1 (default "2 4"; a real shape's prefill
+# takes about a second per call, so "2" alone keeps a run short).
 # Other processes on the machine move every figure: each is a median of MEGA_BENCH_REPEATS runs
 # (default 3; --quick: 1, and fewer calls), and the load is printed before and after.
 set -euo pipefail
-build=build quick='' baseline='' layer_only='' shape_arg=512:1024
+build=build quick='' baseline='' layer_only='' shape_arg=512:1024 pes_list='2 4'
 while (($#)); do
   case $1 in
     --quick) quick=--quick ;;
     --baseline) baseline=${2:?--baseline needs a build directory}; shift ;;
     --layer-only) layer_only=1 ;;
     --layer-shape) shape_arg=${2:?--layer-shape needs MODEL_DIM:FFN_DIM}; shift ;;
+    --pes) pes_list=${2:?--pes needs PE counts, e.g. "2 4"}; shift ;;
     -*) echo "mega_bench.sh: unknown option $1" >&2; exit 2 ;;
     *) build=$1 ;;
   esac
@@ -46,6 +48,8 @@ trap 'rm -rf "$out"' EXIT
 [[ $shape_arg =~ ^([0-9]+):([0-9]+)$ ]] ||
   { echo "mega_bench.sh: --layer-shape $shape_arg: want MODEL_DIM:FFN_DIM, e.g. 2048:2816" >&2; exit 2; }
 D=${BASH_REMATCH[1]} F=${BASH_REMATCH[2]} K=4 L=2 W=128
+[[ $pes_list =~ ^[0-9]+( [0-9]+)*$ ]] ||
+  { echo "mega_bench.sh: --pes '$pes_list': want PE counts (2 or more) separated by spaces" >&2; exit 2; }
 csv=${MEGA_BENCH_CSV:-output/perf/mega_bench.csv}
 mkdir -p "$(dirname "$csv")"
 echo "# $(uptime)"
@@ -53,10 +57,11 @@ echo "# part 1 shape: model_dim $D, ffn_dim $F"
 
 # layer BUILD PES TOKENS LOOPS: sets fused and unfused (ms, e2e average of the slowest PE, calls
 # alternating), alone (the fused layer in a loop of its own, as the limit's GEMMs run) and share
-# (the epilogue's share of one traced fused call).
+# (the epilogue's share of one traced fused call). The fp64 references check each PE's first 128
+# tokens (a real shape's whole prefill takes minutes of them); the tests check every token.
 layer() {
   local args=(mega --pes "$2" --tokens "$3" --model-dim $D --ffn-dim $F --topk $K --experts-per-pe $L
-    --wave-rows $W --perf --warmup 2 --loops "$4" --seed 7 --csv "$csv")
+    --wave-rows $W --perf --warmup 2 --loops "$4" --seed 7 --csv "$csv" --verify-tokens 128)
   "$1/tools/moe/shmoe-moe" "${args[@]}" --compare --trace "$out/trace.json" >"$out/log" 2>&1 ||
     { cat "$out/log"; exit 1; }
   grep -q "^mega: .*verify=pass" "$out/log" || { cat "$out/log"; exit 1; }
@@ -97,7 +102,7 @@ repeats=${MEGA_BENCH_REPEATS:-3}
 
 printf '%-8s %4s %6s %5s %9s %11s %13s %9s %12s %12s %11s %10s\n' shape pes tokens build fused_ms \
   unfused_ms unfused/fused limit_ms fused/limit alone/limit tiles/limit epi_share
-for pes in 2 4; do
+for pes in $pes_list; do
   for shape in decode prefill; do
     if [[ $shape == decode ]]; then T=128 loops=20; else T=2048 loops=3; fi
     [[ $quick == --quick ]] && loops=$((loops > 3 ? 5 : 1))

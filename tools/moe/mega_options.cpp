@@ -79,6 +79,10 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o) {
   app.add_flag("--perf", o.perf, "time warmup + loops calls and print the perf line");
   app.add_option("--iterations", o.iterations, "verified back-to-back calls")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--verify-tokens", o.verify_tokens,
+                 "check each PE's first N tokens against the fp64 references (0: all; at a real "
+                 "layer shape a whole prefill's references take minutes)")
+      ->check(CLI::Range(0, 1 << 30));
   app.add_option("--trace", o.trace, "write one fused call's worker timeline (Chrome trace JSON)");
   app.add_option("--csv", o.csv, "append the perf line to this CSV file");
   app.add_option("--seed", o.routing.seed, "input seed (default: fresh, printed)")

@@ -24,6 +24,7 @@ struct MegaOptions {
   bool compare = false;           // also run the unfused chain and require bitwise-equal outputs
   bool perf = false;
   int iterations = 1;     // verified back-to-back calls, fresh inputs each
+  int verify_tokens = 0;  // tokens per PE checked against the fp64 references (0: all)
   std::string trace;      // Chrome trace JSON of one fused call
   std::string csv;        // append the perf line to this CSV
   MoeRunOptions routing;  // seed, routing, zipf_s, drop, empty_pes, timeout_s

@@ -220,8 +220,9 @@ void MegaRun::verified_iteration(int it) {
   for (const int e : mine_.expert_ids) {
     if (e >= 0) need(e);
   }
-  replay_.check(y_, reference_layer(mine_, o_, by_id_, true), o_.model_dim);
-  ideal_.check(y_, reference_layer(mine_, o_, by_id_, false), o_.model_dim);
+  const int checked = o_.verify_tokens > 0 ? o_.verify_tokens : mine_.bs;
+  replay_.check(y_, reference_layer(mine_, o_, by_id_, true, checked), o_.model_dim);
+  ideal_.check(y_, reference_layer(mine_, o_, by_id_, false, checked), o_.model_dim);
   y_.resize(static_cast<std::size_t>(o_.tokens) * o_.model_dim);
   if (o_.compare) compare_unfused(it);
 }
@@ -244,7 +245,9 @@ void MegaRun::compare_unfused(int it) {
 }
 
 std::string MegaRun::checks() const {
-  return std::string("expert_token,numeric_golden,fp8_replay") +
+  const std::string sampled =
+      o_.verify_tokens > 0 ? fmt::format(",first_{}_tokens", o_.verify_tokens) : "";
+  return "expert_token,numeric_golden,fp8_replay" + sampled +
          (o_.compare ? ",bitwise_unfused" : "");
 }
 

@@ -96,12 +96,13 @@ std::vector<std::int32_t> expected_expert_counts(const std::vector<PeInputs>& al
 }
 
 ReferenceLayer reference_layer(const PeInputs& mine, const MegaOptions& o,
-                               const std::vector<const GeneratedExpert*>& experts,
-                               bool replay_fp8) {
+                               const std::vector<const GeneratedExpert*>& experts, bool replay_fp8,
+                               int tokens) {
   const int D = o.model_dim, F = o.ffn_dim, half = F / 2;
+  tokens = std::min(tokens, mine.bs);
 
   ReferenceLayer ref;
-  ref.y.assign(static_cast<std::size_t>(mine.bs) * D, 0.0);
+  ref.y.assign(static_cast<std::size_t>(tokens) * D, 0.0);
   ref.slack.assign(ref.y.size(), 0.0);
   std::vector<double> x(D), h(F), a(half), a_up(half), a_down(half);
   std::vector<float> tmp(std::max(D, half));
@@ -120,7 +121,7 @@ ReferenceLayer reference_layer(const PeInputs& mine, const MegaOptions& o,
   // way there. Rounding the whole row moved by +-2^-12 finds them; the slack is what either
   // choice can change in the output.
   constexpr double kAmbiguity = 0x1p-12;
-  for (int t = 0; t < mine.bs; ++t) {
+  for (int t = 0; t < tokens; ++t) {
     const auto* bits =
         reinterpret_cast<const std::uint16_t*>(mine.x.data()) + static_cast<std::size_t>(t) * D;
     for (int j = 0; j < D; ++j) x[j] = bf16_to_float(bits[j]);

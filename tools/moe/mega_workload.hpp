@@ -32,7 +32,7 @@ std::vector<std::int32_t> expected_expert_counts(const std::vector<PeInputs>& al
 // tokens and activations are not rounded at all (the layer's ideal); with it they are rounded to
 // MX FP8 where the operator rounds them (the public MX helpers, shmoe_mx_quantize_rows; the
 // library tests its quantizer against a brute-force oracle), and everything else stays fp64.
-// `experts` holds every global expert.
+// `experts` holds every global expert; `tokens`: the first that many of this PE's (all if more).
 struct ReferenceLayer {
   std::vector<double> y;
   // Per element: how far the output can move because an activation lies so close to an FP8
@@ -40,6 +40,7 @@ struct ReferenceLayer {
   std::vector<double> slack;
 };
 ReferenceLayer reference_layer(const PeInputs& mine, const MegaOptions& o,
-                               const std::vector<const GeneratedExpert*>& experts, bool replay_fp8);
+                               const std::vector<const GeneratedExpert*>& experts, bool replay_fp8,
+                               int tokens);
 
 }  // namespace shmoe::tools

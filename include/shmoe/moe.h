@@ -114,6 +114,11 @@ typedef struct {
    * caller releases it (shmoe_moe_release_block). Each block adds recv_capacity x hidden
    * elements to the buffer's symmetric bytes. */
   int recv_blocks;
+  /* 0: a receive block holds recv_x's packed layout. > 0 (at least max_tokens_per_pe x n_pes, as
+   * a token names an expert once): local expert e's rows start at row e x this in a block, which
+   * holds num_experts_per_pe x this rows (DeepEP's low-latency layout; the rest of each run is
+   * left as it was). A combine takes its x packed, so such a block is no combine input. */
+  int recv_block_expert_rows;
 } shmoe_moe_config_t;
 
 /* Local; needs no shmem_init (a launcher checks its options before it starts any PE). Applies to

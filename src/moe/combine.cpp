@@ -171,7 +171,8 @@ std::string refused_elsewhere(const std::vector<int>& refusing) {
 // this call's, and every PE's rows of it are mapped here. Only asked of inputs that passed
 // refusal().
 bool can_pull(const MoeBuffer::State& s, const CombineArgs& in) {
-  return in.expand_x == s.landed && repeats_last_dispatch(s, in) &&
+  const bool packed = s.cfg.recv_block_expert_rows == 0 || s.landed == s.recv_rows;
+  return packed && in.expand_x == s.landed && repeats_last_dispatch(s, in) &&
          std::none_of(s.peer_landed.begin(), s.peer_landed.end(),
                       [](const std::byte* p) { return p == nullptr; });
 }

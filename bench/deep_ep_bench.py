@@ -12,10 +12,13 @@ process times, iteration by iteration in turn so that both see the same machine:
 Each call pair is timed on the host clock after a barrier, in blocks of calls that take turns,
 round after round (see _time). Reported: the median over rounds of the slowest rank's median,
 and the median over rounds of the ratio C++ / deep_ep (1.0: deep_ep costs nothing on top), with
-its range.
+its range. deep_ep's combine input (--combine-input): `fresh` (the default, as in a model) is a
+new tensor of recv_x's shape per call, made and written before the timed region as an expert's
+output is; `recv` passes recv_x itself (experts that wrote over it in place).
 
     python3 bench/deep_ep_bench.py [--procs 2] [--tokens 128] [--hidden 7168] [--topk 8]
         [--experts-per-rank 8] [--loops 10] [--warmup 3] [--rounds 7] [--normal-only]
+        [--combine-input fresh|recv]
 """
 
 import argparse
@@ -50,22 +53,40 @@ def _bare(ctx, experts_per_rank, n, x, routes, weights):
     return call
 
 
+def _combine_input(kind, shape, g):
+    """prepare() for _time: with kind "fresh", a new bf16 tensor of `shape` per call, written
+    before the call as an expert's output is; with "recv", None (combine takes recv_x)."""
+    if kind == "recv":
+        return lambda: None
+    out = (torch.rand(shape, generator=g) + 1).to(torch.bfloat16)
+    return out.clone
+
+
+def _ignoring(call):
+    return lambda _: call()
+
+
 def _time(variants, warmup, loops, rounds):
     """Per round, each variant's median microseconds per call on the slowest rank: a
-    {name: [round medians]} dict. The variants take turns in blocks (a few warm-up calls, then
-    `loops` timed ones): a block keeps the caches as a program calling one of them would, and a
-    round gives every variant nearly the same machine, so ratios are taken round by round."""
+    {name: [round medians]} dict. A variant is a callable, or a (prepare, call) pair: prepare()
+    runs before the barrier, untimed, and call(what it returned) is timed. The variants take
+    turns in blocks (a few warm-up calls, then `loops` timed ones): a block keeps the caches as a
+    program calling one of them would, and a round gives every variant nearly the same machine,
+    so ratios are taken round by round."""
     import shmoe
 
     medians = torch.zeros((rounds, len(variants)), dtype=torch.float64)
     for r in range(rounds):
-        for v, call in enumerate(variants.values()):
+        for v, variant in enumerate(variants.values()):
+            prepare, call = variant if isinstance(variant, tuple) else (tuple, _ignoring(variant))
             times = []
             for i in range(warmup + loops):
+                made = prepare()
                 shmoe.barrier_all()
                 t0 = time.perf_counter()
-                call()
+                call(made)
                 t1 = time.perf_counter()
+                del made
                 if i >= warmup:
                     times.append((t1 - t0) * 1e6)
             medians[r, v] = statistics.median(times)
@@ -97,32 +118,44 @@ def _worker(rank, n, port, o):
 
     per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(idx, experts)
 
-    def normal():
+    def normal(fresh):
         recv_x, _, _, _, handle, _ = buffer.dispatch(
             x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
             num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
-        buffer.combine(recv_x, handle)
+        buffer.combine(recv_x if fresh is None else fresh, handle)
+
+    # One untimed call finds recv_x's rows (the routing is the same in every call).
+    recv_x, _, _, _, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+        num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
+    buffer.combine(recv_x, handle)
+    normal_input = _combine_input(o.combine_input, recv_x.shape, g)
+    del recv_x, handle
 
     by_rank = shmoe.MoeBuffer(o.tokens, o.hidden, n, n, "bfloat16")
     ranks = torch.arange(n, dtype=torch.int32).expand(o.tokens, n)
     routes = torch.where(in_rank, ranks, torch.full_like(ranks, -1))
     bare_normal = _bare(by_rank.operator, 1, n, x, routes, torch.ones((o.tokens, n)))
 
-    def low_latency(use_fp8):
+    def low_latency(use_fp8, fresh):
         recv, _, handle, _, _ = buffer.low_latency_dispatch(x, idx, o.tokens, experts,
                                                             use_fp8=use_fp8)
         values = recv[0].to(torch.bfloat16) if use_fp8 else recv  # the experts' input dtype
-        buffer.low_latency_combine(values, idx, w, handle)
+        buffer.low_latency_combine(values if fresh is None else fresh, idx, w, handle)
+
+    ll_input = _combine_input(o.combine_input, (o.experts_per_rank, n * o.tokens, o.hidden), g)
 
     by_expert = shmoe.MoeBuffer(o.tokens, o.hidden, experts, o.topk, "bfloat16")
     bare_ll = _bare(by_expert.operator, o.experts_per_rank, n, x, idx, w)
 
-    normal_times = _time({"deep_ep": normal, "C++": bare_normal}, o.warmup, o.loops, o.rounds)
+    normal_times = _time({"deep_ep": (normal_input, normal), "C++": bare_normal}, o.warmup,
+                         o.loops, o.rounds)
     ll_times = None if o.normal_only else _time(
-        {"deep_ep": lambda: low_latency(False), "C++": bare_ll,
-         "FP8": lambda: low_latency(True)}, o.warmup, o.loops, o.rounds)
+        {"deep_ep": (ll_input, lambda fresh: low_latency(False, fresh)), "C++": bare_ll,
+         "FP8": (ll_input, lambda fresh: low_latency(True, fresh))}, o.warmup, o.loops, o.rounds)
     if rank == 0:
-        shape = f"{n} ranks, {o.tokens} tokens, hidden {o.hidden}, top-{o.topk}, {experts} experts"
+        shape = (f"{n} ranks, {o.tokens} tokens, hidden {o.hidden}, top-{o.topk}, {experts} "
+                 f"experts, combine input {o.combine_input}")
         _report("normal", shape, normal_times["deep_ep"], normal_times["C++"])
         if ll_times is not None:
             _report("low latency", shape, ll_times["deep_ep"], ll_times["C++"])
@@ -163,6 +196,9 @@ def spawn_ranks(worker, o):
 def main():
     p = shape_arguments(__doc__.splitlines()[0])
     p.add_argument("--normal-only", action="store_true", help="time normal mode alone")
+    p.add_argument("--combine-input", choices=("fresh", "recv"), default="fresh",
+                   help="combine's x: a new tensor per call (an expert's output, as in a model) "
+                   "or recv_x itself")
     spawn_ranks(_worker, p.parse_args())
 
 

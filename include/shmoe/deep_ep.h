@@ -191,6 +191,11 @@ SHMOE_API int shmoe_low_latency_buffer_destroy(shmoe_low_latency_buffer_t buffer
 /* Local: gives this PE's operators up without the collective free (their symmetric memory stays
  * until the job ends). */
 SHMOE_API int shmoe_low_latency_buffer_abandon(shmoe_low_latency_buffer_t buffer);
+/* Local: how many dispatches so far returned recv_x in a receive block the senders wrote (BF16,
+ * outside shrink mode; SHMOE_DEEP_EP_RECV_BLOCKS) and how many copied it out of the receive
+ * window (every block held, FP8, shrink mode). Either may be NULL. */
+SHMOE_API int shmoe_low_latency_buffer_result_counts(shmoe_low_latency_buffer_t buffer,
+                                                     int64_t* in_blocks, int64_t* copied);
 
 typedef struct {
   size_t struct_size;

@@ -114,6 +114,11 @@ typedef struct {
    * caller releases it (shmoe_moe_release_block). Each block adds recv_capacity x hidden
    * elements to the buffer's symmetric bytes. */
   int recv_blocks;
+  /* 0: a receive block holds recv_x's packed layout. > 0 (at least max_tokens_per_pe x n_pes, as
+   * a token names an expert once): local expert e's rows start at row e x this in a block, which
+   * holds num_experts_per_pe x this rows (DeepEP's low-latency layout; the rest of each run is
+   * left as it was). A combine takes its x packed, so such a block is no combine input. */
+  int recv_block_expert_rows;
 } shmoe_moe_config_t;
 
 /* Local; needs no shmem_init (a launcher checks its options before it starts any PE). Applies to
@@ -136,9 +141,11 @@ SHMOE_API size_t shmoe_moe_recv_capacity(shmoe_moe_buffer_t buffer);
  * where dispatch's rows land. Sets *window to it and *capacity_rows to its rows. Passed to a
  * dispatch as recv_x, the rows are not copied out: they are read where they landed; the experts
  * may then write their outputs over them in place, and a combine given the window as x (on every
- * PE) reads them from there. Its rows are valid until the next dispatch on this buffer, and must
- * not be written while a combine runs. This is the one statement of the window's contract; the
- * other languages refer to it. Refused if buffer, window or capacity_rows is NULL. */
+ * PE) reads them from there (after a dispatch into a receive block too: x is then the rows the
+ * caller wrote into the window in recv_x's layout). Its rows are valid until the next dispatch
+ * on this buffer, and must not be written while a combine runs. This is the one statement of
+ * the window's contract; the other languages refer to it. Refused if buffer, window or
+ * capacity_rows is NULL. */
 SHMOE_API int shmoe_moe_receive_window(shmoe_moe_buffer_t buffer, void** window,
                                        size_t* capacity_rows);
 

@@ -42,6 +42,12 @@ class LowLatencyRuntime {
     released([&] { return check(shmoe_low_latency_buffer_destroy(std::exchange(b_, nullptr))); });
   }
   void abandon() { check(shmoe_low_latency_buffer_abandon(std::exchange(b_, nullptr))); }
+  // (dispatches whose recv_x is in a receive block, dispatches that copied it out)
+  std::pair<std::int64_t, std::int64_t> result_counts() const {
+    std::int64_t in_blocks = 0, copied = 0;
+    check(shmoe_low_latency_buffer_result_counts(get(), &in_blocks, &copied));
+    return {in_blocks, copied};
+  }
 
   py::tuple dispatch(const py::dict& t, const py::object& num_max_dispatch_tokens_per_rank,
                      const py::object& num_experts, bool use_fp8, bool round_scale,
@@ -154,6 +160,7 @@ void bind_low_latency(py::module_& m) {
       .def("clean_mask", &LowLatencyRuntime::clean_mask)
       .def("destroy", &LowLatencyRuntime::destroy)
       .def("abandon", &LowLatencyRuntime::abandon)
+      .def("result_counts", &LowLatencyRuntime::result_counts)
       .def("dispatch", &LowLatencyRuntime::dispatch, py::arg("tensors"),
            py::arg("num_max_dispatch_tokens_per_rank"), py::arg("num_experts"), py::arg("use_fp8"),
            py::arg("round_scale"), py::arg("use_ue8m0"))

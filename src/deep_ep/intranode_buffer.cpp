@@ -23,37 +23,6 @@ int capacity_for(std::int64_t tokens, int first) {
   return capacity;
 }
 
-// The most any rank passes (collective).
-std::int64_t most(std::int64_t mine) {
-  auto* sym = static_cast<long*>(shmem_malloc(2 * sizeof(long)));
-  if (sym == nullptr) throw std::runtime_error("IntranodeBuffer: the symmetric heap is full");
-  sym[0] = static_cast<long>(mine);
-  shmem_long_max_reduce(SHMEM_TEAM_WORLD, sym + 1, sym, 1);
-  const long most = sym[1];
-  shmem_free(sym);
-  return most;
-}
-
-// Receive blocks for a dispatch operator of config `c`: SHMOE_DEEP_EP_RECV_BLOCKS, fewer where
-// they would take more than half the heap left after the operator (the low-latency areas and
-// the other widths' operators need room too). Every rank's heap has had the same allocations,
-// so every rank gets the same count.
-int blocks_that_fit(MoeConfig c, int n) {
-  const auto want = static_cast<std::size_t>(settings::deep_ep_recv_blocks());
-  if (want == 0) return 0;
-  c.recv_blocks = 0;
-  const std::size_t base = MoeBuffer::symmetric_bytes(c, n);
-  c.recv_blocks = 1;
-  const std::size_t block = MoeBuffer::symmetric_bytes(c, n) - base;
-  Runtime& rt = runtime("deep_ep.Buffer.dispatch");
-  std::size_t free = 0;
-  {
-    std::lock_guard lock(rt.heap_mutex());
-    free = rt.allocator().largest_free_block();
-  }
-  return free <= base ? 0 : static_cast<int>(std::min(want, (free - base) / 2 / block));
-}
-
 }  // namespace
 
 IntranodePlan::IntranodePlan(int n_ranks, int cap, const IntranodeShape& s, std::uint64_t e)
@@ -66,9 +35,9 @@ IntranodePlan::IntranodePlan(int n_ranks, int cap, const IntranodeShape& s, std:
       epoch(e) {
   MoeConfig c = config(static_cast<int>(units), SHMOE_DTYPE_BFLOAT16, 4 * side_width,
                        static_cast<int>(kIntranodeHeader + experts));
-  c.recv_blocks = x_blocks = blocks_that_fit(c, n);
+  c.recv_blocks = blocks_that_fit(c, n, "deep_ep.Buffer.dispatch");
   x = std::make_unique<MoeBuffer>(c);
-  lender = std::make_shared<BlockLender>(x.get());
+  lender = std::make_shared<BlockLender>(x.get(), c.recv_blocks);
   const auto rows = static_cast<std::size_t>(n) * static_cast<std::size_t>(capacity);
   ones.assign(rows, 1.0f);
   no_side.assign(static_cast<std::size_t>(capacity) * side_width, 0);
@@ -115,15 +84,7 @@ void IntranodePlan::abandon() {
 }
 
 void IntranodePlan::retire() {
-  if (abandoned) return;
-  bool held = true;
-  try {
-    held = most(x->held_blocks()) > 0;
-  } catch (const std::runtime_error&) {
-    // No room for the reduction (alike on every rank): leave the window as if a block were held.
-  }
-  lender->retire();
-  if (held) (void)x->release();
+  if (!abandoned) retire_blocks(*x, *lender);
 }
 
 IntranodeBuffer::IntranodeBuffer(const shmoe_intranode_buffer_config_t& config)

@@ -56,8 +56,7 @@ class IntranodePlan {
   const int side_width;  // int32 per token: its top-k indices, then its weights' bits
   const std::uint64_t epoch;
   std::unique_ptr<MoeBuffer> x;
-  int x_blocks = 0;                      // x's receive blocks (results with no copy)
-  std::shared_ptr<BlockLender> lender;   // lends them
+  std::shared_ptr<BlockLender> lender;   // lends x's receive blocks (results with no copy)
   std::vector<float> ones;               // [capacity, n]: combine's weights
   std::vector<std::int32_t> no_side;     // [capacity, side_width]: a cached dispatch's
   std::vector<std::int32_t> no_ints;     // [header]: a cached dispatch's
@@ -106,17 +105,15 @@ class IntranodeBuffer {
   // with the reason in *why.
   const IntranodeRouting* current(const shmoe_ep_result* handle, std::string* why) const;
   std::shared_ptr<std::byte[]> block(std::size_t bytes) { return memory_.take(bytes); }
-  // Counts a dispatch's recv_x: in a receive block (no copy) or copied out.
-  void count_result(bool in_block) { ++(in_block ? in_blocks_ : copied_); }
-  std::int64_t results_in_blocks() const { return in_blocks_; }
-  std::int64_t results_copied() const { return copied_; }
+  // Its dispatches' recv_x: in a receive block (no copy) or copied out.
+  ResultCounts& counts() { return counts_; }
 
  private:
   int n_ = 0, me_ = 0, ranks_per_host_ = 1, first_capacity_ = 64;
   std::uint64_t epochs_ = 0;
   std::unique_ptr<IntranodePlan> plan_;
   ArrayMemory memory_;
-  std::atomic<std::int64_t> in_blocks_{0}, copied_{0};
+  ResultCounts counts_;
 };
 
 }  // namespace shmoe::deep_ep

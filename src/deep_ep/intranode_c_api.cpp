@@ -58,8 +58,8 @@ int shmoe_intranode_buffer_result_counts(shmoe_intranode_buffer_t buffer, int64_
                                          int64_t* copied) {
   return guarded([&] {
     auto& b = require(buffer, "shmoe_intranode_buffer_result_counts", "buffer").impl;
-    if (in_blocks != nullptr) *in_blocks = b.results_in_blocks();
-    if (copied != nullptr) *copied = b.results_copied();
+    if (in_blocks != nullptr) *in_blocks = b.counts().in_blocks;
+    if (copied != nullptr) *copied = b.counts().copied;
     return int{SHMOE_MOE_OK};
   });
 }

@@ -95,45 +95,31 @@ void add_received(shmoe_ep_result& r, const std::shared_ptr<std::byte[]>& block,
   }
 }
 
-// Where a dispatch's rows land: a free receive block of the plan's dispatch operator, written
-// there by their senders (no copy), unless the call goes through another operator (a cached
-// dispatch of another row size), its rows carry FP8 scales to split, it asks for more rows than a
-// block holds (num_worst_tokens) or every block is held: then a block of the buffer's pools that
-// the operator copies them into.
-class Landing {
+// Where a dispatch's rows land: a free receive block of the plan's dispatch operator (Landing),
+// unless the call goes through another operator (a cached dispatch of another row size), its
+// rows carry FP8 scales to split or it asks for more rows than a block holds
+// (num_worst_tokens): then (or while every block is held) a block of the buffer's pools that the
+// operator copies them into.
+class PoolLanding {
  public:
-  Landing(IntranodeBuffer& b, IntranodePlan& p, const MoeBuffer& op, std::int64_t rows,
-          const RowFormat& f)
+  PoolLanding(IntranodeBuffer& b, IntranodePlan& p, const MoeBuffer& op, std::int64_t rows,
+              const RowFormat& f)
       : b_(b),
-        p_(p),
-        direct_(&op == p.x.get() && f.sf_cols == 0 &&
-                rows == static_cast<std::int64_t>(p.n) * p.capacity &&
-                p.x->held_blocks() < p.x_blocks) {
-    if (!direct_) rows_ = b.block(static_cast<std::size_t>(rows * f.bytes()));
+        landing_(p.lender, &op == p.x.get() && f.sf_cols == 0 &&
+                               rows == static_cast<std::int64_t>(p.n) * p.capacity) {
+    if (!landing_.direct()) rows_ = b.block(static_cast<std::size_t>(rows * f.bytes()));
   }
-  void aim(DispatchOutputs& outs) {
-    if (direct_) {
-      outs.recv_block = &block_;
-      outs.recv_block_x = &block_rows_;
-    } else {
-      outs.recv_x = rows_.get();
-    }
-  }
+  void aim(DispatchOutputs& outs) { landing_.aim(outs, rows_.get()); }
   // The rows, once the operator's dispatch returned `got` rows (not kRetry).
   const std::shared_ptr<std::byte[]>& rows(int got) {
-    if (direct_ && got != MoeBuffer::kRetry)
-      rows_ = BlockLender::lend(p_.lender, block_, block_rows_);
-    if (got != MoeBuffer::kRetry) b_.count_result(direct_);
+    if (auto lent = landing_.lend(got, b_.counts())) rows_ = std::move(lent);
     return rows_;
   }
 
  private:
   IntranodeBuffer& b_;
-  IntranodePlan& p_;
-  const bool direct_;
+  Landing landing_;
   std::shared_ptr<std::byte[]> rows_;
-  std::int32_t block_ = -1;
-  void* block_rows_ = nullptr;
 };
 
 class IntranodeDispatch {
@@ -280,7 +266,7 @@ void IntranodeDispatch::pack() {
 // The operator's dispatch (its rows where Landing says): the rows received, or kRetry.
 int IntranodeDispatch::send() {
   const auto cap = static_cast<std::int64_t>(n_) * p_->capacity;
-  Landing landing(b_, *p_, *p_->x, std::max<std::int64_t>(cap, a_.num_worst_tokens), f_);
+  PoolLanding landing(b_, *p_, *p_->x, std::max<std::int64_t>(cap, a_.num_worst_tokens), f_);
   routing_->src_info.resize(static_cast<std::size_t>(cap) * 3);
   routing_->layout_prefix.resize(static_cast<std::size_t>(n_));
   DispatchArgs args;  // no pe_mask: normal mode is never in shrink mode
@@ -453,7 +439,7 @@ class CachedDispatch {
     const bool own = f_.units() == p.units;
     MoeBuffer& op = own ? *p.x : p.combine_buffer(static_cast<int>(f_.units()));
     const auto cap = static_cast<std::int64_t>(b_.num_ranks()) * p.capacity;
-    Landing landing(b_, p, op, cap, f_);
+    PoolLanding landing(b_, p, op, cap, f_);
     std::vector<std::int32_t> src_info(static_cast<std::size_t>(cap) * 3);
     std::vector<std::int32_t> prefix(static_cast<std::size_t>(b_.num_ranks()));
     std::int32_t nums = 0;

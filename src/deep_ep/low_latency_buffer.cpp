@@ -18,7 +18,13 @@ LowLatencyAreas::LowLatencyAreas(const LowLatencyShape& s, int n_ranks, int ms)
       slots(s.max_tokens * n_ranks),
       shrink_ms(ms),
       fp8_row_bytes_(shmoe_fp8_token_row_bytes(s.hidden)) {
-  bf16 = std::make_unique<MoeBuffer>(config(s.hidden, SHMOE_DTYPE_BFLOAT16));
+  MoeConfig c = config(s.hidden, SHMOE_DTYPE_BFLOAT16);
+  if (shrink_ms == 0) {  // shrink mode's rows stay in fixed slots
+    c.recv_block_expert_rows = slots;
+    c.recv_blocks = blocks_that_fit(c, n, "deep_ep.Buffer.low_latency_dispatch");
+  }
+  bf16 = std::make_unique<MoeBuffer>(c);
+  lender = std::make_shared<BlockLender>(bf16.get(), c.recv_blocks);
   if (shrink_ms > 0) {
     const auto h = static_cast<std::size_t>(s.hidden);
     wide.assign(static_cast<std::size_t>(s.max_tokens) * h, 0);
@@ -53,7 +59,17 @@ MoeBuffer& LowLatencyAreas::fp8() {
   return *fp8_;
 }
 
+LowLatencyAreas::~LowLatencyAreas() {
+  lender->retire();
+}  // before bf16 goes, retired or not
+
+void LowLatencyAreas::retire() {
+  if (!abandoned_) retire_blocks(*bf16, *lender);
+}
+
 void LowLatencyAreas::abandon() {
+  abandoned_ = true;
+  lender->retire();
   if (fp8_) (void)fp8_->release();
   if (bf16) (void)bf16->release();
 }
@@ -66,9 +82,13 @@ LowLatencyBuffer::LowLatencyBuffer(const shmoe_low_latency_buffer_config_t& conf
   if (config.shrink_timeout_ms != 0) start_shrink(config);
 }
 
-LowLatencyBuffer::~LowLatencyBuffer() = default;
+LowLatencyBuffer::~LowLatencyBuffer() {
+  if (abandoned_) return;
+  for (auto& [shape, a] : areas_) a->retire();  // the same shapes, in the same order, everywhere
+}
 
 void LowLatencyBuffer::abandon() {
+  abandoned_ = true;
   for (auto& [shape, a] : areas_) a->abandon();
   if (sync_) (void)sync_->release();
 }

@@ -35,13 +35,21 @@ class LowLatencyAreas {
   // shrink_ms > 0: shrink-mode operators (fixed slots, masks; FP8 message rows travel inside the
   // BF16 rows, as one operator's combine must follow its own dispatch).
   LowLatencyAreas(const LowLatencyShape& s, int n, int shrink_ms);
+  LowLatencyAreas(const LowLatencyAreas&) = delete;
+  LowLatencyAreas& operator=(const LowLatencyAreas&) = delete;
+  ~LowLatencyAreas();
   MoeBuffer& fp8();
   void abandon();
+  // Collective, before the areas go: frees bf16, or abandons it while a rank holds a block.
+  void retire();
   std::size_t fp8_row_bytes() const { return fp8_row_bytes_; }
 
   const LowLatencyShape shape;
   const int n, local_experts, slots, shrink_ms;
   std::unique_ptr<MoeBuffer> bf16;
+  // Lends bf16's receive blocks, each a BF16 dispatch's recv_x [local experts, slots, hidden] as
+  // its senders wrote it (no copy; none in shrink mode).
+  std::shared_ptr<BlockLender> lender;
   std::vector<std::uint16_t> wide;     // shrink mode: [max tokens, hidden], FP8 rows at the head
   std::vector<std::uint16_t> staged;   // shrink mode: [recv capacity, hidden] received or combined
   std::vector<std::uint8_t> messages;  // [max tokens, FP8 row bytes]
@@ -52,6 +60,7 @@ class LowLatencyAreas {
   MoeConfig config(int hidden, shmoe_dtype_t dtype) const;
   std::size_t fp8_row_bytes_;
   std::unique_ptr<MoeBuffer> fp8_;
+  bool abandoned_ = false;
 };
 
 // What a dispatch keeps for its combine (its result's state).
@@ -100,6 +109,8 @@ class LowLatencyBuffer {
   const LowLatencyRouting* routing(const shmoe_ep_result* handle) const;
   // Where results' arrays live (reused once no result holds them).
   const std::shared_ptr<ArrayMemory>& memory() const { return memory_; }
+  // Its dispatches' recv_x: in a receive block (no copy) or copied out.
+  ResultCounts& counts() { return counts_; }
 
  private:
   void start_shrink(const shmoe_low_latency_buffer_config_t& config);
@@ -114,6 +125,8 @@ class LowLatencyBuffer {
   std::unique_ptr<MoeBuffer> sync_;  // shrink mode: the live ranks' barrier
   std::map<LowLatencyShape, std::unique_ptr<LowLatencyAreas>> areas_;
   std::shared_ptr<ArrayMemory> memory_ = std::make_shared<ArrayMemory>();
+  ResultCounts counts_;
+  bool abandoned_ = false;
 };
 
 }  // namespace shmoe::deep_ep

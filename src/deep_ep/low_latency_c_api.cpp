@@ -50,6 +50,16 @@ int shmoe_low_latency_buffer_abandon(shmoe_low_latency_buffer_t buffer) {
   });
 }
 
+int shmoe_low_latency_buffer_result_counts(shmoe_low_latency_buffer_t buffer, int64_t* in_blocks,
+                                           int64_t* copied) {
+  return guarded([&] {
+    auto& b = require(buffer, "shmoe_low_latency_buffer_result_counts", "buffer").impl;
+    if (in_blocks != nullptr) *in_blocks = b.counts().in_blocks;
+    if (copied != nullptr) *copied = b.counts().copied;
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 int shmoe_low_latency_dispatch(shmoe_low_latency_buffer_t buffer,
                                const shmoe_low_latency_dispatch_args_t* args,
                                shmoe_ep_result_t* result) {

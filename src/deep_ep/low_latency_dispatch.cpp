@@ -63,7 +63,8 @@ class LowLatencyDispatch {
   LowLatencyShape s_;
   int tokens_ = 0, call_topk_ = 0;
   int rows_ = 0;
-  const void* recv_ = nullptr;  // the received rows (the receive window)
+  const void* recv_ = nullptr;         // the received rows (the receive window)
+  std::shared_ptr<std::byte[]> lent_;  // or the receive block they were written into
   std::shared_ptr<LowLatencyRouting> routing_ = std::make_shared<LowLatencyRouting>();
 };
 
@@ -162,9 +163,11 @@ MoeBuffer& LowLatencyDispatch::send(LowLatencyAreas& areas) {
   args.num_tokens = tokens_;
   args.pe_mask = b_.shrink() ? b_.mask() : nullptr;
   DispatchOutputs outs;
-  // Read where the rows landed; shrink mode copies them out compactly (the window holds fixed
-  // slots there).
-  outs.recv_x = b_.shrink() ? static_cast<void*>(areas.staged.data()) : op->receive_window();
+  // BF16 rows land in a free receive block, each expert's in its slab (the result: no copy).
+  // Otherwise read where the rows landed; shrink mode copies them out compactly (the window
+  // holds fixed slots there).
+  Landing landing(areas.lender, op == areas.bf16.get() && a_.use_fp8 == 0);
+  landing.aim(outs, b_.shrink() ? static_cast<void*>(areas.staged.data()) : op->receive_window());
   outs.recv_src_info = r.src_info.data();
   outs.recv_layout_prefix = r.layout_prefix.data();
   outs.num_recv_tokens_per_expert = r.counts.data();
@@ -173,6 +176,7 @@ MoeBuffer& LowLatencyDispatch::send(LowLatencyAreas& areas) {
     throw std::logic_error(std::string(kCall) + ": the operator asked for a retry");
   }
   recv_ = outs.recv_x;
+  lent_ = landing.lend(rows_, b_.counts());
   return *op;
 }
 
@@ -181,9 +185,10 @@ shmoe_ep_result* LowLatencyDispatch::receive(LowLatencyAreas& areas) {
   auto r = std::make_unique<shmoe_ep_result>();
   r->use(b_.memory());
   const bool fp8 = a_.use_fp8 != 0;
+  const auto type = fp8 ? SHMOE_DTYPE_FLOAT8_E4M3 : SHMOE_DTYPE_BFLOAT16;
   auto* x = static_cast<std::uint8_t*>(
-      r->add("recv_x", fp8 ? SHMOE_DTYPE_FLOAT8_E4M3 : SHMOE_DTYPE_BFLOAT16, {L, slots, hidden})
-          .data);
+      lent_ ? r->add_over("recv_x", type, {L, slots, hidden}, lent_, lent_.get()).data
+            : r->add("recv_x", type, {L, slots, hidden}).data);
   float* scales = nullptr;
   std::int32_t* packed = nullptr;
   std::vector<float> unpacked;
@@ -194,7 +199,7 @@ shmoe_ep_result* LowLatencyDispatch::receive(LowLatencyAreas& areas) {
     scales = static_cast<float*>(
         r->add("recv_x_scales", SHMOE_DTYPE_FLOAT32, {L, slots, hidden / kFp8Block}).data);
   }
-  copy_rows(areas, x, scales, packed);
+  if (!lent_) copy_rows(areas, x, scales, packed);
   auto* info = static_cast<std::int32_t*>(r->add("src_info", SHMOE_DTYPE_INT32, {L, slots}).data);
   std::fill(info, info + L * slots, -1);  // each row's source token, -1 past the count
   std::int64_t row = 0;

@@ -1,9 +1,15 @@
 #include "deep_ep/result.hpp"
 
-#include <cstring>
+#include <shmem.h>
 
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "common/settings.hpp"
 #include "shmem/runtime.hpp"
 #include "shmoe/moe.hpp"
+#include "shmoe/runtime.hpp"
 
 namespace shmoe::deep_ep {
 
@@ -52,6 +58,11 @@ std::shared_ptr<std::byte[]> BlockLender::lend(const std::shared_ptr<BlockLender
   });
 }
 
+bool BlockLender::has_free() {
+  std::lock_guard lock(mutex_);
+  return op_ != nullptr && op_->held_blocks() < blocks_;
+}
+
 void BlockLender::retire() {
   std::lock_guard lock(mutex_);
   op_ = nullptr;
@@ -64,6 +75,62 @@ void BlockLender::give_back(int block) {
     op_->release_block(block);
   } catch (const Error&) {  // cannot happen: the block was taken for this memory alone
   }
+}
+
+std::int64_t most(std::int64_t mine) {
+  auto* sym = static_cast<long*>(shmem_malloc(2 * sizeof(long)));
+  if (sym == nullptr) throw std::runtime_error("deep_ep: the symmetric heap is full");
+  sym[0] = static_cast<long>(mine);
+  shmem_long_max_reduce(SHMEM_TEAM_WORLD, sym + 1, sym, 1);
+  const std::int64_t most = sym[1];
+  shmem_free(sym);
+  return most;
+}
+
+int blocks_that_fit(MoeConfig c, int n, const char* call) {
+  const auto want = static_cast<std::size_t>(settings::deep_ep_recv_blocks());
+  if (want == 0) return 0;
+  c.recv_blocks = 0;
+  const std::size_t base = MoeBuffer::symmetric_bytes(c, n);
+  c.recv_blocks = 1;
+  const std::size_t block = MoeBuffer::symmetric_bytes(c, n) - base;
+  Runtime& rt = runtime(call);
+  std::size_t free = 0;
+  {
+    std::lock_guard lock(rt.heap_mutex());
+    free = rt.allocator().largest_free_block();
+  }
+  return free <= base ? 0 : static_cast<int>(std::min(want, (free - base) / 2 / block));
+}
+
+void retire_blocks(MoeBuffer& op, BlockLender& lender) {
+  if (lender.blocks() == 0) {
+    lender.retire();
+    return;
+  }
+  bool held = true;
+  try {
+    held = most(op.held_blocks()) > 0;
+  } catch (const std::runtime_error&) {
+    // No room for the reduction (alike on every rank): leave the window as if a block were held.
+  }
+  lender.retire();
+  if (held) (void)op.release();
+}
+
+void Landing::aim(DispatchOutputs& outs, void* otherwise) {
+  if (direct_) {
+    outs.recv_block = &block_;
+    outs.recv_block_x = &rows_;
+  } else {
+    outs.recv_x = otherwise;
+  }
+}
+
+std::shared_ptr<std::byte[]> Landing::lend(int got, ResultCounts& counts) {
+  if (got == MoeBuffer::kRetry) return nullptr;
+  counts.count(direct_);
+  return direct_ ? BlockLender::lend(lender_, block_, rows_) : nullptr;
 }
 
 Array Result::fresh(const std::string& name, shmoe_dtype_t dtype, std::int64_t elements,

@@ -15,11 +15,8 @@
 #include <vector>
 
 #include "common/block_pool.hpp"
+#include "shmoe/moe.hpp"
 #include "shmoe/tensor.h"
-
-namespace shmoe {
-class MoeBuffer;
-}
 
 namespace shmoe::deep_ep {
 
@@ -50,10 +47,14 @@ class ArrayMemory {
 // abandoned that operator's window (left it allocated and mapped) rather than free held blocks.
 class BlockLender {
  public:
-  explicit BlockLender(MoeBuffer* op) : op_(op) {}
+  // `op` has `blocks` receive blocks.
+  BlockLender(MoeBuffer* op, int blocks) : op_(op), blocks_(blocks) {}
   // Memory over block `block` of the operator (its rows at `rows`), given back when it goes.
   static std::shared_ptr<std::byte[]> lend(const std::shared_ptr<BlockLender>& self, int block,
                                            void* rows);
+  // Whether a dispatch now would find a free block.
+  bool has_free();
+  int blocks() const { return blocks_; }
   // The operator is going (or abandoned): deleters from now on leave it alone.
   void retire();
 
@@ -62,6 +63,48 @@ class BlockLender {
 
   std::mutex mutex_;  // deleters run on any thread
   MoeBuffer* op_;
+  const int blocks_;
+};
+
+// The most any rank passes (collective).
+std::int64_t most(std::int64_t mine);
+
+// Receive blocks for a dispatch operator of config `c` on n ranks: SHMOE_DEEP_EP_RECV_BLOCKS,
+// fewer where they would take more than half the heap left after the operator (the other
+// operators need room too). Every rank's heap has had the same allocations, so every rank gets
+// the same count. `call` names the caller should shmoe not be initialized.
+int blocks_that_fit(MoeConfig c, int n, const char* call);
+
+// Collective where op has blocks (the same count on every rank), before `op` goes: retires
+// `lender`, and if any rank's caller still holds a block of op's, every rank abandons op (its
+// window stays allocated and mapped) instead of freeing it.
+void retire_blocks(MoeBuffer& op, BlockLender& lender);
+
+// How a buffer's dispatches returned their rows: in a receive block (no copy), or copied out.
+struct ResultCounts {
+  void count(bool in_block) { ++(in_block ? in_blocks : copied); }
+  std::atomic<std::int64_t> in_blocks{0}, copied{0};
+};
+
+// Where one dispatch's rows land: a free receive block of the lender's operator, written there by
+// their senders (no copy), when the call may (`eligible`: it goes through that operator, in a
+// block's layout) and a block is free; otherwise where its caller says.
+class Landing {
+ public:
+  Landing(std::shared_ptr<BlockLender> lender, bool eligible)
+      : lender_(std::move(lender)), direct_(eligible && lender_ && lender_->has_free()) {}
+  bool direct() const { return direct_; }
+  // Aims the operator's dispatch at a block, or else at `otherwise`.
+  void aim(DispatchOutputs& outs, void* otherwise);
+  // Once the dispatch returned `got` rows (not kRetry: counted): the block's memory, which owns
+  // it (null when the rows went elsewhere).
+  std::shared_ptr<std::byte[]> lend(int got, ResultCounts& counts);
+
+ private:
+  std::shared_ptr<BlockLender> lender_;
+  const bool direct_;
+  std::int32_t block_ = -1;
+  void* rows_ = nullptr;
 };
 
 // What a dispatch knows of its routing, kept by its result for a cached dispatch and combine.

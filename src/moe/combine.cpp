@@ -12,11 +12,12 @@
 //     barrier; worker 0 quiets the engine and raises combine-done g at every PE.
 //  3. reduce: wait for combine-done g from every PE, then each worker reduces its tokens.
 // When every PE passes where its last dispatch's rows landed (its receive window or receive
-// block) as expand_x (the experts wrote their outputs over the dispatched rows in place) and
-// every PE's is mapped here, there is nothing to send: after step 1 each PE's reduction reads
-// its tokens' rows where they lie at the experts' PEs, and combine-done g then says that no PE
-// reads them any more. Each PE says before step 1
-// whether it can (combine-pulls flag, fenced before its verdict), so all agree.
+// block; the experts wrote their outputs over the dispatched rows in place), or its receive
+// window with its outputs staged there in the dispatch's layout, as expand_x, and every PE's is
+// mapped here, there is nothing to send: after step 1 each PE's reduction reads its tokens'
+// rows where they lie at the experts' PEs, and combine-done g then says that no PE reads them
+// any more. Each PE says before step 1 whether it can and where (combine-pulls flag, fenced
+// before its verdict), so all agree.
 // Shrink mode always reads rows where they lie, at the fixed slots of the last dispatch (a
 // caller's rows in expand_x's layout are first copied there; a window on another host is read by
 // gets), so a masked PE never writes into a live PE's memory; steps 1 and 3 skip masked PEs and
@@ -166,19 +167,30 @@ std::string refused_elsewhere(const std::vector<int>& refusing) {
       refusing.size() == 1 ? "refused its" : "refused their");
 }
 
-// Whether this PE's part allows reading rows in place: its experts' outputs are where the last
-// dispatch's rows landed (the receive window or a receive block), that dispatch's routing is
-// this call's, and every PE's rows of it are mapped here. Only asked of inputs that passed
-// refusal().
-bool can_pull(const MoeBuffer::State& s, const CombineArgs& in) {
-  return in.expand_x == s.landed && repeats_last_dispatch(s, in) &&
-         std::none_of(s.peer_landed.begin(), s.peer_landed.end(),
-                      [](const std::byte* p) { return p == nullptr; });
+// A PE's combine-pulls flag for call g: 2g + where its rows are read (kPullLanded: where its
+// last dispatch's rows landed; kPullWindow: its receive window), or 0 where it cannot pull.
+constexpr std::uint64_t kPullLanded = 0, kPullWindow = 1;
+
+// This PE's combine-pulls flag for call g: its part allows reading rows in place when its
+// experts' outputs are where the last dispatch's rows landed (the receive window or a packed
+// receive block) or staged in its receive window in that layout (a block may hold other rows:
+// the caller's, or a layout per expert), that dispatch's routing is this call's, and every PE's
+// windows and blocks are mapped here. Only asked of inputs that passed refusal().
+std::uint64_t pull_flag(const MoeBuffer::State& s, const CombineArgs& in, std::uint64_t g) {
+  const auto unmapped = [](const std::byte* p) { return p == nullptr; };
+  if (!repeats_last_dispatch(s, in) ||
+      std::any_of(s.peer_landed.begin(), s.peer_landed.end(), unmapped) ||
+      std::any_of(s.peer_recv_rows.begin(), s.peer_recv_rows.end(), unmapped)) {
+    return 0;
+  }
+  const bool packed = s.cfg.recv_block_expert_rows == 0 || s.landed == s.recv_rows;
+  if (packed && in.expand_x == s.landed) return 2 * g + kPullLanded;
+  return in.expand_x == s.recv_rows ? 2 * g + kPullWindow : 0;
 }
 
 // One combine call: the state it carries between its phases, a method per phase, and the
 // barriers between them in operator(), which each vector worker runs. Rows either are pulled
-// from the experts' windows where every PE allows it (can_pull), or pushed to their tokens' PEs.
+// from the experts' windows where every PE allows it (pull_flag), or pushed to their tokens' PEs.
 class CombineCall {
  public:
   CombineCall(MoeBuffer::State& s, const CombineArgs& in, bool double_plane)
@@ -193,7 +205,7 @@ class CombineCall {
         mine_(mask_error_.empty() ? refusal(s, in) : mask_error_),
         g_(++s.combine_generation),
         rows_(mine_.empty() ? static_cast<std::size_t>(in.ep_recv_count[L() * s.n_pes - 1]) : 0),
-        pull_here_(mine_.empty() && can_pull(s, in)),
+        pull_here_(mine_.empty() ? pull_flag(s, in, g_) : 0),
         waits_(s.n_pes),
         lost_in_reads_(static_cast<std::size_t>(s.n_pes)) {
     s_.timing = OpTiming{};
@@ -269,7 +281,7 @@ class CombineCall {
   void enter() {
     const int P = s_.n_pes;
     if (!s_.shrink()) {
-      for (int pe = 0; pe < P; ++pe) s_.combine_pulls.raise(pe, s_.me, pull_here_ ? g_ : 0);
+      for (int pe = 0; pe < P; ++pe) s_.combine_pulls.raise(pe, s_.me, pull_here_);
     }
     shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
     refusing_ = s_.combine_entry.agree(g_, s_.me, !mine_.empty(), "combine entry", in_.caller_mode,
@@ -278,9 +290,12 @@ class CombineCall {
     // A PE can enter call g+1 (and move its pull flag) only after this PE has raised
     // combine-done g, so the flags read here are call g's. Shrink mode always pulls.
     pull_ = refusing_.empty() && mode_error_.empty();
+    read_at_ = s_.peer_landed;
     for (int src = 0; pull_ && !s_.shrink() && src < P; ++src) {
-      pull_ = std::atomic_ref<std::uint64_t>(*s_.combine_pulls.slot(src))
-                  .load(std::memory_order_acquire) == g_;
+      const std::uint64_t flag = std::atomic_ref<std::uint64_t>(*s_.combine_pulls.slot(src))
+                                     .load(std::memory_order_acquire);
+      pull_ = flag / 2 == g_;
+      if (flag % 2 == kPullWindow) read_at_[static_cast<std::size_t>(src)] = s_.peer_recv_rows[src];
     }
     if (pull_) row_at_.resize(static_cast<std::size_t>(in_.bs) * c_.topk);
     if (pull_ && s_.shrink()) keep_live_experts();
@@ -326,8 +341,8 @@ class CombineCall {
         if (pos < 0 || ids[i] < 0) continue;
         const int pe = ids[i] / L();
         const std::size_t at = static_cast<std::size_t>(pos) * s_.row_bytes;
-        if (s_.peer_landed[pe] != nullptr) {
-          row_at_[i] = s_.peer_landed[pe] + at;
+        if (read_at_[pe] != nullptr) {
+          row_at_[i] = read_at_[pe] + at;
           continue;
         }
         std::byte* to = s_.combine_rows + i * s_.row_bytes;
@@ -438,8 +453,8 @@ class CombineCall {
   const LiveSet live_;
   const std::string mine_;  // this PE's refusal of its inputs
   const std::uint64_t g_;
-  const std::size_t rows_;  // rows this PE's experts return
-  const bool pull_here_;
+  const std::size_t rows_;         // rows this PE's experts return
+  const std::uint64_t pull_here_;  // this PE's combine-pulls flag (pull_flag)
   SourceWaits waits_;
   std::vector<int> refusing_;
   std::vector<int> modes_;  // every PE's caller_mode
@@ -447,6 +462,7 @@ class CombineCall {
   std::string read_error_;  // shrink mode: PEs masked this one while it read their windows
   bool pull_ = false;
   std::vector<const std::byte*> row_at_;  // with pull: row (t, k) in its expert's window
+  std::vector<std::byte*> read_at_;       // with pull: [pe] where its rows are read
   // Shrink mode: the routing the sum uses, with -1 for the slots of masked experts' PEs.
   std::vector<std::int32_t> kept_ids_;
   std::vector<bool> by_engine_;  // per (expert, source) block of expand_x

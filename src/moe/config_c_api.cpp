@@ -41,6 +41,7 @@ MoeConfig moe_config_of(const shmoe_moe_config_t* config, const char* fn) {
   c.header_ints = in.header_ints;
   c.shrink_timeout_ms = in.shrink_timeout_ms;
   c.recv_blocks = in.recv_blocks;
+  c.recv_block_expert_rows = in.recv_block_expert_rows;
   return c;
 }
 

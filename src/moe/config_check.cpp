@@ -51,6 +51,11 @@ std::string config_error(const MoeConfig& c, int n_pes, const MoeConfigNames& n)
     e = fmt::format("{}={} must be 0 in shrink mode ({} > 0), whose rows stay in fixed slots",
                     n.recv_blocks, c.recv_blocks, n.shrink_timeout_ms);
   }
+  const long long least = static_cast<long long>(c.max_bs) * n_pes;
+  if (e.empty() && c.recv_block_expert_rows != 0) {
+    e = out_of_range("recv_block_expert_rows", c.recv_block_expert_rows, least, 1LL << 30);
+    if (!e.empty()) e += fmt::format(" (0 for packed; at least {} x {} PEs)", n.max_bs, n_pes);
+  }
   return e;
 }
 

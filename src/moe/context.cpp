@@ -30,6 +30,13 @@ std::size_t recv_capacity_of(const MoeConfig& c, int n_pes) {
   return c.max_recv_rows ? c.max_recv_rows : static_cast<std::size_t>(n_pes) * c.max_bs * c.topk;
 }
 
+// A receive block's rows: the receive window's, or a run per local expert.
+std::size_t block_rows_of(const MoeConfig& c, int n_pes) {
+  if (c.recv_block_expert_rows > 0)
+    return static_cast<std::size_t>(c.experts_per_pe) * c.recv_block_expert_rows;
+  return recv_capacity_of(c, n_pes);
+}
+
 std::size_t band_bytes_of(const MoeConfig& c) {  // RowMeta, then the side data, 4-byte aligned
   return (sizeof(RowMeta) + static_cast<std::size_t>(c.token_side_bytes) + 3) / 4 * 4;
 }
@@ -52,7 +59,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.recv_rows = l.take(cap * row);
   w.recv_band = l.take(cap * band_bytes_of(c));
   w.combine_rows = l.take(static_cast<std::size_t>(c.max_bs) * c.topk * row);
-  w.recv_pool = l.take(static_cast<std::size_t>(c.recv_blocks) * cap * row);
+  w.recv_pool = l.take(static_cast<std::size_t>(c.recv_blocks) * block_rows_of(c, n_pes) * row);
   w.total = l.total();
   return w;
 }
@@ -138,7 +145,7 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
                      c.experts_per_pe, c.header_ints)) {
     throw Refused(fmt::format(
         "MoeBuffer: the symmetric windows need {} bytes per PE (recv rows {} x {} bytes, combine "
-        "rows {} x {} bytes, {} receive blocks of the recv rows' size), more than is free in the "
+        "rows {} x {} bytes, {} receive blocks), more than is free in the "
         "symmetric heap: raise SHMEM_SYMMETRIC_SIZE or lower "
         "max_recv_rows/max_tokens_per_pe/recv_blocks",
         off, s.recv_cap, s.row_bytes, static_cast<std::size_t>(c.max_bs) * c.topk, s.row_bytes,
@@ -163,8 +170,8 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
                             ? static_cast<std::byte*>(shmem_ptr(s.window + wl.recv_pool, pe))
                             : nullptr);
   }
-  s.blocks = RecvBlocks(s.window + wl.recv_pool, s.recv_cap * s.row_bytes, c.recv_blocks,
-                        std::move(peer_pool));
+  s.blocks = RecvBlocks(s.window + wl.recv_pool, block_rows_of(c, s.n_pes) * s.row_bytes,
+                        c.recv_blocks, std::move(peer_pool));
   s.landed = s.recv_rows;
   s.peer_landed = s.peer_recv_rows;
   s.dest_rows.assign(static_cast<std::size_t>(s.n_pes), s.recv_rows);

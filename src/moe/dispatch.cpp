@@ -18,7 +18,8 @@
 //  4. receive: wait for dispatch-done g from every PE, then copy rows out to the caller, unless
 //     the caller reads them where they landed (expand_x is the receive window), or they landed
 //     in a receive block that the call takes for the caller (recv_blocks.hpp; the receiver names
-//     the block in its header of step 1, and the senders of step 3 write there).
+//     the block in its header of step 1, and the senders of step 3 write there; with
+//     recv_block_expert_rows, each expert's rows from the start of its run there).
 // Shrink mode (protocol.hpp's LiveSet): steps 1 and 3 neither send to nor wait for masked PEs and
 // mask those that miss the bound; rows land in fixed slots (route_plan.hpp's plan_fixed_slots),
 // and step 4 compacts the live sources' rows into expand_x, or leaves them in their slots when
@@ -217,6 +218,7 @@ class DispatchCall {
     exchange_and_plan(s_, args_, out_, g_, waits_, live_, block_);
     if (!s_.error.empty()) return;
     const int P = s_.n_pes, L = c_.experts_per_pe;
+    if (c_.recv_block_expert_rows > 0) run_shifts();
     if (double_plane_) {
       std::vector<std::size_t> seg(static_cast<std::size_t>(P) * L);
       for (int dst = 0; dst < P; ++dst) {
@@ -228,6 +230,22 @@ class DispatchCall {
     // A payload larger than the cache goes around it: ordinary stores would read every line of
     // the receive window before overwriting it, a third of the traffic.
     bypass_cache_ = rows_sent() * s_.row_bytes >= kStreamingCopyThreshold;
+  }
+
+  // Receivers whose rows land in a block of per-expert runs: each expert's packed rows move to
+  // its run (the side-band stays packed). shift_ is [dst][expert] rows, 0 elsewhere.
+  void run_shifts() {
+    const int P = s_.n_pes, L = c_.experts_per_pe;
+    shift_.assign(static_cast<std::size_t>(P) * L, 0);
+    for (int dst = 0; dst < P; ++dst) {
+      if (s_.dest_rows[static_cast<std::size_t>(dst)] == s_.recv_rows) continue;
+      std::int64_t first = 0;  // the expert's first packed row
+      for (int e = 0; e < L; ++e) {
+        shift_[static_cast<std::size_t>(dst) * L + e] =
+            static_cast<std::int64_t>(e) * c_.recv_block_expert_rows - first;
+        first += s_.plan.expert_rows(dst, e);
+      }
+    }
   }
 
   std::size_t rows_sent() const {
@@ -248,15 +266,16 @@ class DispatchCall {
       const std::int64_t pos = s_.plan.positions[i];
       if (pos < 0) continue;
       const int e = in_.expert_ids[i], dst = e / L;
+      const auto at =
+          static_cast<std::size_t>(shift_.empty() ? pos : pos + shift_[e]) * s_.row_bytes;
       const int t = static_cast<int>(i / c_.topk), k = static_cast<int>(i % c_.topk);
       const void* row =
           static_cast<const std::byte*>(in_.x) + static_cast<std::size_t>(t) * s_.row_bytes;
-      void* to = s_.dest_rows[dst] + static_cast<std::size_t>(pos) * s_.row_bytes;
+      void* to = s_.dest_rows[dst] + at;
       if (!by_engine_.empty() && by_engine_[e]) {
         engine_copies.push_back({to, row, s_.row_bytes, dst, bypass_cache_});
       } else if (bypass_cache_ && s_.peer_landed[dst] != nullptr) {
-        copy_non_temporal(s_.peer_landed[dst] + static_cast<std::size_t>(pos) * s_.row_bytes, row,
-                          s_.row_bytes);
+        copy_non_temporal(s_.peer_landed[dst] + at, row, s_.row_bytes);
       } else {
         shmem_putmem(to, row, s_.row_bytes, dst);
       }
@@ -370,7 +389,8 @@ class DispatchCall {
   const LiveSet live_;
   const int block_;  // the receive block taken for the caller, or -1
   bool block_given_ = false;
-  std::vector<bool> by_engine_;  // per (destination, expert) segment of mine
+  std::vector<bool> by_engine_;      // per (destination, expert) segment of mine
+  std::vector<std::int64_t> shift_;  // recv_block_expert_rows: see run_shifts
   bool bypass_cache_ = false;
   std::vector<std::int64_t> window_row_;  // shrink mode: each row's slot, in expand_x's order
   double comm_us_ = 0;

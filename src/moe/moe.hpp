@@ -49,6 +49,11 @@ struct MoeConfig {
   // Receive blocks (recv_blocks.hpp), each of recv_capacity rows, that a dispatch can return its
   // rows in (DispatchOutputs::recv_block); 0: none.
   int recv_blocks = 0;
+  // > 0: a receive block holds each local expert's rows in a run of this many rows (local expert
+  // e's from row e x this, the rest of its run untouched), as DeepEP's low-latency results lay
+  // them out; at least max_tokens_per_pe x PEs (a token names an expert once). A combine takes
+  // its x packed, so never reads such a block in place. The receive window stays packed.
+  int recv_block_expert_rows = 0;
 };
 inline constexpr int kMaxRecvBlocks = 64;
 

@@ -140,20 +140,22 @@ void expect_rows(const Result& r, const std::vector<Tokens>& all, int me, const 
   ASSERT_EQ(row, r.rows) << when;
 }
 
-// The experts scale their rows by 2^slot (exact in bfloat16), in place in the block; the combine
-// of those rows must give, exactly, sum over k of weight * 2^k * x.
-void combine_in_place_and_check(MoeBuffer& op, Result& r, const Tokens& in) {
-  auto* rows = static_cast<std::uint16_t*>(r.x);
+// The experts scale their rows by 2^slot (exact in bfloat16), in place in the block, or (with
+// `to`) into `to`, leaving the block as it was; the combine of those rows must give, exactly,
+// sum over k of weight * 2^k * x.
+void combine_in_place_and_check(MoeBuffer& op, Result& r, const Tokens& in, void* to = nullptr) {
+  const auto* from = static_cast<const std::uint16_t*>(r.x);
+  auto* rows = static_cast<std::uint16_t*>(to != nullptr ? to : r.x);
   for (int row = 0; row < r.rows; ++row) {
     const float scale = std::ldexp(1.0f, r.src_info[3 * static_cast<std::size_t>(row) + 2]);
-    for (int c = 0; c < kHidden; ++c) {
-      std::uint16_t& v = rows[static_cast<std::size_t>(row) * kHidden + c];
-      v = bf16_bits(from_bf16(v) * scale);
+    for (std::size_t i = static_cast<std::size_t>(row) * kHidden;
+         i < static_cast<std::size_t>(row + 1) * kHidden; ++i) {
+      rows[i] = bf16_bits(from_bf16(from[i]) * scale);
     }
   }
   std::vector<float> out(static_cast<std::size_t>(in.bs) * kHidden, -1);
   CombineArgs c;
-  c.x = r.x;
+  c.x = rows;
   c.src_info = r.src_info.data();
   c.layout_prefix = r.prefix.data();
   c.topk_idx = in.ids.data();
@@ -219,6 +221,27 @@ TEST(MoeBlocks, HeldResultsStayIntactAcrossCallsAndBlocksRecycle) {
   EXPECT_GT(engine_bytes, 0u) << "the copy engine wrote no block";
   EXPECT_TRUE(std::all_of(window, window + window_bytes, [](std::uint8_t b) { return b == 0xA5; }))
       << "rows went through the receive window";
+}
+
+// After dispatches into blocks, each PE (its own random choice per call) writes its experts'
+// outputs over the block, or into its receive window in the same layout (as deep_ep's
+// low-latency combine stages them) while the block keeps the dispatched rows: either way the
+// combine reads each PE's outputs from where that PE put them (in place on one host).
+TEST(MoeBlocks, ACombineReadsEachPesOutputsFromItsBlockOrItsWindow) {
+  MoeBuffer op(config());
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  const std::uint64_t seed = test::shared_seed();
+  std::uint64_t mine = test::mix(seed ^ (0x3a11ull + me));
+  for (int call = 0; call < 12; ++call) {
+    const std::uint64_t call_seed = test::mix(seed + call);
+    const auto all = every_pe(call_seed, n);
+    Result r = dispatch_to_block(op, call_seed, all[me]);
+    expect_rows(r, all, me, "a new result");
+    mine = test::mix(mine);
+    combine_in_place_and_check(op, r, all[me], mine % 2 ? op.receive_window() : nullptr);
+    if (mine % 2) expect_rows(r, all, me, "the block, after its outputs went to the window");
+    op.release_block(r.block);
+  }
 }
 
 TEST(MoeBlocks, APoolWithEveryBlockHeldIsRefusedOnEveryPeByName) {

@@ -7,6 +7,7 @@ its seed, with exact integer encodings (column 0: source rank, column 1: token),
 outputs and weights chosen so that every sum is exact in float32."""
 
 import functools
+import os
 import time
 import traceback
 
@@ -170,9 +171,10 @@ def _shrink_job(rank, n, group, buffer):
     assert _mask(buffer, n) == expected - {-1}
 
 
-def _job(rank, n, port, failures, body):
-    """One rank of a shrink-mode job: a torch.distributed gloo job, a shrink-mode Buffer, then
-    body(rank, n, group, buffer); a failure goes to `failures` with its traceback."""
+def _job(rank, n, port, failures, body, nvl_bytes=0):
+    """One rank of a shrink-mode job: a torch.distributed gloo job, a shrink-mode Buffer (with
+    nvl_bytes for normal mode), then body(rank, n, group, buffer); a failure goes to `failures`
+    with its traceback."""
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
                                 rank=rank)
@@ -180,8 +182,8 @@ def _job(rank, n, port, failures, body):
 
         group = dist.new_group(list(range(n)))
         hint = deep_ep.Buffer.get_low_latency_rdma_size_hint(TOKENS, HIDDEN, n, n * LOCAL)
-        buffer = deep_ep.Buffer(group, 0, hint, low_latency_mode=True, explicitly_destroy=True,
-                                enable_shrink=True)
+        buffer = deep_ep.Buffer(group, nvl_bytes, hint, low_latency_mode=True,
+                                explicitly_destroy=True, enable_shrink=True)
         body(rank, n, group, buffer)
         # A failed rank gets here while the others still run: destroy() must not wait for them.
         buffer.destroy()
@@ -192,9 +194,9 @@ def _job(rank, n, port, failures, body):
         raise
 
 
-def _spawn(body, n):
-    """Runs _job(..., body) in n spawned processes."""
-    spawn_ranks(_job, n, body)
+def _spawn(body, n, nvl_bytes=0):
+    """Runs _job(..., body, nvl_bytes) in n spawned processes."""
+    spawn_ranks(_job, n, body, nvl_bytes)
 
 
 def _stop_calling(rank, n, group, buffer):
@@ -285,6 +287,42 @@ def _late_to_every_call(rank, n, group, buffer):
 def test_the_late_rank_shows_in_the_wait_stats(monkeypatch):
     monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
     _spawn(_late_to_every_call, 4)
+
+
+STOPPED = 1  # the rank that stops calling after its normal-mode calls
+
+
+def _normal_mode_then_a_rank_stops(rank, n, group, buffer):
+    """Every rank runs a normal-mode dispatch (recv_x in a receive block, held) and combine;
+    then rank STOPPED stops calling until rank 0 has destroyed its Buffer. The others' destroy()
+    must return without it (a collective there, such as the plan teardown's max-reduce over
+    held blocks, would wait for it until SHMOE_HANG_TIMEOUT)."""
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little") + rank)
+    x = torch.randn((TOKENS, HIDDEN), generator=g).to(torch.bfloat16)
+    idx = torch.stack([torch.randperm(n * LOCAL, generator=g)[:TOPK] for _ in range(TOKENS)])
+    w = torch.rand((TOKENS, TOPK), generator=g)
+    per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(idx, n * LOCAL)
+    recv_x, _, _, _, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+        num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
+    combined, _, _ = buffer.combine(recv_x, handle)
+    assert torch.equal(combined.float(), x.float() * in_rank.sum(1, keepdim=True))
+    assert buffer._normal.runtime.result_counts()[0] == 1  # recv_x is in a block, held below
+    word = torch.zeros(1)
+    if rank == STOPPED:
+        dist.recv(word, src=0)
+    else:
+        began = time.monotonic()
+        buffer.destroy()
+        assert time.monotonic() - began < TIMEOUT_MS / 1000, "destroy() waited for a rank"
+        if rank == 0:
+            dist.send(word, dst=STOPPED)
+    del recv_x
+
+
+def test_destroy_after_normal_mode_does_not_wait_for_a_stopped_rank(monkeypatch):
+    monkeypatch.setenv("SHMOE_SHRINK_TIMEOUT_MS", str(TIMEOUT_MS))
+    _spawn(_normal_mode_then_a_rank_stops, 2, int(64e6))
 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-5", "2147483648"])

@@ -13,7 +13,7 @@
 #      the same layer with bf16 weights; then the fixed cost of a call. Draws the PNG next to the
 #      CSV (matplotlib in the build's interpreter, bench/configured_python.sh).
 #   bench/mega_bench.sh [BUILD_DIR] [--quick] [--baseline OLD_BUILD_DIR] [--layer-only]
-#                       [--layer-shape MODEL_DIM:FFN_DIM] [--pes "2 4"]
+#                       [--layer-shape MODEL_DIM:FFN_DIM] [--pes "2 4"] [--wave-rows 128]
 # --baseline: every run of part 1 and every FP8 run of part 2 also runs on OLD_BUILD_DIR (another
 # commit's build), old and new alternating, so that both see the same machine; --layer-only: part 1
 # alone. Part 1 also gives the epilogue's share of each PE's busy time from one traced call per run
@@ -21,11 +21,12 @@
 # Shape of part 1: model_dim 512, ffn_dim 1024 (--layer-shape: others, e.g. 2048:2816 for
 # DeepSeek-V2-Lite's experts), top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector workers, FP8
 # weights (the default); --pes: the PE counts of part 1 (default "2 4"; a real shape's prefill
-# takes about a second per call, so "2" alone keeps a run short).
+# takes about a second per call, so "2" alone keeps a run short); --wave-rows: the layer's GEMM
+# tile rows (default 128, the operator's; the tiles' mega_gemm runs take the same).
 # Other processes on the machine move every figure: each is a median of MEGA_BENCH_REPEATS runs
 # (default 3; --quick: 1, and fewer calls), and the load is printed before and after.
 set -euo pipefail
-build=build quick='' baseline='' layer_only='' shape_arg=512:1024 pes_list='2 4'
+build=build quick='' baseline='' layer_only='' shape_arg=512:1024 pes_list='2 4' W=128
 while (($#)); do
   case $1 in
     --quick) quick=--quick ;;
@@ -33,6 +34,7 @@ while (($#)); do
     --layer-only) layer_only=1 ;;
     --layer-shape) shape_arg=${2:?--layer-shape needs MODEL_DIM:FFN_DIM}; shift ;;
     --pes) pes_list=${2:?--pes needs PE counts, e.g. "2 4"}; shift ;;
+    --wave-rows) W=${2:?--wave-rows needs a row count}; shift ;;
     -*) echo "mega_bench.sh: unknown option $1" >&2; exit 2 ;;
     *) build=$1 ;;
   esac
@@ -47,13 +49,14 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 [[ $shape_arg =~ ^([0-9]+):([0-9]+)$ ]] ||
   { echo "mega_bench.sh: --layer-shape $shape_arg: want MODEL_DIM:FFN_DIM, e.g. 2048:2816" >&2; exit 2; }
-D=${BASH_REMATCH[1]} F=${BASH_REMATCH[2]} K=4 L=2 W=128
+D=${BASH_REMATCH[1]} F=${BASH_REMATCH[2]} K=4 L=2
 [[ $pes_list =~ ^[0-9]+( [0-9]+)*$ ]] ||
   { echo "mega_bench.sh: --pes '$pes_list': want PE counts (2 or more) separated by spaces" >&2; exit 2; }
+[[ $W =~ ^[1-9][0-9]*$ ]] || { echo "mega_bench.sh: --wave-rows '$W': want a row count" >&2; exit 2; }
 csv=${MEGA_BENCH_CSV:-output/perf/mega_bench.csv}
 mkdir -p "$(dirname "$csv")"
 echo "# $(uptime)"
-echo "# part 1 shape: model_dim $D, ffn_dim $F"
+echo "# part 1 shape: model_dim $D, ffn_dim $F, wave rows $W"
 
 # layer BUILD PES TOKENS LOOPS: sets fused and unfused (ms, e2e average of the slowest PE, calls
 # alternating), alone (the fused layer in a loop of its own, as the limit's GEMMs run) and share

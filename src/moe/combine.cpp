@@ -19,7 +19,8 @@
 // whether it can (combine-pulls flag, fenced before its verdict), so all agree.
 // Shrink mode always reads rows where they lie, at the fixed slots of the last dispatch (a
 // caller's rows in expand_x's layout are first copied there; a window on another host is read by
-// gets), so a masked PE never writes into a live PE's memory; steps 1 and 3 skip masked PEs and
+// gets given up on at a quarter of the bound, which mask that PE for the call), so a masked PE
+// never writes into a live PE's memory; steps 1 and 3 skip masked PEs and
 // mask those that miss the bound, and a token's slots whose expert's PE is masked by step 1 are
 // left out of its sum.
 #include <fmt/format.h>
@@ -30,12 +31,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "common/backoff.hpp"
 #include "common/pe_loss.hpp"
 #include "moe/combine_reduce.hpp"
 #include "moe/context_state.hpp"
 #include "moe/test_stop.hpp"
+#include "shmem/detached_get.hpp"
 
 namespace shmoe::moe {
 namespace {
@@ -195,7 +199,7 @@ class CombineCall {
         rows_(mine_.empty() ? static_cast<std::size_t>(in.ep_recv_count[L() * s.n_pes - 1]) : 0),
         pull_here_(mine_.empty() && can_pull(s, in)),
         waits_(s.n_pes),
-        lost_in_reads_(static_cast<std::size_t>(s.n_pes)) {
+        missed_in_reads_(static_cast<std::size_t>(s.n_pes)) {
     s_.timing = OpTiming{};
   }
 
@@ -204,7 +208,7 @@ class CombineCall {
     const auto t0 = Clock::now();
     if (s_.shrink() && mine_.empty() && in_.expand_x != s_.recv_rows) {
       rows_to_fixed_slots(s_, in_, rows_ * id / nw, rows_ * (id + 1) / nw);
-      shmem_quiet();
+      shmem_pe_quiet(&s_.me, 1);  // this PE's stores only: no wait for a PE on another host
       w.barrier();
     }
     if (id == 0) enter();
@@ -268,10 +272,10 @@ class CombineCall {
   // whether every PE pulls, and otherwise which blocks go to the copy engine.
   void enter() {
     const int P = s_.n_pes;
-    if (!s_.shrink()) {
+    if (!s_.shrink()) {  // (shrink mode always pulls, and fences nothing: see dispatch.cpp)
       for (int pe = 0; pe < P; ++pe) s_.combine_pulls.raise(pe, s_.me, pull_here_ ? g_ : 0);
+      shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
     }
-    shmem_fence();  // every PE that sees this PE's verdict for call g sees its pull flag too
     refusing_ = s_.combine_entry.agree(g_, s_.me, !mine_.empty(), "combine entry", in_.caller_mode,
                                        &modes_, &waits_, live_);
     if (refusing_.empty()) mode_error_ = modes_differ(modes_, s_.me);
@@ -309,16 +313,13 @@ class CombineCall {
 
   // Pull: this worker's tokens, each slot's row read where its expert's PE holds it: in place
   // where that PE's rows landed, if mapped here; from a PE on another host (shrink mode only, so
-  // from its window: shrink mode has no receive blocks), fetched first by a get into this PE's
-  // combine row of the slot (unused in shrink mode, which never pushes), all completed by one
-  // quiet.
+  // from its window: shrink mode has no receive blocks), by a detached get (land_fetches).
   void pull_and_reduce(int id, int nw) {
     const auto [first, last] = my_tokens(id, nw);
     const std::int32_t* ids = kept_ids_.empty() ? in_.expert_ids : kept_ids_.data();
-    bool fetched = false;
+    std::vector<Fetch> fetches;  // their buffers hold rows until the sums are made
     {
-      // A get from a PE lost meanwhile (SHMOE_PE_LOSS=continue) may fail as it is posted (over
-      // TCP) or when the quiet completes it: dropped either way, its rows are left out below.
+      // A get from a PE lost meanwhile (SHMOE_PE_LOSS=continue) fails: its rows are left out.
       const shmoe::LostPesHandledHere lost_rows_left_out(s_.shrink());
       for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
         const std::int64_t pos = s_.plan.positions[i];
@@ -330,12 +331,9 @@ class CombineCall {
           row_at_[i] = s_.peer_landed[pe] + at;
           continue;
         }
-        std::byte* to = s_.combine_rows + i * s_.row_bytes;
-        shmem_getmem_nbi(to, s_.recv_rows + at, s_.row_bytes, pe);
-        row_at_[i] = to;
-        fetched = true;
+        fetches.push_back({i, pe, shmoe::getmem_detached(s_.recv_rows + at, s_.row_bytes, pe)});
       }
-      if (fetched) leave_out_lost_fetches(first, last);
+      if (!fetches.empty()) land_fetches(fetches);
     }
     auto reduce = [&](std::size_t t0, std::size_t t1) {
       reduce_weighted_rows({c_.dtype, c_.hidden, c_.topk, nullptr, s_.row_bytes, ids,
@@ -350,23 +348,54 @@ class CombineCall {
     reduce(from, last);
   }
 
-  // Completes this worker's gets (where lost PEs are handled). One from a PE lost meanwhile is
-  // dropped: its slots are left out of the sum, and the PE is masked for this call.
-  void leave_out_lost_fetches(std::size_t first, std::size_t last) {
-    shmem_quiet();
-    for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
-      const int e = kept_ids_[i];
-      if (e < 0 || s_.peer_recv_rows[e / L()] != nullptr || !shmoe::pe_lost(e / L())) continue;
-      kept_ids_[i] = -1;
-      lost_in_reads_[static_cast<std::size_t>(e / L())].store(true, std::memory_order_relaxed);
+  struct Fetch {
+    std::size_t slot;
+    int pe;
+    std::unique_ptr<transport::DetachedGet> get;
+  };
+
+  // Waits for this worker's gets up to a quarter of the bound, so that a PE held here is late to
+  // the others' next wait by that at most. A PE whose get failed (lost) or is still in flight
+  // (stopped on another host: it answers nothing until it resumes) is masked for this call
+  // (wait_for_readers), its slots left out of the sum; a get given up on lands, if ever, in a
+  // buffer of its own (DetachedGet).
+  void land_fetches(std::vector<Fetch>& fetches) {
+    using State = transport::DetachedGet::State;
+    const auto deadline = Clock::now() + live_.bound() / 4;
+    auto in_flight = [](const Fetch& f) { return f.get->state() == State::kInFlight; };
+    shmoe::wait_until(
+        [&] {
+          live_.beat();  // held here, not stopped
+          return std::none_of(fetches.begin(), fetches.end(), in_flight) ||
+                 Clock::now() >= deadline;
+        },
+        [&] {
+          return shmoe::WaitState{"combine gets",
+                                  fmt::format("combine #{}: gets of rows from other hosts", g_),
+                                  -1, 0, 0, g_};
+        });
+    for (const Fetch& f : fetches) {
+      const State state = f.get->state();
+      if (state == State::kDone) {
+        row_at_[f.slot] = f.get->data();
+        continue;
+      }
+      kept_ids_[f.slot] = -1;
+      missed_in_reads_[static_cast<std::size_t>(f.pe)].store(
+          state == State::kFailed ? kGetFailed : kGetUnanswered, std::memory_order_relaxed);
     }
   }
 
   // Pull: no PE may overwrite its window (the next dispatch) before every reader is done.
   void wait_for_readers(Clock::time_point t0) {
     for (int pe = 0; pe < s_.n_pes; ++pe) {
-      if (lost_in_reads_[static_cast<std::size_t>(pe)].load() && live_.live(pe))
-        live_.mask(pe, "combine gets", g_, "it was lost while this PE read its rows");
+      const int missed = missed_in_reads_[static_cast<std::size_t>(pe)].load();
+      if (missed == 0 || !live_.live(pe)) continue;
+      live_.mask(pe, "combine gets", g_,
+                 missed == kGetFailed
+                     ? "a get of its rows failed (lost?) while this PE read them"
+                     : fmt::format("it answered no get of its rows within {} ms (stopped?)",
+                                   live_.bound().count() / 4));
     }
     s_.combine_done.all_reach(s_.me, g_, "combine reads", &waits_, s_.late_set(live_));
     s_.keep_only_late(live_);
@@ -451,7 +480,9 @@ class CombineCall {
   std::vector<std::int32_t> kept_ids_;
   std::vector<bool> by_engine_;  // per (expert, source) block of expand_x
   double comm_us_ = 0;
-  std::vector<std::atomic<bool>> lost_in_reads_;  // shrink mode: PEs lost during this PE's gets
+  // Shrink mode: by PE, whether a get of this PE's failed (kGetFailed) or went unanswered.
+  static constexpr int kGetFailed = 1, kGetUnanswered = 2;
+  std::vector<std::atomic<int>> missed_in_reads_;
 };
 
 void run_combine(MoeBuffer& ctx, const CombineArgs& in, bool double_plane) {

@@ -18,7 +18,8 @@ namespace {
 // their side-band, combine rows.
 struct Window {
   std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, read_masks, live_sync,
-      rejoin_flags, rejoin_counters, headers, recv_rows, recv_band, combine_rows, recv_pool, total;
+      rejoin_flags, rejoin_counters, beat, masked_news, headers, recv_rows, recv_band, combine_rows,
+      recv_pool, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -48,6 +49,8 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.rejoin_flags = l.take(2 * flags);
   w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeBuffer::State::kRejoinWords *
                              sizeof(std::uint64_t));
+  w.beat = l.take(sizeof(std::uint64_t));
+  w.masked_news = l.take(flags);
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
   w.recv_rows = l.take(cap * row);
   w.recv_band = l.take(cap * band_bytes_of(c));
@@ -94,7 +97,7 @@ LiveSet MoeBuffer::State::late_set(const LiveSet& live) {
   if (!live.bounded()) return live;
   late_mask.assign(static_cast<std::size_t>(n_pes), 0);
   for (int pe = 0; pe < n_pes; ++pe) late_mask[static_cast<std::size_t>(pe)] = !live.live(pe);
-  return LiveSet(late_mask.data(), live.bound());
+  return LiveSet(late_mask.data(), live.bound(), &shrink_words);
 }
 
 void MoeBuffer::State::keep_only_late(const LiveSet& live) {
@@ -154,6 +157,9 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
         FlagArray(s.window + wl.rejoin_flags + p * FlagArray::bytes(s.n_pes), s.n_pes);
   }
   s.rejoin_counters = reinterpret_cast<std::uint64_t*>(s.window + wl.rejoin_counters);
+  s.shrink_words.beat = reinterpret_cast<std::uint64_t*>(s.window + wl.beat);
+  s.shrink_words.masked = FlagArray(s.window + wl.masked_news, s.n_pes);
+  s.shrink_words.me = s.me;
   s.recv_band = s.window + wl.recv_band;
   s.band_bytes = band_bytes_of(c);
   std::vector<std::byte*> peer_pool;
@@ -270,17 +276,14 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
     mine[kCounters * i + 2] = all[i]->sync_generation;
   }
   const std::size_t bytes = kCounters * all.size() * sizeof(std::uint64_t);
-  for (int pe = 0; pe < s.n_pes; ++pe) {
-    if (pe != s.me) shmem_putmem(mine, mine, bytes, pe);
-  }
-  shmem_fence();
   // Those that do not come within the bound are masked; the others continue from the highest
   // counters any of them reached, the same on all of them. A PE's row is the one of this
   // attempt while its flag still says so: one that went on to attempt a + 2 (same parity, after
   // masking this PE) may have written over it, and is masked here too.
   std::vector<std::int32_t> arrived(static_cast<std::size_t>(s.n_pes), 0);
   const LiveSet live(arrived.data(), std::chrono::milliseconds(s.cfg.shrink_timeout_ms));
-  flags.meet(s.me, a, "rejoin", live);
+  // My counters go with my flag, held until they land (a fence would wait for a stopped PE).
+  flags.meet(s.me, a, "rejoin", live, mine, bytes);
   std::vector<std::uint64_t> top(kCounters * all.size(), 0);
   for (int pe = 0; pe < s.n_pes; ++pe) {
     if (!live.live(pe)) continue;
@@ -303,6 +306,7 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
     all[i]->dispatched = false;
   }
   s.rejoin_generation = a;
+  for (MoeBuffer::State* c : all) c->shrink_words.epoch = a;  // masks told before are void
 }
 
 }  // namespace shmoe::moe

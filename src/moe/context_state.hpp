@@ -51,6 +51,7 @@ struct MoeBuffer::State : OperatorState {
   FlagArray rejoin_flags[2];
   std::uint64_t* rejoin_counters = nullptr;
   std::uint64_t rejoin_generation = 0;
+  ShrinkWords shrink_words;  // shrink mode's, shared with the other PEs (protocol.hpp)
   // Per context: the dispatch, combine and sync generations; a rejoin carries those of up to
   // kMaxRejoinContexts contexts.
   static constexpr int kCounters = 3, kMaxRejoinContexts = 32;
@@ -73,7 +74,8 @@ struct MoeBuffer::State : OperatorState {
   bool shrink() const { return cfg.shrink_timeout_ms > 0; }
   // Shrink mode's view of the job for a call that passed `pe_mask` (shrink mode off: all live).
   LiveSet live_set(std::int32_t* pe_mask) const {
-    return shrink() ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms))
+    return shrink() ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms),
+                              &shrink_words)
                     : LiveSet();
   }
   // Shrink mode's check of a call's pe_mask, or "" (the call's own PE, by its own mask). A good

@@ -372,7 +372,10 @@ class CombineCall {
         [&] {
           return shmoe::WaitState{"combine gets",
                                   fmt::format("combine #{}: gets of rows from other hosts", g_),
-                                  -1, 0, 0, g_};
+                                  -1,
+                                  0,
+                                  0,
+                                  g_};
         });
     for (const Fetch& f : fetches) {
       const State state = f.get->state();

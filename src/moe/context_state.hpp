@@ -74,9 +74,9 @@ struct MoeBuffer::State : OperatorState {
   bool shrink() const { return cfg.shrink_timeout_ms > 0; }
   // Shrink mode's view of the job for a call that passed `pe_mask` (shrink mode off: all live).
   LiveSet live_set(std::int32_t* pe_mask) const {
-    return shrink() ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms),
-                              &shrink_words)
-                    : LiveSet();
+    return shrink()
+               ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms), &shrink_words)
+               : LiveSet();
   }
   // Shrink mode's check of a call's pe_mask, or "" (the call's own PE, by its own mask). A good
   // mask takes in the PEs the last combine found late.

@@ -18,6 +18,58 @@
 namespace shmoe::moe {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// The live sources a wait has not seen yet, and when each is due (shrink mode's bound, or one
+// more for a source held in a wait of its own).
+class PendingSources {
+ public:
+  PendingSources(int n, const LiveSet& live)
+      : live_(live),
+        pending_(static_cast<std::size_t>(n)),
+        due_(static_cast<std::size_t>(n), Clock::now() + live.bound()),
+        extended_(static_cast<std::size_t>(n), false) {
+    for (int src = 0; src < n; ++src) {
+      pending_[static_cast<std::size_t>(src)].store(live.live(src), std::memory_order_relaxed);
+      left_ += live.live(src);
+    }
+  }
+  // Atomic: a hang report (another thread) reads it through describe while this thread waits.
+  bool pending(int src) const {
+    return pending_[static_cast<std::size_t>(src)].load(std::memory_order_relaxed);
+  }
+  void arrived(int src) {
+    pending_[static_cast<std::size_t>(src)].store(false, std::memory_order_relaxed);
+    --left_;
+  }
+  int left() const { return left_; }
+  bool past_due(int src) const {
+    return live_.bounded() && Clock::now() >= due_[static_cast<std::size_t>(src)];
+  }
+  // Past the bound: a source held up in a wait of its own gets one more bound, once; the others
+  // are masked now (and the live PEs told), while the wait goes on for the rest.
+  void settle_past_due(const std::string& step, std::uint64_t g) {
+    for (int src = 0; src < static_cast<int>(pending_.size()) && left_ > 0; ++src) {
+      const auto s = static_cast<std::size_t>(src);
+      if (!pending(src) || !past_due(src)) continue;
+      if (!extended_[s] && live_.held_in_a_wait(src)) {
+        extended_[s] = true;
+        due_[s] = Clock::now() + live_.bound();
+        continue;
+      }
+      arrived(src);
+      live_.mask(src, step, g, "");
+    }
+  }
+
+ private:
+  const LiveSet& live_;
+  std::vector<std::atomic<bool>> pending_;
+  std::vector<Clock::time_point> due_;
+  std::vector<bool> extended_;
+  int left_ = 0;
+};
+
 // Waits until ready(src) holds for every live source PE, polling all of them in each round so
 // that each arrival is timed on its own (into `waits`, when given). A hang names the first source
 // still missing, by describe(src). In shrink mode the wait ends at the bound, and the sources
@@ -28,40 +80,20 @@ template <typename Ready, typename Describe, typename Left>
 void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* waits,
                       const LiveSet& live, const std::string& step, std::uint64_t g,
                       Left&& ended_without_me) {
-  using Clock = std::chrono::steady_clock;
-  // Atomic: a hang report (another thread) reads it through describe while this thread waits.
-  std::vector<std::atomic<bool>> pending(static_cast<std::size_t>(n));
-  auto is_pending = [&](int src) {
-    return pending[static_cast<std::size_t>(src)].load(std::memory_order_relaxed);
-  };
-  auto arrived = [&](int src) {
-    pending[static_cast<std::size_t>(src)].store(false, std::memory_order_relaxed);
-  };
-  int left = 0;
-  for (int src = 0; src < n; ++src) {
-    pending[static_cast<std::size_t>(src)].store(live.live(src), std::memory_order_relaxed);
-    left += live.live(src);
-  }
+  PendingSources sources(n, live);
   const auto t0 = Clock::now();
-  // Per source: when it is masked, and whether it was given its one more bound.
-  std::vector<Clock::time_point> due(static_cast<std::size_t>(n), t0 + live.bound());
-  std::vector<bool> extended(static_cast<std::size_t>(n), false);
-  auto past_due = [&](int src, Clock::time_point now) {
-    return live.bounded() && now >= due[static_cast<std::size_t>(src)];
-  };
   // Shrink mode masks a PE that does not come, lost ones included (SHMOE_PE_LOSS=continue): its
   // waits must not fail on them as other waits do.
   const shmoe::LostPesHandledHere lost_pes_masked_here(live.bounded());
   // Why a source is masked before the bound: it was lost, or it left without this PE.
   std::vector<const char*> gone(static_cast<std::size_t>(n), nullptr);
-  for (;;) {
+  while (sources.left() > 0) {
     bool out_of_time = false;
     shmoe::wait_until(
         [&] {
           live.beat();
-          const auto now = Clock::now();
           for (int src = 0; src < n; ++src) {
-            if (!is_pending(src)) continue;
+            if (!sources.pending(src)) continue;
             const char* why = !live.bounded()              ? nullptr
                               : shmoe::pe_lost(src)        ? "it was lost (SHMOE_PE_LOSS=continue)"
                               : ended_without_me(src)      ? "it ended this step without this PE"
@@ -69,44 +101,27 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
                                                            : nullptr;
             if (why != nullptr) {
               // It never comes: masked at once rather than at the bound.
-              arrived(src);
+              sources.arrived(src);
               gone[static_cast<std::size_t>(src)] = why;
-              --left;
               continue;
             }
             if (!ready(src)) {
-              out_of_time = out_of_time || past_due(src, now);
+              out_of_time = out_of_time || sources.past_due(src);
               continue;
             }
-            arrived(src);
-            --left;
+            sources.arrived(src);
             if (waits != nullptr) {
-              waits->add(src,
-                         std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+              waits->add(src, std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
             }
           }
-          return left == 0 || out_of_time;
+          return sources.left() == 0 || out_of_time;
         },
         [&] {
           int src = 0;
-          while (src + 1 < n && !is_pending(src)) ++src;
+          while (src + 1 < n && !sources.pending(src)) ++src;
           return describe(src);
         });
-    // Past the bound: a source held up in a wait of its own gets one more bound, once; the
-    // others are masked now (and the live PEs told), while this PE waits for the rest.
-    for (int src = 0; src < n && left > 0; ++src) {
-      const auto s = static_cast<std::size_t>(src);
-      if (!is_pending(src) || !past_due(src, Clock::now())) continue;
-      if (!extended[s] && live.held_in_a_wait(src)) {
-        extended[s] = true;
-        due[s] = Clock::now() + live.bound();
-        continue;
-      }
-      arrived(src);
-      --left;
-      live.mask(src, step, g, "");
-    }
-    if (left == 0) break;
+    sources.settle_past_due(step, g);
   }
   for (int src = 0; src < n; ++src) {
     if (gone[static_cast<std::size_t>(src)] != nullptr)
@@ -136,13 +151,12 @@ void LiveSet::beat() const {
 }
 
 bool LiveSet::masked_elsewhere(int pe) const {
-  return words_ != nullptr && std::atomic_ref<std::uint64_t>(*words_->masked.slot(pe))
-                                      .load(std::memory_order_acquire) == words_->epoch + 1;
+  return words_ != nullptr &&
+         std::atomic_ref<std::uint64_t>(*words_->masked.slot(pe)).load(std::memory_order_acquire) ==
+             words_->epoch + 1;
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Keeps this PE's beat moving until `until` or ready().
 template <typename Ready>
@@ -185,8 +199,8 @@ void FlagArray::raise(int pe, int src, std::uint64_t generation) const {
   shmem_uint64_atomic_set(slot(src), generation, pe);
 }
 
-void FlagArray::raise_after(int pe, int src, std::uint64_t generation, void* dest,
-                            const void* data, std::size_t bytes) const {
+void FlagArray::raise_after(int pe, int src, std::uint64_t generation, void* dest, const void* data,
+                            std::size_t bytes) const {
   shmem_putmem_signal(dest, data, bytes, slot(src), generation, SHMEM_SIGNAL_SET, pe);
 }
 

@@ -399,6 +399,10 @@ class CombineCall {
                      ? "a get of its rows failed (lost?) while this PE read them"
                      : fmt::format("it answered no get of its rows within {} ms (stopped?)",
                                    live_.bound().count() / 4));
+      // It may be a reader stalled in this call too: told, as a late reader is, and let past
+      // its wait for this PE once the telling has landed (a held flag).
+      s_.read_masks.raise(pe, s_.me, g_);
+      s_.combine_done.raise_after(pe, s_.me, g_);
     }
     s_.combine_done.all_reach(s_.me, g_, "combine reads", &waits_, s_.late_set(live_));
     s_.keep_only_late(live_);

@@ -199,7 +199,8 @@ class CombineCall {
         rows_(mine_.empty() ? static_cast<std::size_t>(in.ep_recv_count[L() * s.n_pes - 1]) : 0),
         pull_here_(mine_.empty() && can_pull(s, in)),
         waits_(s.n_pes),
-        missed_in_reads_(static_cast<std::size_t>(s.n_pes)) {
+        missed_in_reads_(static_cast<std::size_t>(s.n_pes)),
+        fetches_(static_cast<std::size_t>(s.cfg.workers.vector)) {
     s_.timing = OpTiming{};
   }
 
@@ -215,7 +216,9 @@ class CombineCall {
     w.barrier();
     if (!refusing_.empty() || !mode_error_.empty()) return;
     if (pull_) {
-      pull_and_reduce(id, nw);
+      fetch_rows(id, nw);
+      if (s_.shrink()) w.barrier();  // a PE given up on by any worker is left out by all
+      reduce_pulled(id, nw);
       w.barrier();
       if (id == 0) wait_for_readers(t0);
       return;
@@ -314,27 +317,37 @@ class CombineCall {
   // Pull: this worker's tokens, each slot's row read where its expert's PE holds it: in place
   // where that PE's rows landed, if mapped here; from a PE on another host (shrink mode only, so
   // from its window: shrink mode has no receive blocks), by a detached get (land_fetches).
-  void pull_and_reduce(int id, int nw) {
+  void fetch_rows(int id, int nw) {
     const auto [first, last] = my_tokens(id, nw);
     const std::int32_t* ids = kept_ids_.empty() ? in_.expert_ids : kept_ids_.data();
-    std::vector<Fetch> fetches;  // their buffers hold rows until the sums are made
-    {
-      // A get from a PE lost meanwhile (SHMOE_PE_LOSS=continue) fails: its rows are left out.
-      const shmoe::LostPesHandledHere lost_rows_left_out(s_.shrink());
-      for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
-        const std::int64_t pos = s_.plan.positions[i];
-        row_at_[i] = nullptr;
-        if (pos < 0 || ids[i] < 0) continue;
-        const int pe = ids[i] / L();
-        const std::size_t at = static_cast<std::size_t>(pos) * s_.row_bytes;
-        if (s_.peer_landed[pe] != nullptr) {
-          row_at_[i] = s_.peer_landed[pe] + at;
-          continue;
-        }
-        fetches.push_back({i, pe, shmoe::getmem_detached(s_.recv_rows + at, s_.row_bytes, pe)});
+    auto& fetches = fetches_[static_cast<std::size_t>(id)];
+    // A get from a PE lost meanwhile (SHMOE_PE_LOSS=continue) fails: its rows are left out.
+    const shmoe::LostPesHandledHere lost_rows_left_out(s_.shrink());
+    for (std::size_t i = first * c_.topk; i < last * c_.topk; ++i) {
+      const std::int64_t pos = s_.plan.positions[i];
+      row_at_[i] = nullptr;
+      if (pos < 0 || ids[i] < 0) continue;
+      const int pe = ids[i] / L();
+      const std::size_t at = static_cast<std::size_t>(pos) * s_.row_bytes;
+      if (s_.peer_landed[pe] != nullptr) {
+        row_at_[i] = s_.peer_landed[pe] + at;
+        continue;
       }
-      if (!fetches.empty()) land_fetches(fetches);
+      fetches.push_back({i, pe, shmoe::getmem_detached(s_.recv_rows + at, s_.row_bytes, pe)});
     }
+    if (!fetches.empty()) land_fetches(fetches);
+  }
+
+  // The sums of this worker's tokens, without the slots of a PE whose gets some worker gave up
+  // on (masked for the call: none of its experts' rows count); then the fetches' buffers go.
+  void reduce_pulled(int id, int nw) {
+    const auto [first, last] = my_tokens(id, nw);
+    for (std::size_t i = first * c_.topk; i < last * c_.topk && !kept_ids_.empty(); ++i) {
+      const int e = kept_ids_[i];
+      if (e >= 0 && missed_in_reads_[static_cast<std::size_t>(e / L())].load() != 0)
+        kept_ids_[i] = -1;
+    }
+    const std::int32_t* ids = kept_ids_.empty() ? in_.expert_ids : kept_ids_.data();
     auto reduce = [&](std::size_t t0, std::size_t t1) {
       reduce_weighted_rows({c_.dtype, c_.hidden, c_.topk, nullptr, s_.row_bytes, ids,
                             in_.expert_scales, in_.x_out, row_at_.data(), in_.x_out_float32},
@@ -346,6 +359,7 @@ class CombineCall {
       test_stop_point(s_.me, "combine_reads");
     }
     reduce(from, last);
+    fetches_[static_cast<std::size_t>(id)].clear();
   }
 
   struct Fetch {
@@ -361,29 +375,34 @@ class CombineCall {
   // buffer of its own (DetachedGet).
   void land_fetches(std::vector<Fetch>& fetches) {
     using State = transport::DetachedGet::State;
-    const auto deadline = Clock::now() + live_.bound() / 4;
     auto in_flight = [](const Fetch& f) { return f.get->state() == State::kInFlight; };
-    shmoe::wait_until(
-        [&] {
-          live_.beat();  // held here, not stopped
-          return std::none_of(fetches.begin(), fetches.end(), in_flight) ||
-                 Clock::now() >= deadline;
-        },
-        [&] {
-          return shmoe::WaitState{"combine gets",
-                                  fmt::format("combine #{}: gets of rows from other hosts", g_),
-                                  -1,
-                                  0,
-                                  0,
-                                  g_};
-        });
+    auto wait_until = [&](Clock::time_point deadline) {
+      shmoe::wait_until(
+          [&] {
+            live_.beat();  // held here, not stopped
+            return std::none_of(fetches.begin(), fetches.end(), in_flight) ||
+                   Clock::now() >= deadline;
+          },
+          [&] {
+            return shmoe::WaitState{"combine gets",
+                                    fmt::format("combine #{}: gets of rows from other hosts", g_),
+                                    -1,
+                                    0,
+                                    0,
+                                    g_};
+          });
+    };
+    const auto deadline = Clock::now() + live_.bound() / 4;
+    wait_until(deadline);
+    // Far past the deadline, this PE was stalled itself (stopped): the answers may have waited
+    // for its own progress, so the peers get a fresh quarter bound.
+    if (Clock::now() - deadline > live_.bound() / 8) wait_until(Clock::now() + live_.bound() / 4);
     for (const Fetch& f : fetches) {
       const State state = f.get->state();
       if (state == State::kDone) {
         row_at_[f.slot] = f.get->data();
         continue;
       }
-      kept_ids_[f.slot] = -1;
       missed_in_reads_[static_cast<std::size_t>(f.pe)].store(
           state == State::kFailed ? kGetFailed : kGetUnanswered, std::memory_order_relaxed);
     }
@@ -490,6 +509,7 @@ class CombineCall {
   // Shrink mode: by PE, whether a get of this PE's failed (kGetFailed) or went unanswered.
   static constexpr int kGetFailed = 1, kGetUnanswered = 2;
   std::vector<std::atomic<int>> missed_in_reads_;
+  std::vector<std::vector<Fetch>> fetches_;  // by worker: their buffers hold rows until summed
 };
 
 void run_combine(MoeBuffer& ctx, const CombineArgs& in, bool double_plane) {

@@ -420,12 +420,12 @@ class CombineCall {
                                    live_.bound().count() / 4));
       // It may be a reader stalled in this call too: told, as a late reader is, and let past
       // its wait for this PE once the telling has landed (a held flag).
-      s_.read_masks.raise(pe, s_.me, g_);
+      tell_read_mask(pe);
       s_.combine_done.raise_after(pe, s_.me, g_);
     }
     s_.combine_done.all_reach(s_.me, g_, "combine reads", &waits_, s_.late_set(live_));
     s_.keep_only_late(live_);
-    if (s_.shrink()) tell_and_learn_read_masks();
+    if (s_.shrink()) tell_and_learn_read_masks(Clock::now() - t0 > live_.bound() / 2);
     comm_us_ = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
 
@@ -433,17 +433,20 @@ class CombineCall {
   // on to their next calls; each tells it so (read_masks, call g). A PE that learns it was
   // masked while it read cannot prove its rows were still call g's: the call fails on it, and
   // its mask takes in those PEs, as theirs now leave it out.
-  void tell_and_learn_read_masks() {
+  // `slow`: this call took over half the bound, so this PE may have been late past it.
+  void tell_and_learn_read_masks(bool slow) {
     for (int pe = 0; pe < s_.n_pes; ++pe) {
       if (pe != s_.me && live_.live(pe) && !s_.late_mask.empty() &&
           s_.late_mask[static_cast<std::size_t>(pe)] != 0) {
-        s_.read_masks.raise(pe, s_.me, g_);
+        tell_read_mask(pe);
       }
     }
+    const std::vector<bool> recorded = slow ? read_masks_recorded() : std::vector<bool>{};
     std::vector<int> masked_me;
     for (int src = 0; src < s_.n_pes; ++src) {
-      if (std::atomic_ref<std::uint64_t>(*s_.read_masks.slot(src))
-                  .load(std::memory_order_acquire) >= g_ &&
+      if ((std::atomic_ref<std::uint64_t>(*s_.read_masks.slot(src))
+                   .load(std::memory_order_acquire) >= g_ ||
+           (!recorded.empty() && recorded[static_cast<std::size_t>(src)])) &&
           live_.live(src)) {
         masked_me.push_back(src);
         live_.mask(src, "combine reads", g_, "it masked this PE, late past the bound in its reads");
@@ -455,6 +458,49 @@ class CombineCall {
         "past shrink_timeout_ms={}), so this call's result is not certain; pe_mask now leaves "
         "them out (rejoin to take them back)",
         s_.me, g_, fmt::join(masked_me, ","), c_.shrink_timeout_ms);
+  }
+
+  // Tells PE `pe` that this PE ended call g's reads of its window without it: at `pe`, and in
+  // this PE's own record, before it goes on to a call that may overwrite what `pe` read.
+  void tell_read_mask(int pe) {
+    std::atomic_ref<std::uint64_t>(*s_.read_masked.slot(pe)).store(g_, std::memory_order_release);
+    s_.read_masks.raise(pe, s_.me, g_);
+  }
+
+  // For a slow call, by PE on another host that was not late itself: whether its own record
+  // says it ended this call's reads without this PE (or it answered no get of it within a
+  // quarter of the bound: not provably not). Read after this PE's own gets completed, so an answer
+  // of "no" came while that PE had not gone on past call g: what this PE read was still call g's.
+  // (Its flag at this PE, read_masks, may land after this check across hosts.)
+  std::vector<bool> read_masks_recorded() {
+    using State = transport::DetachedGet::State;
+    std::vector<std::unique_ptr<transport::DetachedGet>> gets(static_cast<std::size_t>(s_.n_pes));
+    for (int src = 0; src < s_.n_pes; ++src) {
+      const bool late = !s_.late_mask.empty() && s_.late_mask[static_cast<std::size_t>(src)];
+      if (src != s_.me && live_.live(src) && !late && s_.peer_landed[src] == nullptr)
+        gets[static_cast<std::size_t>(src)] =
+            shmoe::getmem_detached(s_.read_masked.slot(s_.me), sizeof(std::uint64_t), src);
+    }
+    auto in_flight = [](const auto& g) { return g != nullptr && g->state() == State::kInFlight; };
+    const auto deadline = Clock::now() + live_.bound() / 4;
+    shmoe::wait_until(
+        [&] {
+          live_.beat();
+          return std::none_of(gets.begin(), gets.end(), in_flight) || Clock::now() >= deadline;
+        },
+        [&] {
+          return shmoe::WaitState{
+              "combine reads", "read-mask records of PEs on other hosts", -1, 0, 0, g_};
+        });
+    std::vector<bool> masked(static_cast<std::size_t>(s_.n_pes), false);
+    for (int src = 0; src < s_.n_pes; ++src) {
+      const auto& get = gets[static_cast<std::size_t>(src)];
+      if (get == nullptr) continue;
+      std::uint64_t at = 0;
+      if (get->state() == State::kDone) std::memcpy(&at, get->data(), sizeof at);
+      masked[static_cast<std::size_t>(src)] = get->state() != State::kDone || at >= g_;
+    }
+    return masked;
   }
 
   // Push: this worker's share of the received rows, each to its token's slot at its source PE.

@@ -17,9 +17,9 @@ namespace {
 // Where each part of the symmetric window lies: flags, the header exchange, received rows and
 // their side-band, combine rows.
 struct Window {
-  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, read_masks, live_sync,
-      rejoin_flags, rejoin_counters, beat, masked_news, headers, recv_rows, recv_band, combine_rows,
-      recv_pool, total;
+  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, read_masks, read_masked,
+      live_sync, rejoin_flags, rejoin_counters, beat, masked_news, headers, recv_rows, recv_band,
+      combine_rows, recv_pool, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -45,6 +45,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_done = l.take(flags);
   w.combine_pulls = l.take(flags);
   w.read_masks = l.take(flags);
+  w.read_masked = l.take(flags);
   w.live_sync = l.take(flags);
   w.rejoin_flags = l.take(2 * flags);
   w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeBuffer::State::kRejoinWords *
@@ -151,6 +152,7 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
   s.read_masks = FlagArray(s.window + wl.read_masks, s.n_pes);
+  s.read_masked = FlagArray(s.window + wl.read_masked, s.n_pes);
   s.live_sync = FlagArray(s.window + wl.live_sync, s.n_pes);
   for (int p = 0; p < 2; ++p) {
     s.rejoin_flags[p] =

@@ -44,6 +44,9 @@ struct MoeBuffer::State : OperatorState {
   std::uint64_t combine_generation = 0;
   // Shrink mode: at PE X, the call whose combine reads each PE ended without X (X was late).
   FlagArray read_masks;
+  // Shrink mode: this PE's own record of the same (slot X: the last call whose reads of this
+  // PE's window it ended without X), written before it goes on; X reads it by a get.
+  FlagArray read_masked;
   FlagArray live_sync;  // shrink mode's sync_live barrier
   std::uint64_t sync_generation = 0;
   // Shrink mode's rejoin: its flags (two parities), and each PE's call counters, [2][n_pes] rows

@@ -17,8 +17,9 @@ namespace {
 // Where each part of the symmetric window lies: flags, the header exchange, received rows and
 // their side-band, combine rows.
 struct Window {
-  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, read_masks, live_sync,
-      rejoin_flags, rejoin_counters, headers, recv_rows, recv_band, combine_rows, recv_pool, total;
+  std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, read_masks, read_masked,
+      live_sync, rejoin_flags, rejoin_counters, beat, masked_news, headers, recv_rows, recv_band,
+      combine_rows, recv_pool, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -51,10 +52,13 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.combine_done = l.take(flags);
   w.combine_pulls = l.take(flags);
   w.read_masks = l.take(flags);
+  w.read_masked = l.take(flags);
   w.live_sync = l.take(flags);
   w.rejoin_flags = l.take(2 * flags);
   w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeBuffer::State::kRejoinWords *
                              sizeof(std::uint64_t));
+  w.beat = l.take(sizeof(std::uint64_t));
+  w.masked_news = l.take(flags);
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
   w.recv_rows = l.take(cap * row);
   w.recv_band = l.take(cap * band_bytes_of(c));
@@ -101,7 +105,7 @@ LiveSet MoeBuffer::State::late_set(const LiveSet& live) {
   if (!live.bounded()) return live;
   late_mask.assign(static_cast<std::size_t>(n_pes), 0);
   for (int pe = 0; pe < n_pes; ++pe) late_mask[static_cast<std::size_t>(pe)] = !live.live(pe);
-  return LiveSet(late_mask.data(), live.bound());
+  return LiveSet(late_mask.data(), live.bound(), &shrink_words);
 }
 
 void MoeBuffer::State::keep_only_late(const LiveSet& live) {
@@ -155,12 +159,16 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
   s.combine_entry = Agreement(s.window + wl.combine_entry, s.n_pes);
   s.combine_pulls = FlagArray(s.window + wl.combine_pulls, s.n_pes);
   s.read_masks = FlagArray(s.window + wl.read_masks, s.n_pes);
+  s.read_masked = FlagArray(s.window + wl.read_masked, s.n_pes);
   s.live_sync = FlagArray(s.window + wl.live_sync, s.n_pes);
   for (int p = 0; p < 2; ++p) {
     s.rejoin_flags[p] =
         FlagArray(s.window + wl.rejoin_flags + p * FlagArray::bytes(s.n_pes), s.n_pes);
   }
   s.rejoin_counters = reinterpret_cast<std::uint64_t*>(s.window + wl.rejoin_counters);
+  s.shrink_words.beat = reinterpret_cast<std::uint64_t*>(s.window + wl.beat);
+  s.shrink_words.masked = FlagArray(s.window + wl.masked_news, s.n_pes);
+  s.shrink_words.me = s.me;
   s.recv_band = s.window + wl.recv_band;
   s.band_bytes = band_bytes_of(c);
   std::vector<std::byte*> peer_pool;
@@ -277,17 +285,14 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
     mine[kCounters * i + 2] = all[i]->sync_generation;
   }
   const std::size_t bytes = kCounters * all.size() * sizeof(std::uint64_t);
-  for (int pe = 0; pe < s.n_pes; ++pe) {
-    if (pe != s.me) shmem_putmem(mine, mine, bytes, pe);
-  }
-  shmem_fence();
   // Those that do not come within the bound are masked; the others continue from the highest
   // counters any of them reached, the same on all of them. A PE's row is the one of this
   // attempt while its flag still says so: one that went on to attempt a + 2 (same parity, after
   // masking this PE) may have written over it, and is masked here too.
   std::vector<std::int32_t> arrived(static_cast<std::size_t>(s.n_pes), 0);
   const LiveSet live(arrived.data(), std::chrono::milliseconds(s.cfg.shrink_timeout_ms));
-  flags.meet(s.me, a, "rejoin", live);
+  // My counters go with my flag, held until they land (a fence would wait for a stopped PE).
+  flags.meet(s.me, a, "rejoin", live, mine, bytes);
   std::vector<std::uint64_t> top(kCounters * all.size(), 0);
   for (int pe = 0; pe < s.n_pes; ++pe) {
     if (!live.live(pe)) continue;
@@ -310,6 +315,7 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
     all[i]->dispatched = false;
   }
   s.rejoin_generation = a;
+  for (MoeBuffer::State* c : all) c->shrink_words.epoch = a;  // masks told before are void
 }
 
 }  // namespace shmoe::moe

@@ -44,6 +44,9 @@ struct MoeBuffer::State : OperatorState {
   std::uint64_t combine_generation = 0;
   // Shrink mode: at PE X, the call whose combine reads each PE ended without X (X was late).
   FlagArray read_masks;
+  // Shrink mode: this PE's own record of the same (slot X: the last call whose reads of this
+  // PE's window it ended without X), written before it goes on; X reads it by a get.
+  FlagArray read_masked;
   FlagArray live_sync;  // shrink mode's sync_live barrier
   std::uint64_t sync_generation = 0;
   // Shrink mode's rejoin: its flags (two parities), and each PE's call counters, [2][n_pes] rows
@@ -51,6 +54,7 @@ struct MoeBuffer::State : OperatorState {
   FlagArray rejoin_flags[2];
   std::uint64_t* rejoin_counters = nullptr;
   std::uint64_t rejoin_generation = 0;
+  ShrinkWords shrink_words;  // shrink mode's, shared with the other PEs (protocol.hpp)
   // Per context: the dispatch, combine and sync generations; a rejoin carries those of up to
   // kMaxRejoinContexts contexts.
   static constexpr int kCounters = 3, kMaxRejoinContexts = 32;
@@ -73,8 +77,9 @@ struct MoeBuffer::State : OperatorState {
   bool shrink() const { return cfg.shrink_timeout_ms > 0; }
   // Shrink mode's view of the job for a call that passed `pe_mask` (shrink mode off: all live).
   LiveSet live_set(std::int32_t* pe_mask) const {
-    return shrink() ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms))
-                    : LiveSet();
+    return shrink()
+               ? LiveSet(pe_mask, std::chrono::milliseconds(cfg.shrink_timeout_ms), &shrink_words)
+               : LiveSet();
   }
   // Shrink mode's check of a call's pe_mask, or "" (the call's own PE, by its own mask). A good
   // mask takes in the PEs the last combine found late.

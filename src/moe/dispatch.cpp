@@ -186,8 +186,13 @@ class DispatchCall {
     w.barrier();
     if (w.kind_id() == 0) {
       s_.engine->quiet();
-      shmem_fence();
-      s_.dispatch_done.all_reach(s_.me, g_, "dispatch payload", &waits_, live_);
+      if (s_.shrink()) {
+        s_.dispatch_done.raise_held_at_every_pe(s_.me, g_, live_);
+        s_.dispatch_done.wait_for_every_pe(g_, "dispatch payload", &waits_, live_);
+      } else {
+        shmem_fence();
+        s_.dispatch_done.all_reach(s_.me, g_, "dispatch payload", &waits_, live_);
+      }
       comm_us_ = us_since(t0);
       count_received();
     }
@@ -292,9 +297,14 @@ class DispatchCall {
     }
     s_.engine->submit(std::move(engine_copies));
     // This thread's stores, non-temporal ones included, before the barrier (a quiet over UCX
-    // alone would not fence the ones into this PE's own window).
+    // alone would not fence the ones into this PE's own window). Shrink mode waits for no PE on
+    // another host: the done flags are held until the rows land (raise_held_at_every_pe).
     if (bypass_cache_) fence_non_temporal();
-    shmem_quiet();
+    if (s_.shrink()) {
+      shmem_pe_quiet(&s_.me, 1);
+    } else {
+      shmem_quiet();
+    }
   }
 
   // Step 4's outputs that come from the counts alone (a source masked by now counts none), and

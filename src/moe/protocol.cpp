@@ -7,82 +7,125 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "common/backoff.hpp"
 #include "common/log.hpp"
 #include "common/pe_loss.hpp"
 #include "moe/test_stop.hpp"
+#include "shmem/detached_get.hpp"
 
 namespace shmoe::moe {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// The live sources a wait has not seen yet, and when each is due (shrink mode's bound, or one
+// more for a source held in a wait of its own).
+class PendingSources {
+ public:
+  PendingSources(int n, const LiveSet& live)
+      : live_(live),
+        pending_(static_cast<std::size_t>(n)),
+        due_(static_cast<std::size_t>(n), Clock::now() + live.bound()),
+        extended_(static_cast<std::size_t>(n), false) {
+    for (int src = 0; src < n; ++src) {
+      pending_[static_cast<std::size_t>(src)].store(live.live(src), std::memory_order_relaxed);
+      left_ += live.live(src);
+    }
+  }
+  // Atomic: a hang report (another thread) reads it through describe while this thread waits.
+  bool pending(int src) const {
+    return pending_[static_cast<std::size_t>(src)].load(std::memory_order_relaxed);
+  }
+  void arrived(int src) {
+    pending_[static_cast<std::size_t>(src)].store(false, std::memory_order_relaxed);
+    --left_;
+  }
+  int left() const { return left_; }
+  bool past_due(int src) const {
+    return live_.bounded() && Clock::now() >= due_[static_cast<std::size_t>(src)];
+  }
+  // Past the bound: a source held up in a wait of its own gets one more bound, once; the others
+  // are masked now (and the live PEs told), while the wait goes on for the rest.
+  void settle_past_due(const std::string& step, std::uint64_t g) {
+    for (int src = 0; src < static_cast<int>(pending_.size()) && left_ > 0; ++src) {
+      const auto s = static_cast<std::size_t>(src);
+      if (!pending(src) || !past_due(src)) continue;
+      if (!extended_[s] && live_.held_in_a_wait(src)) {
+        extended_[s] = true;
+        due_[s] = Clock::now() + live_.bound();
+        continue;
+      }
+      arrived(src);
+      live_.mask(src, step, g, "");
+    }
+  }
+
+ private:
+  const LiveSet& live_;
+  std::vector<std::atomic<bool>> pending_;
+  std::vector<Clock::time_point> due_;
+  std::vector<bool> extended_;
+  int left_ = 0;
+};
+
 // Waits until ready(src) holds for every live source PE, polling all of them in each round so
 // that each arrival is timed on its own (into `waits`, when given). A hang names the first source
 // still missing, by describe(src). In shrink mode the wait ends at the bound, and the sources
-// still missing are masked (as having missed `step` of call `g`), and so is at once a source for
-// which ended_without_me(src) holds.
+// still missing are masked (as having missed `step` of call `g`), but for one held in a wait of
+// its own, which gets one more bound (LiveSet::held_in_a_wait); at once a source for which
+// ended_without_me(src) holds, or that a live PE masked.
 template <typename Ready, typename Describe, typename Left>
 void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* waits,
                       const LiveSet& live, const std::string& step, std::uint64_t g,
                       Left&& ended_without_me) {
-  using Clock = std::chrono::steady_clock;
-  // Atomic: a hang report (another thread) reads it through describe while this thread waits.
-  std::vector<std::atomic<bool>> pending(static_cast<std::size_t>(n));
-  auto is_pending = [&](int src) {
-    return pending[static_cast<std::size_t>(src)].load(std::memory_order_relaxed);
-  };
-  auto arrived = [&](int src) {
-    pending[static_cast<std::size_t>(src)].store(false, std::memory_order_relaxed);
-  };
-  int left = 0;
-  for (int src = 0; src < n; ++src) {
-    pending[static_cast<std::size_t>(src)].store(live.live(src), std::memory_order_relaxed);
-    left += live.live(src);
-  }
+  PendingSources sources(n, live);
   const auto t0 = Clock::now();
-  const auto deadline = t0 + live.bound();
-  bool out_of_time = false;
   // Shrink mode masks a PE that does not come, lost ones included (SHMOE_PE_LOSS=continue): its
   // waits must not fail on them as other waits do.
   const shmoe::LostPesHandledHere lost_pes_masked_here(live.bounded());
   // Why a source is masked before the bound: it was lost, or it left without this PE.
   std::vector<const char*> gone(static_cast<std::size_t>(n), nullptr);
-  shmoe::wait_until(
-      [&] {
-        for (int src = 0; src < n; ++src) {
-          if (!is_pending(src)) continue;
-          const char* why = !live.bounded()         ? nullptr
-                            : shmoe::pe_lost(src)   ? "it was lost (SHMOE_PE_LOSS=continue)"
-                            : ended_without_me(src) ? "it ended this step without this PE"
-                                                    : nullptr;
-          if (why != nullptr) {
-            // It never comes: masked at once rather than at the bound.
-            arrived(src);
-            gone[static_cast<std::size_t>(src)] = why;
-            --left;
-            continue;
+  while (sources.left() > 0) {
+    bool out_of_time = false;
+    shmoe::wait_until(
+        [&] {
+          live.beat();
+          for (int src = 0; src < n; ++src) {
+            if (!sources.pending(src)) continue;
+            const char* why = !live.bounded()              ? nullptr
+                              : shmoe::pe_lost(src)        ? "it was lost (SHMOE_PE_LOSS=continue)"
+                              : ended_without_me(src)      ? "it ended this step without this PE"
+                              : live.masked_elsewhere(src) ? "a live PE masked it"
+                                                           : nullptr;
+            if (why != nullptr) {
+              // It never comes: masked at once rather than at the bound.
+              sources.arrived(src);
+              gone[static_cast<std::size_t>(src)] = why;
+              continue;
+            }
+            if (!ready(src)) {
+              out_of_time = out_of_time || sources.past_due(src);
+              continue;
+            }
+            sources.arrived(src);
+            if (waits != nullptr) {
+              waits->add(src, std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+            }
           }
-          if (!ready(src)) continue;
-          arrived(src);
-          --left;
-          if (waits != nullptr) {
-            waits->add(src, std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-          }
-        }
-        if (left > 0 && live.bounded() && Clock::now() >= deadline) out_of_time = true;
-        return left == 0 || out_of_time;
-      },
-      [&] {
-        int src = 0;
-        while (src + 1 < n && !is_pending(src)) ++src;
-        return describe(src);
-      });
+          return sources.left() == 0 || out_of_time;
+        },
+        [&] {
+          int src = 0;
+          while (src + 1 < n && !sources.pending(src)) ++src;
+          return describe(src);
+        });
+    sources.settle_past_due(step, g);
+  }
   for (int src = 0; src < n; ++src) {
-    if (gone[static_cast<std::size_t>(src)] != nullptr) {
+    if (gone[static_cast<std::size_t>(src)] != nullptr)
       live.mask(src, step, g, gone[static_cast<std::size_t>(src)]);
-    } else if (out_of_time && is_pending(src)) {
-      live.mask(src, step, g, "");
-    }
   }
 }
 
@@ -90,6 +133,9 @@ void wait_for_sources(int n, Ready&& ready, Describe&& describe, SourceWaits* wa
 
 void LiveSet::mask(int pe, const std::string& step, std::uint64_t g, const std::string& why) const {
   mask_[pe] = 1;
+  for (int q = 0; words_ != nullptr && q < words_->masked.size(); ++q) {
+    if (q != words_->me && live(q)) words_->masked.raise(q, pe, words_->epoch + 1);
+  }
   if (!why.empty()) {
     log::warn("shrink mode: PE {} masked at {} of call {}: {}", pe, step, g, why);
   } else {
@@ -98,8 +144,71 @@ void LiveSet::mask(int pe, const std::string& step, std::uint64_t g, const std::
   }
 }
 
+void LiveSet::beat() const {
+  if (words_ == nullptr) return;
+  std::atomic_ref<std::uint64_t> b(*words_->beat);
+  b.store(b.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+bool LiveSet::masked_elsewhere(int pe) const {
+  return words_ != nullptr &&
+         std::atomic_ref<std::uint64_t>(*words_->masked.slot(pe)).load(std::memory_order_acquire) ==
+             words_->epoch + 1;
+}
+
+namespace {
+
+// Keeps this PE's beat moving until `until` or ready().
+template <typename Ready>
+void beat_until(const LiveSet& live, Clock::time_point until, Ready&& ready) {
+  shmoe::wait_until(
+      [&] {
+        live.beat();
+        return ready() || Clock::now() >= until;
+      },
+      [] { return shmoe::WaitState{"shrink mode", "a peer's beat", -1, 0, 0, 0}; });
+}
+
+// PE `pe`'s beat: by a load where its window is mapped, else by a get given up on at a quarter
+// of the bound (false: unanswered or failed).
+bool read_beat(const LiveSet& live, std::uint64_t* beat, int pe, std::uint64_t& out) {
+  if (auto* mapped = static_cast<std::uint64_t*>(shmem_ptr(beat, pe))) {
+    out = std::atomic_ref<std::uint64_t>(*mapped).load(std::memory_order_relaxed);
+    return true;
+  }
+  using State = transport::DetachedGet::State;
+  const auto get = shmoe::getmem_detached(beat, sizeof out, pe);
+  beat_until(live, Clock::now() + live.bound() / 4,
+             [&] { return get->state() != State::kInFlight; });
+  if (get->state() != State::kDone) return false;
+  std::memcpy(&out, get->data(), sizeof out);
+  return true;
+}
+
+}  // namespace
+
+bool LiveSet::held_in_a_wait(int pe) const {
+  if (words_ == nullptr) return false;
+  std::uint64_t first = 0, second = 0;
+  if (!read_beat(*this, words_->beat, pe, first)) return false;
+  beat_until(*this, Clock::now() + bound_ / 16, [] { return false; });
+  return read_beat(*this, words_->beat, pe, second) && second != first;
+}
+
 void FlagArray::raise(int pe, int src, std::uint64_t generation) const {
   shmem_uint64_atomic_set(slot(src), generation, pe);
+}
+
+void FlagArray::raise_after(int pe, int src, std::uint64_t generation, void* dest, const void* data,
+                            std::size_t bytes) const {
+  shmem_putmem_signal(dest, data, bytes, slot(src), generation, SHMEM_SIGNAL_SET, pe);
+}
+
+void FlagArray::raise_held_at_every_pe(int me, std::uint64_t generation,
+                                       const LiveSet& live) const {
+  for (int pe = 0; pe < n_; ++pe) {
+    if (live.live(pe)) raise_after(pe, me, generation);
+  }
 }
 
 void FlagArray::raise_at_every_pe(int me, std::uint64_t generation, const LiveSet& live) const {
@@ -130,13 +239,20 @@ void FlagArray::wait_for_every_pe(std::uint64_t generation, const std::string& w
       waits, live, what, generation, [](int) { return false; });
 }
 
-void FlagArray::meet(int me, std::uint64_t attempt, const std::string& what,
-                     const LiveSet& live) const {
+void FlagArray::meet(int me, std::uint64_t attempt, const std::string& what, const LiveSet& live,
+                     void* row, std::size_t bytes) const {
+  auto raise_flag = [&](int pe, std::uint64_t value) {
+    if (row == nullptr) {
+      raise(pe, me, value);
+    } else {
+      raise_after(pe, me, value, row, row, pe == me ? 0 : bytes);
+    }
+  };
   std::vector<bool> was_live(static_cast<std::size_t>(n_));
   for (int pe = 0; pe < n_; ++pe) {
     was_live[static_cast<std::size_t>(pe)] = live.live(pe);
     if (!live.live(pe)) continue;
-    raise(pe, me, arrived(attempt));
+    raise_flag(pe, arrived(attempt));
     if (pe + 1 == (n_ + 1) / 2) test_stop_point(me, what);  // half of them: an interrupted arrival
   }
   auto flag = [&](int src) {
@@ -159,7 +275,7 @@ void FlagArray::meet(int me, std::uint64_t attempt, const std::string& what,
   // Those this attempt masked learn it at once if they come to it later.
   for (int pe = 0; pe < n_; ++pe) {
     if (pe != me && was_live[static_cast<std::size_t>(pe)] && !live.live(pe)) {
-      raise(pe, me, left_without(attempt));
+      raise_flag(pe, left_without(attempt));
     }
   }
 }
@@ -284,11 +400,19 @@ std::vector<const CallHeader*> HeaderExchange::exchange(std::uint64_t g, int me,
                                                         const LiveSet& live) const {
   const int p = parity(g);
   CallHeader* my_row = header(p, me);
-  for (int pe = 0; pe < n_; ++pe) {
-    if (pe != me && live.live(pe)) shmem_putmem(my_row, my_row, stride_, pe);
+  if (live.bounded()) {
+    // Shrink mode: each header's flag goes once that header has landed, with no fence.
+    for (int pe = 0; pe < n_; ++pe) {
+      if (live.live(pe)) flags_[p].raise_after(pe, me, g, my_row, my_row, pe == me ? 0 : stride_);
+    }
+    flags_[p].wait_for_every_pe(g, what, waits, live);
+  } else {
+    for (int pe = 0; pe < n_; ++pe) {
+      if (pe != me && live.live(pe)) shmem_putmem(my_row, my_row, stride_, pe);
+    }
+    shmem_fence();
+    flags_[p].all_reach(me, g, what, waits, live);
   }
-  shmem_fence();
-  flags_[p].all_reach(me, g, what, waits, live);
   std::vector<const CallHeader*> headers(n_);
   for (int src = 0; src < n_; ++src) headers[src] = live.live(src) ? header(p, src) : nullptr;
   return headers;

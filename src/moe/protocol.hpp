@@ -43,6 +43,8 @@ class SourceWaits {
   std::vector<double> us_;
 };
 
+struct ShrinkWords;
+
 // Shrink mode's view of the job for one call: the caller's PE mask (nonzero = masked), which the
 // call neither sends to nor waits for, and the bound on every wait for a live PE, past which the
 // PEs still missing are masked (in the caller's array) and the call goes on without them. A
@@ -51,17 +53,29 @@ class SourceWaits {
 class LiveSet {
  public:
   LiveSet() = default;
-  LiveSet(std::int32_t* mask, std::chrono::milliseconds bound) : mask_(mask), bound_(bound) {}
+  // `words`: the buffer's ShrinkWords, or null for waits that neither share masks nor tell
+  // stopped PEs from held ones.
+  LiveSet(std::int32_t* mask, std::chrono::milliseconds bound, const ShrinkWords* words = nullptr)
+      : mask_(mask), bound_(bound), words_(words) {}
   bool bounded() const { return mask_ != nullptr; }
   bool live(int pe) const { return mask_ == nullptr || mask_[pe] == 0; }
   std::chrono::milliseconds bound() const { return bound_; }
   // Masks `pe`, saying on stderr which step of which call it missed (and `why`, when not just
-  // the bound).
+  // the bound), and tells the live PEs (ShrinkWords).
   void mask(int pe, const std::string& step, std::uint64_t g, const std::string& why = "") const;
+  // With ShrinkWords: moves this PE's beat (every bounded wait does, as it polls) ...
+  void beat() const;
+  // ... whether a live PE told this one it masked `pe` ...
+  bool masked_elsewhere(int pe) const;
+  // ... and whether `pe`, past the bound, is alive and itself held in a bounded wait: its beat,
+  // read twice a sixteenth of the bound apart, moved (a PE on another host is read by gets given
+  // up on at a quarter of the bound: one stopped there answers none).
+  bool held_in_a_wait(int pe) const;
 
  private:
   std::int32_t* mask_ = nullptr;
   std::chrono::milliseconds bound_{0};
+  const ShrinkWords* words_ = nullptr;
 };
 
 // One 64-bit flag per source PE, each on its own cache line, inside the symmetric window.
@@ -70,6 +84,7 @@ class FlagArray {
   FlagArray() = default;
   FlagArray(std::byte* base, int n_pes) : base_(base), n_(n_pes) {}
   static std::size_t bytes(int n_pes) { return static_cast<std::size_t>(n_pes) * kStride; }
+  int size() const { return n_; }
 
   std::uint64_t* slot(int src) const {
     return reinterpret_cast<std::uint64_t*>(base_ + static_cast<std::size_t>(src) * kStride);
@@ -77,10 +92,19 @@ class FlagArray {
   // Sets flag `src` at PE `pe` to `generation` (release: everything this thread stored before,
   // and everything ordered before it by a barrier and a store fence, is visible first).
   void raise(int pe, int src, std::uint64_t generation) const;
+  // The same, once `bytes` of `data` put at `dest` (symmetric) on PE `pe` have landed there: the
+  // flag is held back (shmem_putmem_signal), and this PE does not wait for it. Shrink mode raises
+  // flags so, with no fence before, since a PE stopped on another host answers no fence.
+  void raise_after(int pe, int src, std::uint64_t generation, void* dest = nullptr,
+                   const void* data = nullptr, std::size_t bytes = 0) const;
 
   // The step that starts and ends the operators' phases, in two halves for callers that raise on
   // one thread and wait on several: my flag (`me`) to `generation` at every (live) PE ...
   void raise_at_every_pe(int me, std::uint64_t generation, const LiveSet& live = {}) const;
+  // ... or, in shrink mode, each held until what this PE put there before has landed (by any of
+  // its threads, ordered before by a barrier): the fence that raise_at_every_pe needs first
+  // would wait for every PE, stopped ones too.
+  void raise_held_at_every_pe(int me, std::uint64_t generation, const LiveSet& live) const;
   // ... and every (live) PE's flag here at `generation` (all polled at once, so that `waits`,
   // when given, gets how long each source took; in shrink mode those still missing at the bound
   // are masked).
@@ -100,7 +124,10 @@ class FlagArray {
   // attempt the others ended without it masks them at once. Returns once every live PE came.
   static std::uint64_t arrived(std::uint64_t a) { return 2 * a; }
   static std::uint64_t left_without(std::uint64_t a) { return 2 * a + 1; }
-  void meet(int me, std::uint64_t attempt, const std::string& what, const LiveSet& live) const;
+  // With `row`, `bytes` of it (a symmetric address) go to every PE with my arrival, which is held
+  // until they land there (raise_after), as are the "ended without you" flags after it.
+  void meet(int me, std::uint64_t attempt, const std::string& what, const LiveSet& live,
+            void* row = nullptr, std::size_t bytes = 0) const;
   // The attempt that a PE whose last one was `last` joins: the next, or a later one that the
   // flags here show another PE is in (or ended without this PE: then the one after it).
   std::uint64_t next_attempt(std::uint64_t last) const;
@@ -109,6 +136,18 @@ class FlagArray {
   static constexpr std::size_t kStride = 64;
   std::byte* base_ = nullptr;
   int n_ = 0;
+};
+
+// Shrink mode's words in a buffer's window that its waits share with the other PEs. Views of a
+// PE stopped on another host differ (what it sent last may reach some PEs only), so one PE may
+// wait for it a step later than another, up to a bound longer: a PE that masks it tells the live
+// PEs (`masked`), which then mask it at once, and a PE past its bound for a PE that is held in a
+// wait itself (its `beat` moves) gives it one more bound rather than mask a live PE.
+struct ShrinkWords {
+  std::uint64_t* beat = nullptr;  // this PE's (symmetric), moved as its bounded waits poll
+  FlagArray masked;               // slot X: epoch + 1 once a live PE masked PE X in this epoch
+  std::uint64_t epoch = 0;        // rejoins made (the same on every PE that made them)
+  int me = 0;
 };
 
 // A step in which every PE tells every PE whether it refuses call g (and a small mode value),

@@ -36,6 +36,10 @@ class RoutedTransport final : public Transport {
   void get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) override {
     to(pe).get_nbi(part(ch, pe), pe, offset, dst, bytes);
   }
+  std::unique_ptr<DetachedGet> get_detached(Channel* ch, int pe, std::size_t offset,
+                                            std::size_t bytes) override {
+    return to(pe).get_detached(part(ch, pe), pe, offset, bytes);
+  }
   void put_blocks(Channel* ch, int pe, std::size_t offset, const void* src,
                   const Blocks& blocks) override {
     to(pe).put_blocks(part(ch, pe), pe, offset, src, blocks);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 namespace shmoe::transport {
 
@@ -51,6 +52,29 @@ class Channel {
   virtual ~Channel() = default;
 };
 
+// A get whose caller may stop waiting for it (a peer stopped on another host answers nothing
+// until it resumes): the data lands in a buffer of the get's own, kept until the transport has
+// completed the get, however late, so a late answer never writes into memory reused since.
+class DetachedGet {
+ public:
+  enum class State { kInFlight, kDone, kFailed };
+  virtual ~DetachedGet() = default;  // gives the get up if it is still in flight
+  virtual State state() const = 0;
+  virtual const std::byte* data() const = 0;  // once kDone
+};
+
+// A DetachedGet complete when made (a transport whose gets complete on return).
+class CompletedGet final : public DetachedGet {
+ public:
+  explicit CompletedGet(std::size_t bytes) : data_(bytes) {}
+  State state() const override { return State::kDone; }
+  const std::byte* data() const override { return data_.data(); }
+  std::byte* buffer() { return data_.data(); }
+
+ private:
+  std::vector<std::byte> data_;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -76,6 +100,15 @@ class Transport {
   }
   virtual void get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, std::size_t bytes) {
     get(ch, pe, offset, dst, bytes);
+  }
+  // Posts a DetachedGet of `bytes` at (pe, offset). Unlike get_nbi it is not ordered after this
+  // channel's earlier writes to `pe` (ordering them would wait for that peer), and no quiet
+  // waits for it.
+  virtual std::unique_ptr<DetachedGet> get_detached(Channel* ch, int pe, std::size_t offset,
+                                                    std::size_t bytes) {
+    auto got = std::make_unique<CompletedGet>(bytes);
+    get(ch, pe, offset, got->buffer(), bytes);
+    return got;
   }
   // Every block of a strided transfer, with put's and get's completion: the default moves one
   // block per put/get; a transport with a cheaper way (all in flight at once) overrides them.

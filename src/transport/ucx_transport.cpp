@@ -433,6 +433,56 @@ void UcxTransport::get_nbi(Channel* ch, int pe, std::size_t offset, void* dst, s
   release_nbi(request, "get_nbi", pe);
 }
 
+namespace {
+
+// What a detached get's request and its caller share: the buffer lives until both let go.
+struct Landing {
+  std::vector<std::byte> data;
+  std::atomic<DetachedGet::State> state{DetachedGet::State::kInFlight};
+};
+
+class UcxDetachedGet final : public DetachedGet {
+ public:
+  explicit UcxDetachedGet(std::shared_ptr<Landing> landing) : landing_(std::move(landing)) {}
+  State state() const override { return landing_->state.load(std::memory_order_acquire); }
+  const std::byte* data() const override { return landing_->data.data(); }
+
+ private:
+  std::shared_ptr<Landing> landing_;
+};
+
+void land_detached_get(void* request, ucs_status_t status, void* user_data) {
+  const std::unique_ptr<std::shared_ptr<Landing>> landing(
+      static_cast<std::shared_ptr<Landing>*>(user_data));
+  (*landing)->state.store(
+      status == UCS_OK ? DetachedGet::State::kDone : DetachedGet::State::kFailed,
+      std::memory_order_release);
+  ucp_request_free(request);
+}
+
+}  // namespace
+
+std::unique_ptr<DetachedGet> UcxTransport::get_detached(Channel* ch, int pe, std::size_t offset,
+                                                        std::size_t bytes) {
+  Endpoint& e = endpoint(channel(ch), pe);
+  auto landing = std::make_shared<Landing>();
+  landing->data.resize(bytes);
+  auto for_request = std::make_unique<std::shared_ptr<Landing>>(landing);
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.cb.send = &land_detached_get;
+  prm.user_data = for_request.get();
+  ucs_status_ptr_t request =
+      ucp_get_nbx(e.ep, landing->data.data(), bytes, remotes_[pe].base + offset, e.rkey, &prm);
+  if (UCS_PTR_IS_PTR(request)) {
+    for_request.release();  // the callback owns it now
+  } else {
+    landing->state.store(UCS_PTR_IS_ERR(request) ? DetachedGet::State::kFailed
+                                                 : DetachedGet::State::kDone);
+  }
+  return std::make_unique<UcxDetachedGet>(std::move(landing));
+}
+
 // The value goes out of this stack frame: UCX copies a put this small before it returns (a
 // request, if it ever gives one, completes once the copy is made, not at the target).
 void UcxTransport::put_value(Channel* ch, int pe, std::size_t offset, std::uint64_t bits,
@@ -447,7 +497,7 @@ void UcxTransport::put_value(Channel* ch, int pe, std::size_t offset, std::uint6
 // must see them.
 void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
   complete_channel_batches(ch, &pe, 1);
-  settle_held_signals(ch);
+  settle_held_signals(ch, &pe, 1);
   Endpoint& e = endpoint(ch, pe);
   const std::uint64_t covered = unflushed(e.posted, e.flushed);
   if (covered == 0) return;
@@ -460,7 +510,7 @@ void UcxTransport::flush_if_in_flight(UcxChannel& ch, int pe) {
 // costs one round trip, not one per peer.
 void UcxTransport::flush_channel(UcxChannel& ch, const int* pes, std::size_t n) {
   complete_channel_batches(ch, pes, n);
-  settle_held_signals(ch);
+  settle_held_signals(ch, pes, n);
   struct Flush {
     int pe;
     std::uint64_t covered;
@@ -647,18 +697,28 @@ void post_held_signal(void* request, ucs_status_t status, void* user_data) {
   std::unique_ptr<Held> held(static_cast<Held*>(user_data));
   ucp_request_free(request);
   if (status != UCS_OK) {
-    log::fatal(fmt::format("UCX flush before a signal to PE {} failed: {}", held->pe,
-                           ucs_status_string(status)));
+    // A peer lost meanwhile (SHMOE_PE_LOSS=continue) gets no signal, as its data did not land:
+    // a wait for it ends as a wait for a lost PE does.
+    if (!watch_lost_pes()) {
+      log::fatal(fmt::format("UCX flush before a signal to PE {} failed: {}", held->pe,
+                             ucs_status_string(status)));
+    }
+    held->transport->post_signal_now(*held, false);
+    return;
   }
   held->transport->post_signal_now(*held);
 }
 
 }  // namespace
 
-void UcxTransport::post_signal_now(const HeldSignal& held) {
+void UcxTransport::post_signal_now(const HeldSignal& held, bool post) {
   Endpoint& e = held.channel->endpoints[held.pe];
-  posted_atomic(e, held.pe, held.signal.offset,
-                held.signal.add ? UCP_ATOMIC_OP_ADD : UCP_ATOMIC_OP_SWAP, 8, held.signal.value, 0);
+  if (post) {
+    posted_atomic(e, held.pe, held.signal.offset,
+                  held.signal.add ? UCP_ATOMIC_OP_ADD : UCP_ATOMIC_OP_SWAP, 8, held.signal.value,
+                  0);
+  }
+  e.held_signals.fetch_sub(1, std::memory_order_release);
   held.channel->held_signals.fetch_sub(1, std::memory_order_release);
 }
 
@@ -677,6 +737,7 @@ void UcxTransport::put_signal(Channel* ch, int pe, std::size_t offset, const voi
     }
   }
   c.held_signals.fetch_add(1, std::memory_order_relaxed);
+  e.held_signals.fetch_add(1, std::memory_order_relaxed);
   auto held = std::make_unique<HeldSignal>(HeldSignal{this, &c, pe, signal});
   // The flush below covers the data (a quiet waits for it through held_signals).
   note_flushed(e.flushed, e.posted.load(std::memory_order_acquire));
@@ -708,9 +769,16 @@ void UcxTransport::quiet_pes(Channel* ch, const int* pes, std::size_t n) {
   flush_channel(channel(ch), pes, n);
 }
 
-void UcxTransport::settle_held_signals(UcxChannel& ch) {
+void UcxTransport::settle_held_signals(UcxChannel& ch, const int* pes, std::size_t n) {
+  auto held = [&] {
+    if (pes == nullptr) return ch.held_signals.load(std::memory_order_acquire);
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      sum += ch.endpoints[pes[i]].held_signals.load(std::memory_order_acquire);
+    return sum;
+  };
   Backoff backoff;
-  while (ch.held_signals.load(std::memory_order_acquire) != 0) {
+  while (held() != 0) {
     if (progress()) continue;
     if (backoff.pause()) {
       report_hang(

@@ -74,6 +74,9 @@ class UcxTransport final : public Transport {
   std::uint64_t fetch_atomic(Channel* ch, int pe, std::size_t offset,
                              const AmoRequest& request) override;
   void post_atomic(Channel* ch, int pe, std::size_t offset, const AmoRequest& request) override;
+  // Not after a flush of the endpoint: a get given up on never holds the caller.
+  std::unique_ptr<DetachedGet> get_detached(Channel* ch, int pe, std::size_t offset,
+                                            std::size_t bytes) override;
   void put_signal(Channel* ch, int pe, std::size_t offset, const void* src, std::size_t bytes,
                   const SignalUpdate& signal, bool nbi) override;
   void fence(Channel* ch) override;
@@ -91,8 +94,9 @@ class UcxTransport final : public Transport {
   void sleep_until_event(std::chrono::microseconds at_most);
 
   struct HeldSignal;
-  // Posts a put-with-signal's signal once its data has landed (from the flush's completion).
-  void post_signal_now(const HeldSignal& held);
+  // Posts a put-with-signal's signal once its data has landed (from the flush's completion), or
+  // only settles it (`post` false: the flush failed for a lost peer).
+  void post_signal_now(const HeldSignal& held, bool post = true);
 
  private:
   // What the store carried for each peer: enough to open more endpoints to it later.
@@ -116,6 +120,9 @@ class UcxTransport final : public Transport {
     std::atomic<bool> batch_held{false};
     std::uint64_t batches_sent = 0;  // under batch_mutex
     std::atomic<std::uint64_t> batches_applied{0};
+    // This peer's share of the channel's held signals: a quiet of other PEs (shmem_pe_quiet) or a
+    // get from another PE does not wait for them (a stopped peer may hold them for long).
+    std::atomic<std::uint64_t> held_signals{0};
   };
   // One context's endpoints, and the signals of its put-with-signals that wait for their data
   // to land before they go (see put_signal).
@@ -160,8 +167,9 @@ class UcxTransport final : public Transport {
   std::uint64_t narrow_atomic(UcxChannel& ch, int pe, std::size_t offset,
                               const AmoRequest& request);
   void flush_if_in_flight(UcxChannel& ch, int pe);
-  // Waits until every signal `ch` holds back has been posted (see put_signal).
-  void settle_held_signals(UcxChannel& ch);
+  // Waits until every signal `ch` holds back has been posted (see put_signal), or only those to
+  // the `n` PEs `pes` when not null.
+  void settle_held_signals(UcxChannel& ch, const int* pes = nullptr, std::size_t n = 0);
   // Flushes every endpoint of `ch` that may have operations in flight, all at once.
   // Flushes the channel's endpoints to `pes` (nullptr: every PE) that have writes in flight,
   // every flush started before the first is waited for.

@@ -231,16 +231,21 @@ Dispatched dispatch_checked(MoeBuffer& op, std::uint64_t seed, int round,
 
 // Its combine: the experts' rows handed over in dispatch's layout, or (`window`) in the receive
 // window's fixed slots.
+// `or_else`, when given, is a mask the call may end with instead of `expect`: then checked
+// against it.
 void combine_checked(MoeBuffer& op, const Dispatched& d, int round, std::vector<std::int32_t>& mask,
-                     const std::set<int>& expect, bool window) {
+                     const std::set<int>& expect, bool window,
+                     const std::set<int>* or_else = nullptr) {
   const int n = shmem_n_pes(), me = shmem_my_pe();
   std::vector<std::uint16_t> y(op.recv_capacity() * kHidden, 0);
   auto* rows_out = window ? static_cast<std::uint16_t*>(op.receive_window()) : y.data();
   run_experts(d.r, d.rows, me, n, rows_out, window);
   std::vector<std::uint16_t> out(static_cast<std::size_t>(d.in.bs) * kHidden, 0xFFFF);
   op.combine(combine_args(rows_out, d.r, d.in, out.data(), mask.data()));
-  EXPECT_EQ(masked_set(mask), expect) << "round " << round << " combine";
-  check_combine(out, d.in, expect);
+  const std::set<int> got = masked_set(mask);
+  const std::set<int>& want = or_else != nullptr && got == *or_else ? *or_else : expect;
+  EXPECT_EQ(got, want) << "round " << round << " combine";
+  check_combine(out, d.in, want);
 }
 
 // One round of every live PE: a dispatch and a combine (dispatch's layout), both checked.
@@ -492,6 +497,36 @@ std::set<int> masked_after_half_arrival(int stopped, int me, int n) {
   return me < reached ? std::set<int>{} : std::set<int>{stopped};
 }
 
+// Whether some PE's window is reached by UCX, not mapped here (simulated hosts): the same on
+// every PE.
+bool spans_hosts(MoeBuffer& op) {
+  for (int pe = 0; pe < shmem_n_pes(); ++pe) {
+    if (shmem_ptr(op.receive_window(), pe) == nullptr) return true;
+  }
+  return false;
+}
+
+// Every pair of PEs agrees on whether they mask each other, and no PE masks another but the
+// stopped one and the stopped one them (collective, every PE running).
+void expect_pairs_agree(const std::vector<std::int32_t>& mask, int stopped) {
+  const int n = shmem_n_pes(), me = shmem_my_pe();
+  auto* rows = static_cast<std::int32_t*>(
+      shmem_calloc(static_cast<std::size_t>(n) * n, sizeof(std::int32_t)));
+  for (int pe = 0; pe < n; ++pe) shmem_int32_put(rows + me * n, mask.data(), n, pe);
+  shmem_barrier_all();
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      EXPECT_EQ(rows[a * n + b] != 0, rows[b * n + a] != 0)
+          << "PE " << a << " and PE " << b << " disagree on masking each other";
+      if (a != stopped && b != stopped) {
+        EXPECT_EQ(rows[a * n + b], 0) << "PE " << a << " masked PE " << b;
+      }
+    }
+  }
+  shmem_barrier_all();
+  shmem_free(rows);
+}
+
 // The later rejoin of every PE: nobody masked, and a round exact for every expert on every PE.
 void rejoin_and_check(MoeBuffer& op, std::uint64_t seed, int round,
                       std::vector<std::int32_t>& mask) {
@@ -514,8 +549,14 @@ void stopped_inside_barrier(const char* step, void (MoeBuffer::*barrier)(std::in
   std::vector<std::int32_t> mask(static_cast<std::size_t>(n), 0);
   round_checked(op, seed, 0, mask, {});
   (op.*barrier)(mask.data());
-  EXPECT_EQ(masked_set(mask), masked_after_half_arrival(stopped, me, n)) << "after " << step;
+  // Across hosts the stopped PE's flags to the other host go from its own progress, which the
+  // stop may freeze before they leave: the PEs it reached may not have seen it. Pairs agree.
+  const bool hosts = spans_hosts(op);
+  if (!hosts) {
+    EXPECT_EQ(masked_set(mask), masked_after_half_arrival(stopped, me, n)) << "after " << step;
+  }
   drill.done_with_step();
+  if (hosts) expect_pairs_agree(mask, stopped);
   rejoin_and_check(op, seed, 1, mask);
 }
 
@@ -557,8 +598,10 @@ TEST(MoeShrinkStopped, InsideCombineReads) {
         << e;
     EXPECT_EQ(masked_set(mask), others) << "after the failed combine";
   } else {
-    // The combine waited for the stopped reader only up to the bound: its rows were all read.
-    combine_checked(op, d, 0, mask, {}, false);
+    // The combine waited for the stopped reader only up to the bound: its rows were all read,
+    // or, from another host, given up on at a quarter of the bound (masked for this call).
+    const std::set<int> gave_up{stopped};
+    combine_checked(op, d, 0, mask, {}, false, spans_hosts(op) ? &gave_up : nullptr);
     round_checked(op, seed, 1, mask, {stopped});
   }
   drill.done_with_step();

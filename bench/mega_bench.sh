@@ -13,7 +13,7 @@
 #      the same layer with bf16 weights; then the fixed cost of a call. Draws the PNG next to the
 #      CSV (matplotlib in the build's interpreter, bench/configured_python.sh).
 #   bench/mega_bench.sh [BUILD_DIR] [--quick] [--baseline OLD_BUILD_DIR] [--layer-only]
-#                       [--layer-shape MODEL_DIM:FFN_DIM] [--pes "2 4"] [--wave-rows 128]
+#                       [--layer-shape MODEL_DIM:FFN_DIM] [--pes "2 4"] [--wave-rows N]
 # --baseline: every run of part 1 and every FP8 run of part 2 also runs on OLD_BUILD_DIR (another
 # commit's build), old and new alternating, so that both see the same machine; --layer-only: part 1
 # alone. Part 1 also gives the epilogue's share of each PE's busy time from one traced call per run
@@ -22,11 +22,12 @@
 # DeepSeek-V2-Lite's experts), top-4, 2 experts per PE, E4M3, 1 matrix + 2 vector workers, FP8
 # weights (the default); --pes: the PE counts of part 1 (default "2 4"; a real shape's prefill
 # takes about a second per call, so "2" alone keeps a run short); --wave-rows: the layer's GEMM
-# tile rows (default 128, the operator's; the tiles' mega_gemm runs take the same).
+# tile rows (default: the operator's choice, which the layer prints; the tiles' mega_gemm runs
+# take the rows the layer ran with, 128 for a build that does not print them).
 # Other processes on the machine move every figure: each is a median of MEGA_BENCH_REPEATS runs
 # (default 3; --quick: 1, and fewer calls), and the load is printed before and after.
 set -euo pipefail
-build=build quick='' baseline='' layer_only='' shape_arg=512:1024 pes_list='2 4' W=128
+build=build quick='' baseline='' layer_only='' shape_arg=512:1024 pes_list='2 4' W=''
 while (($#)); do
   case $1 in
     --quick) quick=--quick ;;
@@ -52,22 +53,25 @@ trap 'rm -rf "$out"' EXIT
 D=${BASH_REMATCH[1]} F=${BASH_REMATCH[2]} K=4 L=2
 [[ $pes_list =~ ^[0-9]+( [0-9]+)*$ ]] ||
   { echo "mega_bench.sh: --pes '$pes_list': want PE counts (2 or more) separated by spaces" >&2; exit 2; }
-[[ $W =~ ^[1-9][0-9]*$ ]] || { echo "mega_bench.sh: --wave-rows '$W': want a row count" >&2; exit 2; }
+[[ -z $W || $W =~ ^[1-9][0-9]*$ ]] || { echo "mega_bench.sh: --wave-rows '$W': want a row count" >&2; exit 2; }
+waves=${W:-128}  # the limit's runs take no wave rows; layer() sets them for the tiles' runs
 csv=${MEGA_BENCH_CSV:-output/perf/mega_bench.csv}
 mkdir -p "$(dirname "$csv")"
 echo "# $(uptime)"
-echo "# part 1 shape: model_dim $D, ffn_dim $F, wave rows $W"
+echo "# part 1 shape: model_dim $D, ffn_dim $F, wave rows ${W:-automatic}"
 
 # layer BUILD PES TOKENS LOOPS: sets fused and unfused (ms, e2e average of the slowest PE, calls
 # alternating), alone (the fused layer in a loop of its own, as the limit's GEMMs run) and share
-# (the epilogue's share of one traced fused call). The fp64 references check each PE's first 128
+# (the epilogue's share of one traced fused call), and waves (the wave rows it ran with). The fp64 references check each PE's first 128
 # tokens (a real shape's whole prefill takes minutes of them); the tests check every token.
 layer() {
   local args=(mega --pes "$2" --tokens "$3" --model-dim $D --ffn-dim $F --topk $K --experts-per-pe $L
-    --wave-rows $W --perf --warmup 2 --loops "$4" --seed 7 --csv "$csv" --verify-tokens 128)
+    ${W:+--wave-rows $W} --perf --warmup 2 --loops "$4" --seed 7 --csv "$csv" --verify-tokens 128)
   "$1/tools/moe/shmoe-moe" "${args[@]}" --compare --trace "$out/trace.json" >"$out/log" 2>&1 ||
     { cat "$out/log"; exit 1; }
   grep -q "^mega: .*verify=pass" "$out/log" || { cat "$out/log"; exit 1; }
+  waves=$(sed -n 's/^mega: .* in waves of \([0-9]*\) rows.*/\1/p' "$out/log")
+  waves=${waves:-${W:-128}}
   fused=$(grep "^mega: pes" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
   unfused=$(grep "^mega (unfused chain)" "$out/log" | grep -o "e2e_avg_ms=[0-9.]*" | cut -d= -f2)
   share=$("$python" "$share_py" "$out/trace.json" | cut -d' ' -f1)
@@ -83,7 +87,7 @@ layer() {
 # the fair share.
 gemm_group() {
   rm -f "$out"/pe*.gemm
-  for ((p = 0; p < $1; ++p)); do "${gemm:?}" "$2" $D $F $L $W "$4" "$3" >"$out/pe$p.gemm" & done
+  for ((p = 0; p < $1; ++p)); do "${gemm:?}" "$2" $D $F $L "$waves" "$4" "$3" >"$out/pe$p.gemm" & done
   wait
   cut -d, -f2 "$out"/pe*.gemm | sort -g | tail -1
 }

@@ -367,7 +367,7 @@ typedef struct {
   size_t max_recv_rows; /* 0: n_pes * max_tokens_per_pe * num_topk, which never overflows */
   int matrix_workers;   /* 0 and 0: 1 and 2; otherwise vector_workers = 2 * matrix */
   int vector_workers;
-  int wave_rows;                  /* rows per GEMM tile; 0: 128 */
+  int wave_rows; /* rows per GEMM tile, 1..4096; 0: automatic (shmoe_mega_moe_info says which) */
   shmoe_mega_weights_t weights;   /* 0: SHMOE_MEGA_WEIGHTS_AUTO */
   shmoe_mega_schedule_t schedule; /* 0: SHMOE_MEGA_SCHEDULE_AUTO */
 } shmoe_mega_moe_config_t;
@@ -388,6 +388,7 @@ typedef struct {
   int vector_workers;
   size_t weight_bytes;  /* the local experts' weights in that form */
   char gemm_engine[96]; /* the GEMM engine in words, NUL-terminated (cut to fit) */
+  int wave_rows; /* rows per GEMM tile: the config's, or if 0 128 with OVERLAPPED, else 512 */
 } shmoe_mega_moe_info_t;
 
 /* Collective. w1 and w2 hold num_experts_per_pe pointers, one per local expert, to MX FP8 rows

@@ -466,7 +466,8 @@ class MegaMoE:
     max_tokens_per_pe: the most tokens any PE passes; hidden, intermediate_hidden (even: SwiGLU
     splits GEMM1's output into gate and up halves); num_experts (divisible by the PE count),
     num_topk; mode: "e4m3" or "e5m2". Options: max_recv_rows, workers ((matrix, vector), vector = 2 x
-    matrix), wave_rows, weights: how the experts' weights are kept, "fp8" (the codes and
+    matrix), wave_rows (rows per GEMM tile; 0: 512 where one thread runs a wave's GEMMs, 128
+    where workers hand waves to each other), weights: how the experts' weights are kept, "fp8" (the codes and
     scales, 1.03 bytes per parameter, read directly: faster where an expert gets up to about 4
     rows a call), "bf16" (expanded and packed for oneDNN: faster from about 8) or "auto" (fp8
     where max_tokens_per_pe * num_topk <= 4 * the experts per PE). load_weights (collective) gives this PE's
@@ -475,7 +476,7 @@ class MegaMoE:
     collective too (the PEs agree on its arguments)."""
 
     def __init__(self, max_tokens_per_pe, hidden, intermediate_hidden, num_experts, num_topk,
-                 mode="e4m3", *, max_recv_rows=0, workers=None, wave_rows=128, weights="auto"):
+                 mode="e4m3", *, max_recv_rows=0, workers=None, wave_rows=0, weights="auto"):
         call = "shmoe.MegaMoE"
         require_init(call)
         matrix, vector = _converted(call, False, lambda: _worker_pair(workers))

@@ -131,7 +131,7 @@ class MegaRuntime {
       r.refuse(fmt::format("workers=({}, {}) must be (matrix, vector) counts", o_.matrix_workers,
                            o_.vector_workers));
     }
-    check_range(r, "wave_rows", o_.wave_rows, 1);
+    check_range(r, "wave_rows", o_.wave_rows, 0);
     if (o_.weights != "auto" && o_.weights != "fp8" && o_.weights != "bf16") {
       r.refuse(fmt::format("weights='{}' must be 'auto', 'fp8' or 'bf16'", o_.weights));
     }

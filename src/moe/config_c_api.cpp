@@ -92,7 +92,7 @@ MegaMoEConfig mega_config_of(const shmoe_mega_moe_config_t* config, const char* 
   c.format = fp8_format_of(in.format, fn);
   c.max_received_tokens = in.max_recv_rows;
   c.workers = {in.matrix_workers, in.vector_workers};
-  if (in.wave_rows != 0) c.wave_rows = in.wave_rows;
+  c.wave_rows = in.wave_rows;
   c.weights = weights_of(in.weights, fn);
   const int schedule = raw_enum_value(in.schedule);
   if (schedule < SHMOE_MEGA_SCHEDULE_AUTO || schedule > SHMOE_MEGA_SCHEDULE_SOLO) {

@@ -73,7 +73,7 @@ std::string config_error(const MegaMoEConfig& c, int n_pes, const MegaConfigName
                     n.matrix_workers, w.matrix, n.vector_workers, w.vector, n.vector_workers,
                     n.matrix_workers, n.matrix_workers);
   }
-  if (e.empty()) e = out_of_range(n.wave_rows, c.wave_rows, 1, 4096);
+  if (e.empty()) e = out_of_range(n.wave_rows, c.wave_rows, 0, 4096);
   if (e.empty() && static_cast<int>(c.schedule) > static_cast<int>(MegaSchedule::kSolo)) {
     e = fmt::format("{}={} is not a MegaSchedule (0 auto, 1 overlapped, 2 inline, 3 solo)",
                     n.schedule, static_cast<int>(c.schedule));

@@ -172,6 +172,7 @@ int shmoe_mega_moe_info(shmoe_mega_moe_t mega, shmoe_mega_moe_info_t* info) {
     out.weight_bytes = layer.weight_bytes();
     const std::string engine = layer.gemm_engine();
     engine.copy(out.gemm_engine, sizeof out.gemm_engine - 1);
+    out.wave_rows = c.wave_rows;
     shmoe::moe::c_api::write_struct(info, out, kInfoFirst, fn, "info");
     return int{SHMOE_MOE_OK};
   });

@@ -188,19 +188,25 @@ class FusedCall {
     if (in_.expert_token_counts != nullptr) {  // optional (shmoe_mega_moe_run)
       for (int e = 0; e < L; ++e) in_.expert_token_counts[e] = static_cast<std::int32_t>(rows[e]);
     }
-    // Where each destination's expert blocks start, and their first wave, to address the
-    // arrival counters there.
-    const int P = s_.n_pes;
+    address_waves(headers);
+  }
+
+  // Where each destination's expert blocks start, their first wave, and its wave rows (its
+  // header's), to address the arrival counters there.
+  void address_waves(const std::vector<const CallHeader*>& headers) {
+    const int P = s_.n_pes, L = cfg().experts_per_pe;
     block_start_.assign(static_cast<std::size_t>(P) * L, 0);
     block_wave_.assign(static_cast<std::size_t>(P) * L, 0);
+    wave_rows_.assign(static_cast<std::size_t>(P), cfg().wave_rows);
     for (int dst = 0; dst < P; ++dst) {
+      if (headers[dst] != nullptr) wave_rows_[dst] = headers[dst]->wave_rows;
       std::int64_t start = 0, wave = 0;
       for (int e = 0; e < L; ++e) {
         block_start_[dst * L + e] = start;
         block_wave_[dst * L + e] = wave;
         const std::int64_t n = s_.plan.expert_rows(dst, e);
         start += n;
-        wave += (n + cfg().wave_rows - 1) / cfg().wave_rows;
+        wave += (n + wave_rows_[dst] - 1) / wave_rows_[dst];
       }
     }
   }
@@ -229,7 +235,7 @@ class FusedCall {
   // put is the blocking form: the next slot of the same token rewrites the source's side-band.
   void push_rows(const Part& p) {
     auto scope = s_.trace.scope(p.worker, "dispatch");
-    const int L = cfg().experts_per_pe, k = cfg().topk, W = cfg().wave_rows;
+    const int L = cfg().experts_per_pe, k = cfg().topk;
     const std::size_t stride = s_.row_slot, row_bytes = s_.shape.token_row().bytes();
     const auto [t0, t1] = my_tokens(p);
     for (std::size_t t = t0; t < t1; ++t) {
@@ -243,7 +249,7 @@ class FusedCall {
         std::byte* mine = s_.my_rows.data() + t * stride;
         const RowMeta meta{s_.me, static_cast<std::int32_t>(t), slot, 1.0f};
         std::memcpy(mine + row_bytes, &meta, sizeof meta);
-        const std::int64_t wave = block_wave_[e] + (pos - block_start_[e]) / W;
+        const std::int64_t wave = block_wave_[e] + (pos - block_start_[e]) / wave_rows_[dst];
         shmem_putmem_signal(s_.recv_rows + static_cast<std::size_t>(pos) * stride, mine,
                             row_bytes + sizeof meta, s_.arrivals(static_cast<std::size_t>(wave)), 1,
                             SHMEM_SIGNAL_ADD, dst);
@@ -408,6 +414,7 @@ class FusedCall {
   const MegaMoEArgs& in_;
   const std::uint64_t g_;
   std::vector<std::int64_t> block_start_, block_wave_;  // [dst * L + expert]
+  std::vector<int> wave_rows_;                          // [dst]
 };
 
 }  // namespace

@@ -63,11 +63,12 @@ struct MegaMoEConfig {
   std::size_t max_received_tokens = 0;
   // {0, 0}: 1 matrix and 2 vector workers. Otherwise vector must be 2 * matrix.
   kernel::WorkerCounts workers{0, 0};
-  // Rows per GEMM tile and per readiness counter. Each wave costs four hand-overs between a
-  // matrix worker and its vector workers (futex wake-ups, 0.05-0.2 ms in a VM and more when PEs
-  // outnumber cores), and sgemm runs closer to its untiled rate on taller tiles: at the decode
-  // shape on 2 cores (2 PEs, other jobs running), 128-row waves took 31 ms against 72 ms.
-  int wave_rows = 128;
+  // Rows per GEMM tile and per readiness counter; 0: automatic (auto_wave_rows), resolved at
+  // creation, each PE its own (the call header tells the senders). Each wave costs four
+  // hand-overs between a matrix worker and its vector workers in the overlapped schedule (futex
+  // wake-ups, 0.05-0.2 ms in a VM), and the GEMMs run closer to their untiled rate on taller
+  // tiles: at the decode shape on 2 cores, 128-row waves took 31 ms against 72 ms for 32 rows.
+  int wave_rows = 0;
   MegaSchedule schedule = MegaSchedule::kAuto;
   MegaWeights weights = MegaWeights::kAuto;  // resolved in config(): kFp8 or kBf16
 };

@@ -229,7 +229,9 @@ struct CallHeader {
   std::int32_t ffn = 0;  // MegaMoE's ffn_dim; 0 for dispatch
   // Dispatch: the receive block this PE's rows of the call go to, or -1 for its receive window.
   std::int32_t recv_block = -1;
-  std::int32_t reserved[5] = {};
+  // MegaMoE: the rows of this PE's waves (each PE resolves its own), which senders count by.
+  std::int32_t wave_rows = 0;
+  std::int32_t reserved[4] = {};
   // followed by n_pes * experts_per_pe int32 counts: rows for (destination PE, local expert),
   // then the caller's own header ints (dispatch's config.header_ints)
 };

@@ -152,5 +152,38 @@ TEST(MegaCaller, TheTokenCountsAreOptional) {
   EXPECT_EQ(received, expected);
 }
 
+// Automatic wave rows resolve per PE (128 with the overlapped schedule, 512 otherwise), and the
+// senders address each PE's arrival counters by its own: PEs of both kinds in one job give the
+// unfused chain's bits (a sender counting by the wrong rows would leave a wave short: a hang).
+TEST(MegaCaller, PesWithOtherWaveRowsAddressEachOthersWaves) {
+  Weights w;
+  MegaMoEConfig c = config();
+  constexpr int kMany = 300;  // about 300 rows per expert: several 128-row waves, one of 512
+  c.max_tokens_per_pe = kMany;
+  c.weights = SHMOE_MEGA_WEIGHTS_FP8;
+  c.matrix_workers = 1;
+  c.vector_workers = 2;
+  const int me = shmem_my_pe(), experts = shmem_n_pes() * kExperts;
+  c.schedule = me == 0 ? SHMOE_MEGA_SCHEDULE_OVERLAPPED : SHMOE_MEGA_SCHEDULE_INLINE;
+  MegaMoE op(c, w.p1, w.p2);
+  EXPECT_EQ(op.info().wave_rows, me == 0 ? 128 : 512);
+  for (int call = 0; call < 2; ++call) {  // fresh inputs per call: stale rows would show
+    const std::uint64_t seed = test::shared_seed() + static_cast<std::uint64_t>(call) * 7919;
+    std::vector<std::uint16_t> x(static_cast<std::size_t>(kMany) * kHidden);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] = static_cast<std::uint16_t>(0x3e00 + test::mix(seed + me * 977 + i) % 64);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(kMany) * 2);
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      ids[i] = static_cast<std::int32_t>(test::mix(seed ^ (me + 1) * 131 ^ i) % experts);
+    std::vector<float> weights(ids.size());
+    for (std::size_t i = 0; i < weights.size(); ++i)
+      weights[i] = 0.25f + static_cast<float>(test::mix(seed ^ i * 31) % 4) * 0.125f;
+    std::vector<std::uint16_t> fused(x.size()), unfused(x.size());
+    op.run({x.data(), ids.data(), weights.data(), kMany, fused.data(), nullptr});
+    op.run_unfused({x.data(), ids.data(), weights.data(), kMany, unfused.data(), nullptr});
+    EXPECT_EQ(fused, unfused) << "call " << call;
+  }
+}
+
 }  // namespace
 }  // namespace shmoe

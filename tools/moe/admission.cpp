@@ -92,7 +92,7 @@ MemoryNeed mega_need(const MegaOptions& o, std::optional<std::uint64_t> heap) {
   const std::uint64_t token_row = mx_row_bytes(o.model_dim), act_row = mx_row_bytes(o.ffn_dim / 2);
   const std::uint64_t cap = o.max_received_tokens ? o.max_received_tokens : product({P, T, K});
   const std::uint64_t matrix = u64(o.matrix_workers > 0 ? o.matrix_workers : 1);
-  const std::uint64_t wave = u64(o.wave_rows);
+  const std::uint64_t wave = u64(o.wave_rows != 0 ? o.wave_rows : 512);  // 0: automatic, <= 512
   const bool unfused = o.compare || o.unfused;
   MemoryNeed n;
   n.windows =

@@ -61,7 +61,8 @@ void add_mega_options(CLI::App& app, MegaOptionText& text, MegaOptions& o) {
                             ->envname("AIC_NUM");
   text.vector_workers = app.add_option("--vector-workers", o.vector_workers, "vector workers (AIV)")
                             ->envname("AIV_NUM");
-  app.add_option("--wave-rows", o.wave_rows, "rows per GEMM tile");
+  app.add_option("--wave-rows", o.wave_rows,
+                 "rows per GEMM tile (0: automatic, 128 with the overlapped schedule, else 512)");
   app.add_option("--schedule", o.schedule,
                  "who runs SwiGLU and the write-back: overlapped (the vector workers, overlapping "
                  "the GEMMs), inline (the matrix worker), solo (no workers: the calling thread "
@@ -129,8 +130,6 @@ int finish_mega_options(const MegaOptionText& text, MegaOptions& o) {
       {"vector_workers", "AIV_NUM (--vector-workers)"},
       {"wave_rows", "--wave-rows"},
   };
-  // The API takes 0 for "the default" (128); for the tool it is out of range, as it always was.
-  if (o.wave_rows == 0) return refuse("--wave-rows=0 is out of range (1..4096)");
   if (const std::string e = MegaMoE::config_error(mega_config(o), o.pes); !e.empty())
     return refuse(in_option_names(e, kOptionOf));
   if (o.routing.empty_pes > o.pes) {

@@ -17,7 +17,7 @@ struct MegaOptions {
   std::size_t max_received_tokens = 0;
   int warmup = 2, loops = 10;
   int matrix_workers = 0, vector_workers = 0;
-  int wave_rows = 128;
+  int wave_rows = 0;              // 0: the operator's automatic choice
   std::string schedule = "auto";  // auto | overlapped | inline (shmoe_mega_schedule_t)
   std::string weights = "auto";   // auto | fp8 | bf16 (shmoe_mega_weights_t)
   bool unfused = false;           // time the unfused chain instead of the fused operator

@@ -180,9 +180,10 @@ MegaRun::MegaRun(const MegaOptions& o, std::uint64_t seed)
   layer_ = op_->info();
   if (me_ == 0) {
     fmt::print(
-        "mega: weights kept as {} ({} bytes on this PE); GEMMs on {}; SwiGLU and write-back by "
-        "the {}\n",
-        weights_form(), layer_.weight_bytes, layer_.gemm_engine, schedule_text(layer_.schedule));
+        "mega: weights kept as {} ({} bytes on this PE); GEMMs on {} in waves of {} rows; "
+        "SwiGLU and write-back by the {}\n",
+        weights_form(), layer_.weight_bytes, layer_.gemm_engine, layer_.wave_rows,
+        schedule_text(layer_.schedule));
   }
 }
 

@@ -186,7 +186,9 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
   s.peer_landed = s.peer_recv_rows;
   s.dest_rows.assign(static_cast<std::size_t>(s.n_pes), s.recv_rows);
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
-  s.engine = std::make_unique<kernel::CopyEngine>();
+  // Shrink mode's flags are held until their data lands: the engine waits for no other host.
+  s.engine = std::make_unique<kernel::CopyEngine>(s.shrink() ? kernel::EngineQuiet::kMappedPes
+                                                             : kernel::EngineQuiet::kEveryPe);
 }
 
 MoeBuffer::~MoeBuffer() {

@@ -157,13 +157,12 @@ bool LiveSet::masked_elsewhere(int pe) const {
 
 namespace {
 
-// Keeps this PE's beat moving until `until` or ready().
-template <typename Ready>
-void beat_until(const LiveSet& live, Clock::time_point until, Ready&& ready) {
+// Keeps this PE's beat moving until `until`.
+void beat_until(const LiveSet& live, Clock::time_point until) {
   shmoe::wait_until(
       [&] {
         live.beat();
-        return ready() || Clock::now() >= until;
+        return Clock::now() >= until;
       },
       [] { return shmoe::WaitState{"shrink mode", "a peer's beat", -1, 0, 0, 0}; });
 }
@@ -184,7 +183,7 @@ bool LiveSet::held_in_a_wait(int pe) const {
   if (words_ == nullptr) return false;
   std::uint64_t first = 0, second = 0;
   if (!read_beat(*this, words_->beat, pe, first)) return false;
-  beat_until(*this, Clock::now() + bound_ / 16, [] { return false; });
+  beat_until(*this, Clock::now() + bound_ / 16);
   return read_beat(*this, words_->beat, pe, second) && second != first;
 }
 

@@ -8,7 +8,7 @@
 
 namespace shmoe::kernel {
 
-CopyEngine::CopyEngine() : thread_([this] { run(); }) {}
+CopyEngine::CopyEngine(EngineQuiet scope) : scope_(scope), thread_([this] { run(); }) {}
 
 CopyEngine::~CopyEngine() {
   {
@@ -49,9 +49,11 @@ void CopyEngine::run() {
     queue_.pop_front();
     lock.unlock();
     std::exception_ptr error;
+    bool at_mapped = false;
     try {
-      void* mapped = c.bypass_cache ? shmem_ptr(c.dest, c.pe) : nullptr;
-      if (mapped != nullptr) {
+      void* mapped = shmem_ptr(c.dest, c.pe);
+      at_mapped = mapped != nullptr;
+      if (mapped != nullptr && c.bypass_cache) {
         copy_non_temporal(mapped, c.source, c.bytes);
       } else {
         shmem_putmem(c.dest, c.source, c.bytes, c.pe);
@@ -60,16 +62,36 @@ void CopyEngine::run() {
       error = std::current_exception();
     }
     lock.lock();
+    note_written(c.pe, at_mapped);
     bytes_moved_ += c.bytes;
     if (error && !error_) error_ = error;
     if (--in_flight_ == 0) {
       // Orders this thread's (possibly non-temporal) stores before whatever the waiter does next;
       // the quiet of a transport that stores nothing itself need not fence them.
       fence_non_temporal();
-      shmem_quiet();
+      quiet_written();
       idle_cv_.notify_all();
     }
   }
+}
+
+void CopyEngine::note_written(int pe, bool mapped) {
+  if (scope_ == EngineQuiet::kMappedPes && !mapped) return;  // its flag is held until it lands
+  if (static_cast<std::size_t>(pe) >= written_flags_.size())
+    written_flags_.resize(static_cast<std::size_t>(pe) + 1, false);
+  if (written_flags_[static_cast<std::size_t>(pe)]) return;
+  written_flags_[static_cast<std::size_t>(pe)] = true;
+  written_.push_back(pe);
+}
+
+void CopyEngine::quiet_written() {
+  try {
+    shmem_pe_quiet(written_.data(), written_.size());
+  } catch (...) {
+    if (!error_) error_ = std::current_exception();
+  }
+  for (int pe : written_) written_flags_[static_cast<std::size_t>(pe)] = false;
+  written_.clear();
 }
 
 }  // namespace shmoe::kernel

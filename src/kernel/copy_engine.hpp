@@ -22,22 +22,31 @@ struct RemoteCopy {
   bool bypass_cache = false;  // non-temporal stores where the peer's heap is mapped here
 };
 
+// What the engine's quiet waits for: every copy complete where it went, or only the copies to
+// PEs mapped here, the others merely sent, for a caller whose flags are held until their data
+// lands (shrink mode: a PE stopped on another host completes nothing until it resumes).
+enum class EngineQuiet { kEveryPe, kMappedPes };
+
 class CopyEngine {
  public:
-  CopyEngine();
+  explicit CopyEngine(EngineQuiet scope = EngineQuiet::kEveryPe);
   ~CopyEngine();
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
 
   // Thread-safe. The copies of one call run in order; calls from several threads interleave.
   void submit(std::vector<RemoteCopy> copies);
-  // Returns once every copy submitted so far is complete and ordered before the caller's later
-  // stores (the engine thread fences its own stores before it reports completion).
+  // Returns once every copy submitted so far is complete (as the scope says) and ordered before
+  // the caller's later stores (the engine thread fences its own stores before it reports
+  // completion). Its quiet covers only the PEs it wrote to (shmem_pe_quiet), so that it never
+  // waits on another PE's traffic, such as flags held for a stopped PE.
   void quiet();
   std::size_t bytes_moved() const;
 
  private:
   void run();
+  void note_written(int pe, bool mapped);  // under mutex_
+  void quiet_written();                    // under mutex_, once idle
 
   mutable std::mutex mutex_;
   std::condition_variable work_cv_;
@@ -46,6 +55,9 @@ class CopyEngine {
   std::size_t in_flight_ = 0;
   std::size_t bytes_moved_ = 0;
   bool stopping_ = false;
+  const EngineQuiet scope_;
+  std::vector<int> written_;         // PEs to quiet at the next idle, each once
+  std::vector<bool> written_flags_;  // by PE: in written_
   std::exception_ptr error_;
   std::thread thread_;
 };

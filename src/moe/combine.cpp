@@ -39,6 +39,7 @@
 #include "common/pe_loss.hpp"
 #include "moe/combine_reduce.hpp"
 #include "moe/context_state.hpp"
+#include "moe/remote_words.hpp"
 #include "moe/test_stop.hpp"
 #include "shmem/detached_get.hpp"
 
@@ -488,33 +489,17 @@ class CombineCall {
   // answer of "no" came while that PE had not gone on past call g: what this PE read was still
   // call g's. (Its flag at this PE, read_masks, may land after this check across hosts.)
   std::vector<bool> read_masks_recorded() {
-    using State = transport::DetachedGet::State;
-    std::vector<std::unique_ptr<transport::DetachedGet>> gets(static_cast<std::size_t>(s_.n_pes));
+    std::vector<bool> ask(static_cast<std::size_t>(s_.n_pes), false);
     for (int src = 0; src < s_.n_pes; ++src) {
       const bool late = !s_.late_mask.empty() && s_.late_mask[static_cast<std::size_t>(src)];
-      if (src != s_.me && live_.live(src) && !late && s_.peer_landed[src] == nullptr)
-        gets[static_cast<std::size_t>(src)] =
-            shmoe::getmem_detached(s_.read_masked.slot(s_.me), sizeof(std::uint64_t), src);
+      ask[static_cast<std::size_t>(src)] =
+          src != s_.me && live_.live(src) && !late && s_.peer_landed[src] == nullptr;
     }
-    auto in_flight = [](const auto& g) { return g != nullptr && g->state() == State::kInFlight; };
-    const auto deadline = Clock::now() + live_.bound() / 4;
-    shmoe::wait_until(
-        [&] {
-          live_.beat();
-          return std::none_of(gets.begin(), gets.end(), in_flight) || Clock::now() >= deadline;
-        },
-        [&] {
-          return shmoe::WaitState{
-              "combine reads", "read-mask records of PEs on other hosts", -1, 0, 0, g_};
-        });
+    const auto records =
+        read_remote_words(live_, s_.read_masked.slot(s_.me), ask, "read-mask records");
     std::vector<bool> masked(static_cast<std::size_t>(s_.n_pes), false);
-    for (int src = 0; src < s_.n_pes; ++src) {
-      const auto& get = gets[static_cast<std::size_t>(src)];
-      if (get == nullptr) continue;
-      std::uint64_t at = 0;
-      if (get->state() == State::kDone) std::memcpy(&at, get->data(), sizeof at);
-      masked[static_cast<std::size_t>(src)] = get->state() != State::kDone || at >= g_;
-    }
+    for (std::size_t src = 0; src < ask.size(); ++src)
+      masked[src] = ask[src] && (!records[src] || *records[src] >= g_);
     return masked;
   }
 

@@ -18,8 +18,8 @@ namespace {
 // their side-band, combine rows.
 struct Window {
   std::size_t dispatch_done, combine_entry, combine_done, combine_pulls, read_masks, read_masked,
-      live_sync, rejoin_flags, rejoin_counters, beat, masked_news, headers, recv_rows, recv_band,
-      combine_rows, recv_pool, total;
+      live_sync, rejoin_flags, rejoin_counters, rejoin_outcome, beat, masked_news, headers,
+      recv_rows, recv_band, combine_rows, recv_pool, total;
 };
 
 std::size_t row_bytes_of(const MoeConfig& c) {
@@ -57,6 +57,7 @@ Window window_layout(const MoeConfig& c, int n_pes) {
   w.rejoin_flags = l.take(2 * flags);
   w.rejoin_counters = l.take(2 * static_cast<std::size_t>(n_pes) * MoeBuffer::State::kRejoinWords *
                              sizeof(std::uint64_t));
+  w.rejoin_outcome = l.take(flags);
   w.beat = l.take(sizeof(std::uint64_t));
   w.masked_news = l.take(flags);
   w.headers = l.take(HeaderExchange::bytes(n_pes, c.experts_per_pe, c.header_ints));
@@ -166,6 +167,7 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
         FlagArray(s.window + wl.rejoin_flags + p * FlagArray::bytes(s.n_pes), s.n_pes);
   }
   s.rejoin_counters = reinterpret_cast<std::uint64_t*>(s.window + wl.rejoin_counters);
+  s.rejoin_outcome = FlagArray(s.window + wl.rejoin_outcome, s.n_pes);
   s.shrink_words.beat = reinterpret_cast<std::uint64_t*>(s.window + wl.beat);
   s.shrink_words.masked = FlagArray(s.window + wl.masked_news, s.n_pes);
   s.shrink_words.me = s.me;
@@ -184,7 +186,9 @@ MoeBuffer::MoeBuffer(const MoeConfig& config) : state_(std::make_unique<State>()
   s.peer_landed = s.peer_recv_rows;
   s.dest_rows.assign(static_cast<std::size_t>(s.n_pes), s.recv_rows);
   s.pool = std::make_unique<kernel::WorkerPool>(c.workers.total());
-  s.engine = std::make_unique<kernel::CopyEngine>();
+  // Shrink mode's flags are held until their data lands: the engine waits for no other host.
+  s.engine = std::make_unique<kernel::CopyEngine>(s.shrink() ? kernel::EngineQuiet::kMappedPes
+                                                             : kernel::EngineQuiet::kEveryPe);
 }
 
 MoeBuffer::~MoeBuffer() {
@@ -259,6 +263,28 @@ std::vector<MoeBuffer::State*> rejoin_contexts(MoeBuffer::State& first,
   return all;
 }
 
+// The first `words` of each live PE's row of rejoin counters, copied; a PE whose flag says,
+// after the copy, that it went on to a later attempt is masked (a + 2 has the same parity, and
+// may have written over its row).
+std::vector<std::uint64_t> copy_current_rows(const MoeBuffer::State& s, const FlagArray& flags,
+                                             std::uint64_t a, const LiveSet& live,
+                                             const std::uint64_t* rows, std::size_t words) {
+  std::vector<std::uint64_t> copy(static_cast<std::size_t>(s.n_pes) * words, 0);
+  for (int pe = 0; pe < s.n_pes; ++pe) {
+    if (!live.live(pe)) continue;
+    const std::uint64_t* theirs =
+        rows + static_cast<std::size_t>(pe) * MoeBuffer::State::kRejoinWords;
+    std::copy(theirs, theirs + words,
+              copy.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(pe) * words));
+    std::atomic_thread_fence(std::memory_order_acquire);  // the row read before the flag again
+    if (std::atomic_ref<std::uint64_t>(*flags.slot(pe)).load(std::memory_order_acquire) !=
+        FlagArray::arrived(a)) {
+      live.mask(pe, "rejoin", a, "it went on to a later rejoin while this PE read its counters");
+    }
+  }
+  return copy;
+}
+
 }  // namespace
 
 void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>& others) {
@@ -294,17 +320,12 @@ void rejoin(MoeBuffer& ctx, std::int32_t* pe_mask, const std::vector<MoeBuffer*>
   // My counters go with my flag, held until they land (a fence would wait for a stopped PE).
   flags.meet(s.me, a, "rejoin", live, mine, bytes);
   std::vector<std::uint64_t> top(kCounters * all.size(), 0);
+  const auto copied = copy_current_rows(s, flags, a, live, rows, top.size());
+  settle_rejoin_outcomes(s, a, live);  // across hosts: those whose own outcome left this PE out
   for (int pe = 0; pe < s.n_pes; ++pe) {
     if (!live.live(pe)) continue;
-    const std::uint64_t* theirs = rows + static_cast<std::size_t>(pe) * kWords;
-    std::vector<std::uint64_t> row(theirs, theirs + top.size());
-    std::atomic_thread_fence(std::memory_order_acquire);  // the row read before the flag again
-    if (std::atomic_ref<std::uint64_t>(*flags.slot(pe)).load(std::memory_order_acquire) !=
-        FlagArray::arrived(a)) {
-      live.mask(pe, "rejoin", a, "it went on to a later rejoin while this PE read its counters");
-      continue;
-    }
-    for (std::size_t i = 0; i < top.size(); ++i) top[i] = std::max(top[i], row[i]);
+    for (std::size_t i = 0; i < top.size(); ++i)
+      top[i] = std::max(top[i], copied[static_cast<std::size_t>(pe) * top.size() + i]);
   }
   for (int pe = 0; pe < s.n_pes; ++pe) pe_mask[pe] = arrived[static_cast<std::size_t>(pe)];
   for (std::size_t i = 0; i < all.size(); ++i) {

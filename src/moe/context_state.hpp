@@ -54,6 +54,9 @@ struct MoeBuffer::State : OperatorState {
   FlagArray rejoin_flags[2];
   std::uint64_t* rejoin_counters = nullptr;
   std::uint64_t rejoin_generation = 0;
+  // This PE's record of its last rejoin attempt a (slot X: arrived(a) if X came, left_without(a)
+  // if not), written before it goes on; a PE on another host reads it (settle_rejoin_outcomes).
+  FlagArray rejoin_outcome;
   ShrinkWords shrink_words;  // shrink mode's, shared with the other PEs (protocol.hpp)
   // Per context: the dispatch, combine and sync generations; a rejoin carries those of up to
   // kMaxRejoinContexts contexts.
@@ -89,6 +92,13 @@ struct MoeBuffer::State : OperatorState {
   // ... and after it, late_mask keeps only those (not the PEs the call had masked already).
   void keep_only_late(const LiveSet& live);
 };
+
+// Shrink mode's rejoin, attempt `a`, once its meet has masked (in `live`) the PEs that did not
+// come: records the outcome, then masks the PEs on other hosts whose own record of the attempt
+// leaves this PE out (or that do not answer). Their flags at this PE are held until their data
+// lands, so a PE resumed after a stop may take their arrivals for attempt a, landing late, before
+// their "ended without you"; their records, read after the attempt, are not late so.
+void settle_rejoin_outcomes(MoeBuffer::State& s, std::uint64_t a, const LiveSet& live);
 
 // Which segments of a call go through the copy engine: those of at least the threshold and
 // above the average segment size (so the engine takes the few big ones, the workers the rest).

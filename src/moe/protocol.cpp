@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 
 #include "common/backoff.hpp"
 #include "common/log.hpp"
 #include "common/pe_loss.hpp"
+#include "moe/remote_words.hpp"
 #include "moe/test_stop.hpp"
-#include "shmem/detached_get.hpp"
 
 namespace shmoe::moe {
 namespace {
@@ -158,30 +157,23 @@ bool LiveSet::masked_elsewhere(int pe) const {
 
 namespace {
 
-// Keeps this PE's beat moving until `until` or ready().
-template <typename Ready>
-void beat_until(const LiveSet& live, Clock::time_point until, Ready&& ready) {
+// Keeps this PE's beat moving until `until`.
+void beat_until(const LiveSet& live, Clock::time_point until) {
   shmoe::wait_until(
       [&] {
         live.beat();
-        return ready() || Clock::now() >= until;
+        return Clock::now() >= until;
       },
       [] { return shmoe::WaitState{"shrink mode", "a peer's beat", -1, 0, 0, 0}; });
 }
 
-// PE `pe`'s beat: by a load where its window is mapped, else by a get given up on at a quarter
-// of the bound (false: unanswered or failed).
+// PE `pe`'s beat (false: a get of it unanswered or failed).
 bool read_beat(const LiveSet& live, std::uint64_t* beat, int pe, std::uint64_t& out) {
-  if (auto* mapped = static_cast<std::uint64_t*>(shmem_ptr(beat, pe))) {
-    out = std::atomic_ref<std::uint64_t>(*mapped).load(std::memory_order_relaxed);
-    return true;
-  }
-  using State = transport::DetachedGet::State;
-  const auto get = shmoe::getmem_detached(beat, sizeof out, pe);
-  beat_until(live, Clock::now() + live.bound() / 4,
-             [&] { return get->state() != State::kInFlight; });
-  if (get->state() != State::kDone) return false;
-  std::memcpy(&out, get->data(), sizeof out);
+  std::vector<bool> want(static_cast<std::size_t>(pe) + 1, false);
+  want[static_cast<std::size_t>(pe)] = true;
+  const auto read = read_remote_words(live, beat, want, "a peer's beat");
+  if (!read[static_cast<std::size_t>(pe)]) return false;
+  out = *read[static_cast<std::size_t>(pe)];
   return true;
 }
 
@@ -191,7 +183,7 @@ bool LiveSet::held_in_a_wait(int pe) const {
   if (words_ == nullptr) return false;
   std::uint64_t first = 0, second = 0;
   if (!read_beat(*this, words_->beat, pe, first)) return false;
-  beat_until(*this, Clock::now() + bound_ / 16, [] { return false; });
+  beat_until(*this, Clock::now() + bound_ / 16);
   return read_beat(*this, words_->beat, pe, second) && second != first;
 }
 

@@ -10,7 +10,9 @@
 # With SHMOERUN and PER_HOST, the job runs as simulated hosts of PER_HOST PEs each (shmoerun
 # starts each PE through tests/pe/fake_hosts.sh): shared memory inside a host, UCX between.
 # FAIL may name several PEs, P,Q,... (quit or kill: e.g. every PE of one simulated host).
-#   shrink_cli.sh SHMOE_MOE PES FAIL quit|stop|kill [SHMOERUN PER_HOST]
+# With PLANE doubleplane, the pipeline runs the two-data-plane operators, every segment above
+# the average through the copy engine (each survivor must have moved bytes through it).
+#   shrink_cli.sh SHMOE_MOE PES FAIL quit|stop|kill [SHMOERUN PER_HOST [PLANE]]
 set -euo pipefail
 moe=$1 pes=$2 fail=$3 how=$4
 IFS=, read -ra fails <<<"$fail"
@@ -19,6 +21,8 @@ bound=2000
 expected_status=0
 status=0
 run=("$moe") launcher=shmoe-moe
+plane=()
+[[ ${7:-} == doubleplane ]] && plane=(--doubleplane --threshold 0)
 if [[ $# -ge 6 ]]; then
   # shmoe-moe as one PE of shmoerun's job (SHMOE_MOE_PE), which sets no loss policy itself.
   run=("$5" -n "$pes" --timeout 120 "$(dirname "$0")/../pe/fake_hosts.sh" "$6" "$moe")
@@ -28,14 +32,14 @@ if [[ $# -ge 6 ]]; then
 fi
 log=$("${run[@]}" pipeline --pes "$pes" --bs 32 --hidden 1024 --topk 4 --experts-per-pe 2 \
   --dtype bfloat16 --iterations 4 --shrink-ms $bound --fail-pe "$fail:$how:1" --timeout 120 \
-  2>&1) || status=$?
+  "${plane[@]}" 2>&1) || status=$?
 if [[ $status -ne $expected_status ]]; then
   echo "$log"
   echo "FAIL: the run ended with status $status, expected $expected_status"
   exit 1
 fi
 echo "$log" | grep -E "^(PE [0-9]+:|$launcher: |shmoe: PE [0-9]+: warning: shrink mode)" || true
-passed=$(grep -c "^PE [0-9]*: pipeline verify=pass" <<<"$log" || true)
+passed=$(grep -cE "^PE [0-9]+: pipeline(-doubleplane)? verify=pass" <<<"$log" || true)
 if [[ $passed -ne $survivors ]]; then
   echo "FAIL: $passed PEs passed their checks, expected $survivors"
   exit 1
@@ -77,11 +81,15 @@ while read -r line; do
     exit 1
   fi
   calls+=("$call")
+  if [[ ${#plane[@]} -gt 0 ]] && ! grep -qE " copy_engine_bytes=[1-9]" <<<"$line"; then
+    echo "FAIL: the copy engine moved nothing: $line"
+    exit 1
+  fi
   if ((ms > bound + 1000)); then
     echo "FAIL: masking took $ms ms, more than the bound $bound ms plus one second"
     exit 1
   fi
-done < <(grep "^PE [0-9]*: pipeline verify=pass" <<<"$log")
+done < <(grep -E "^PE [0-9]+: pipeline(-doubleplane)? verify=pass" <<<"$log")
 # The library's warnings, one per survivor ("shmoe: PE R: warning: shrink mode: PE FAIL masked: it
 # did not reach STEP of call N within BOUND ms", or "masked at STEP of call N: it was lost ..."
 # for a killed PE; the launcher merges the same line of several PEs into one, "(the same on K

@@ -22,8 +22,12 @@ from .utils import EventHandle, EventOverlap
 
 _MIN_HEAP = 512 << 20
 _MAX_HEAP = 8 << 30
+# The heap in buffers of num_bytes: the buffer, a primitive's memory (PP, AGRS or Engram), and
+# room for the default two receive blocks of num_bytes that recv_x lands in (no copy), whose
+# pool takes at most half of what is left.
+_HEAP_BUFFERS = 6
 # Profiler rows under DeepEP's kernel names (its tests time them): the runtime's call (which
-# also copies the received rows out of the window), then the results' conversion to tensors.
+# also unpacks the received rows out of the window), then the results' conversion to tensors.
 _DISPATCH, _DISPATCH_EPILOGUE = "dispatch_impl", "dispatch_copy_epilogue_impl"
 _COMBINE, _COMBINE_EPILOGUE = "combine_impl", "combine_reduce_epilogue_impl"
 # The arrays' torch dtypes by the runtime's names for them.
@@ -102,7 +106,8 @@ class ElasticBuffer(ElasticPrimitives):
             num_bytes = self.get_buffer_size_hint(group, num_max_tokens_per_rank, hidden, num_topk,
                                                   use_fp8_dispatch)
         self.num_bytes = num_bytes
-        _job.join(group, min(max(2 * int(num_bytes) + (64 << 20), _MIN_HEAP), _MAX_HEAP))
+        heap = _HEAP_BUFFERS * int(num_bytes) + (64 << 20)
+        _job.join(group, min(max(heap, _MIN_HEAP), _MAX_HEAP))
         self.runtime: Any = _shmoe.ElasticBuffer(
             num_bytes, num_max_tokens_per_rank, hidden, num_topk, bool(use_fp8_dispatch),
             self.allow_hybrid_mode, self.allow_multiple_reduction, self.deterministic)

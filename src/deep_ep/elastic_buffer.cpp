@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <stdexcept>
 
 #include "deep_ep/checks.hpp"
 #include "moe/moe.hpp"
@@ -58,8 +59,27 @@ ElasticBuffer::ElasticBuffer(const shmoe_elastic_buffer_config_t& config)
 }
 
 ElasticBuffer::~ElasticBuffer() {
+  blocks_.reset();
+  shmem_free(headers_);
   shmem_free(counts_);
   shmem_free(window_);
+}
+
+ElasticBlocks& ElasticBuffer::blocks() {
+  // A block holds what the window does: any recv_x of a dispatch that fits the window, and an
+  // expanded one as large as combine's rows.
+  if (!blocks_) blocks_ = std::make_unique<ElasticBlocks>(window_bytes_, "ElasticBuffer.dispatch");
+  return *blocks_;
+}
+
+std::int32_t* ElasticBuffer::headers(std::int64_t ints) {
+  if (ints > header_ints_) {
+    shmem_free(headers_);
+    headers_ = static_cast<std::int32_t*>(shmem_malloc(static_cast<std::size_t>(n_ * ints) * 4));
+    header_ints_ = headers_ == nullptr ? 0 : ints;
+    if (headers_ == nullptr) throw std::runtime_error("ElasticBuffer.dispatch: the heap is full");
+  }
+  return headers_;
 }
 
 void ElasticBuffer::require_fits(const char* call, std::uint64_t bytes, const char* what) const {

@@ -7,8 +7,10 @@
 
 namespace shmoe::deep_ep {
 
-ElasticBlocks::ElasticBlocks(std::uint64_t bytes, const char* call) : bytes_(bytes) {
-  count_ = blocks_that_fit(0, bytes, call);
+ElasticBlocks::ElasticBlocks(std::uint64_t bytes, std::uint64_t room, const char* call)
+    : bytes_(bytes) {
+  const std::size_t free = largest_free(call);
+  count_ = free <= room ? 0 : blocks_within(free - room, bytes);
   if (count_ > 0) {
     base_ = static_cast<std::byte*>(shmem_malloc(static_cast<std::size_t>(count_) * bytes));
     // The same on every PE: every heap has had the same allocations.

@@ -14,9 +14,9 @@ namespace shmoe::deep_ep {
 
 class ElasticBlocks {
  public:
-  // Collective: SHMOE_DEEP_EP_RECV_BLOCKS blocks of `bytes`, fewer where they would take more
-  // than half the heap left (the same count on every PE).
-  ElasticBlocks(std::uint64_t bytes, const char* call);
+  // Collective: SHMOE_DEEP_EP_RECV_BLOCKS blocks of `bytes`, fewer where the heap left, less
+  // `room` (for the buffer's primitives), holds fewer (the same count on every PE).
+  ElasticBlocks(std::uint64_t bytes, std::uint64_t room, const char* call);
   ElasticBlocks(const ElasticBlocks&) = delete;
   ElasticBlocks& operator=(const ElasticBlocks&) = delete;
   // Collective: frees the blocks, unless some PE's caller still holds one: then every PE leaves

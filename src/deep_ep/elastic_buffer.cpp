@@ -66,10 +66,22 @@ ElasticBuffer::~ElasticBuffer() {
 }
 
 ElasticBlocks& ElasticBuffer::blocks() {
-  // A block holds what the window does: any recv_x of a dispatch that fits the window, and an
-  // expanded one as large as combine's rows.
-  if (!blocks_) blocks_ = std::make_unique<ElasticBlocks>(window_bytes_, "ElasticBuffer.dispatch");
+  // Room is left for the primitives' memory (at most num_bytes, one at a time).
+  if (!blocks_) {
+    blocks_ = std::make_unique<ElasticBlocks>(recv_block_bytes(config_, n_), window_bytes_,
+                                              "ElasticBuffer.dispatch");
+  }
   return *blocks_;
+}
+
+std::uint64_t ElasticBuffer::recv_block_bytes(const shmoe_elastic_buffer_config_t& c,
+                                              int num_ranks) {
+  if (c.num_max_tokens_per_rank <= 0 || c.hidden <= 0) {
+    return c.num_bytes != 0 ? c.num_bytes : size_hint(c, num_ranks);
+  }
+  return static_cast<std::uint64_t>(num_ranks) *
+         static_cast<std::uint64_t>(c.num_max_tokens_per_rank) * 2 *
+         static_cast<std::uint64_t>(c.hidden);
 }
 
 std::int32_t* ElasticBuffer::headers(std::int64_t ints) {

@@ -25,6 +25,9 @@ class ElasticBuffer {
   ~ElasticBuffer();
 
   static std::uint64_t size_hint(const shmoe_elastic_buffer_config_t& config, int num_ranks);
+  // Bytes of a receive block: a BF16 recv_x of one row per token at the MoE settings (ranks x
+  // num_max_tokens_per_rank x hidden x 2), or without them the buffer's bytes.
+  static std::uint64_t recv_block_bytes(const shmoe_elastic_buffer_config_t& config, int num_ranks);
   // Bytes a dispatch slot takes: the token index, the top-k indices and weights, the row.
   static std::int64_t dispatch_slot_bytes(std::int64_t row_bytes, int num_topk);
 

@@ -104,15 +104,19 @@ int blocks_that_fit(MoeConfig c, int n, const char* call) {
 }
 
 int blocks_that_fit(std::size_t base, std::size_t block, const char* call) {
-  const auto want = static_cast<std::size_t>(settings::deep_ep_recv_blocks());
-  if (want == 0 || block == 0) return 0;
+  const std::size_t free = largest_free(call);
+  return free <= base ? 0 : blocks_within((free - base) / 2, block);
+}
+
+std::size_t largest_free(const char* call) {
   Runtime& rt = runtime(call);
-  std::size_t free = 0;
-  {
-    std::lock_guard lock(rt.heap_mutex());
-    free = rt.allocator().largest_free_block();
-  }
-  return free <= base ? 0 : static_cast<int>(std::min(want, (free - base) / 2 / block));
+  std::lock_guard lock(rt.heap_mutex());
+  return rt.allocator().largest_free_block();
+}
+
+int blocks_within(std::size_t bytes, std::size_t block) {
+  const auto want = static_cast<std::size_t>(settings::deep_ep_recv_blocks());
+  return block == 0 ? 0 : static_cast<int>(std::min(want, bytes / block));
 }
 
 void retire_blocks(MoeBuffer& op, BlockLender& lender) {

@@ -82,6 +82,10 @@ std::int64_t most(std::int64_t mine);
 int blocks_that_fit(MoeConfig c, int n, const char* call);
 // The same for blocks of `block` bytes beside `base` bytes still to be allocated.
 int blocks_that_fit(std::size_t base, std::size_t block, const char* call);
+// The largest free run of this PE's heap (the same on every PE that made the same allocations).
+std::size_t largest_free(const char* call);
+// SHMOE_DEEP_EP_RECV_BLOCKS, or fewer: as many blocks of `block` bytes as `bytes` holds.
+int blocks_within(std::size_t bytes, std::size_t block);
 
 // Collective where op has blocks (the same count on every rank), before `op` goes: retires
 // `lender`, and if any rank's caller still holds a block of op's, every rank abandons op (its

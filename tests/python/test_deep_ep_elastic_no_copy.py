@@ -5,8 +5,8 @@ is dropped. Checked as tests/python/test_deep_ep_no_copy.py checks V1 (its Held 
 holding and dropping, more held than blocks, a result outliving destroy()), in torch.distributed
 jobs of spawned ranks on fresh random inputs: each recv_x bit for bit against the rows plain
 loops over every rank's tokens give; recv_x at a block's address, a dropped block the next
-dispatch's; combine of recv_x itself equal to combine of a copy, and (one row per token) to
-the reference sum."""
+dispatch's; an expanded recv_x larger than a block copied; combine of recv_x itself equal to
+combine of a copy, and (one row per token) to the reference sum."""
 
 import gc
 import os
@@ -21,7 +21,9 @@ from test_deep_ep import spawn_ranks  # noqa: E402
 from test_deep_ep_no_copy import (BLOCKS, HIDDEN, LOCAL, TOPK, Held, _after_finalize,  # noqa: E402
                                   _expected, _inputs, _random_order, _same)
 
-MAX, ALIGN = 64, 4  # num_max_tokens_per_rank (every call's tokens fit), expert_alignment
+# num_max_tokens_per_rank, expert_alignment. A block holds ranks x MAX rows: every expanded
+# recv_x here too (at most ranks x 55 tokens x TOPK rows, plus padding).
+MAX, ALIGN = 128, 4
 
 
 class Flat:
@@ -61,13 +63,13 @@ class Expanded(Flat):
 
 
 def _addresses(held, buffer):
-    """Both blocks free: recv_x starts block 0, the next held one block 1 (a buffer's size
+    """Both blocks free: recv_x starts block 0, the next held one block 1 (ranks x MAX bf16 rows
     further); the first dropped, the next dispatch lands in its block."""
     while held.results:
         held.drop(0)
     assert held.dispatch(300) and held.dispatch(301)
     first, second = (recv.data_ptr() for _, recv, _ in held.results)
-    assert second - first == buffer.num_bytes, (first, second, buffer.num_bytes)
+    assert second - first == buffer.num_ranks * MAX * HIDDEN * 2, (first, second)
     held.drop(0)
     assert held.dispatch(302)
     assert held.results[-1][1].data_ptr() == first
@@ -93,6 +95,20 @@ def _combine(seed, rank, n, buffer, mode):
         assert _same(in_place, want.to(torch.bfloat16))
 
 
+def _beyond_a_block(seed, rank, n, buffer):
+    """Expanded without do_cpu_sync: recv_x has the worst case's rows (ranks x MAX x top-k, plus
+    padding), more than a block holds, so it is copied though blocks are free: the rows first,
+    then zeros (do_zero_padding)."""
+    idx, w, x = _inputs(seed, 500, rank, n)
+    in_blocks, copied = buffer.runtime.result_counts()
+    recv_x = buffer.dispatch(x, topk_idx=idx, topk_weights=w, num_experts=n * LOCAL,
+                             do_cpu_sync=False, **Expanded.kwargs)[0]
+    assert buffer.runtime.result_counts() == (in_blocks, copied + 1)
+    assert recv_x.shape[0] == n * MAX * min(TOPK, LOCAL) + LOCAL * (ALIGN - 1)
+    want = Expanded.expected(seed, 500, rank, n)
+    assert _same(recv_x[:len(want)], want) and not recv_x[len(want):].view(torch.int16).any()
+
+
 def _worker(rank, n, port, failures, seed, expand):
     try:
         os.environ["SHMOE_DEEP_EP_RECV_BLOCKS"] = str(BLOCKS)
@@ -110,6 +126,7 @@ def _worker(rank, n, port, failures, seed, expand):
             held.drop(0)
         _combine(seed, rank, n, buffer, mode)
         gc.collect()  # its block is free again
+        _beyond_a_block(seed, rank, n, buffer)
         _after_finalize(seed, rank, n, buffer, held)
         dist.barrier()
         dist.destroy_process_group()

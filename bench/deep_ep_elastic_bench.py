@@ -15,9 +15,11 @@ inside a host, UCX between them.
 
     python3 bench/deep_ep_elastic_bench.py [--procs 2] [--hosts 1] [--tokens 128]
         [--hidden 7168] [--topk 8] [--experts-per-rank 8] [--loops 10] [--warmup 3] [--rounds 7]
-        [--elastic-only] [--do-expand]
+        [--elastic-only] [--dispatch-only] [--do-expand]
 
 --elastic-only times the ElasticBuffer alone (a build against another: run each in turn);
+--dispatch-only times its dispatch alone (the result dropped before the next; implies
+--elastic-only);
 --do-expand dispatches with do_expand (a row per token and local expert; the peers unchanged).
 """
 
@@ -71,9 +73,10 @@ def _worker(rank, n, port, o):
     def elastic():
         recv_x, _, _, handle, _ = buffer.dispatch(x, topk_idx=idx, topk_weights=w,
                                                   num_experts=experts, do_expand=o.do_expand)
-        buffer.combine(recv_x, handle)
+        if not o.dispatch_only:
+            buffer.combine(recv_x, handle)
 
-    peers = {} if o.elastic_only else _peers(x, idx, n, o)
+    peers = {} if o.elastic_only or o.dispatch_only else _peers(x, idx, n, o)
     times = _time({"elastic": elastic, **peers}, o.warmup, o.loops, o.rounds)
     if rank == 0:
         _report(times, n, o, experts)
@@ -105,7 +108,8 @@ def _peers(x, idx, n, o):
 
 def _report(times, n, o, experts):
     print(f"{n} ranks on {o.hosts} host(s), {o.tokens} tokens, hidden {o.hidden}, "
-          f"top-{o.topk}, {experts} experts{', do_expand' if o.do_expand else ''}:", flush=True)
+          f"top-{o.topk}, {experts} experts{', do_expand' if o.do_expand else ''}"
+          f"{', dispatch alone' if o.dispatch_only else ''}:", flush=True)
     for name in times:
         line = f"  {name:8s} {statistics.median(times[name]):10.1f} us"
         if name != "elastic":
@@ -119,6 +123,7 @@ def main():
     p.add_argument("--hosts", type=int, default=1)
     p.add_argument("--elastic-only", action="store_true", help="time the ElasticBuffer alone")
     p.add_argument("--do-expand", action="store_true", help="dispatch with do_expand")
+    p.add_argument("--dispatch-only", action="store_true", help="time the dispatch alone")
     o = p.parse_args()
     if o.hosts < 1 or o.procs % o.hosts:
         p.error(f"--procs {o.procs} must be a multiple of --hosts {o.hosts}")

@@ -6,7 +6,8 @@ holding and dropping, more held than blocks, a result outliving destroy()), in t
 jobs of spawned ranks on fresh random inputs: each recv_x bit for bit against the rows plain
 loops over every rank's tokens give; recv_x at a block's address, a dropped block the next
 dispatch's; an expanded recv_x larger than a block copied; combine of recv_x itself equal to
-combine of a copy, and (one row per token) to the reference sum."""
+combine of a copy, and (one row per token) to the reference sum. At 2 and 4 ranks on one host
+and on 2 simulated hosts of 2 ranks."""
 
 import gc
 import os
@@ -109,9 +110,11 @@ def _beyond_a_block(seed, rank, n, buffer):
     assert _same(recv_x[:len(want)], want) and not recv_x[len(want):].view(torch.int16).any()
 
 
-def _worker(rank, n, port, failures, seed, expand):
+def _worker(rank, n, port, failures, seed, expand, hosts):
     try:
         os.environ["SHMOE_DEEP_EP_RECV_BLOCKS"] = str(BLOCKS)
+        if hosts > 1:  # simulated hosts: rows to the other host are put into its blocks (UCX)
+            os.environ["SHMOE_HOST_ID"] = f"no-copy-host{rank // (n // hosts)}"
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
                                 rank=rank)
         import deep_ep
@@ -136,6 +139,6 @@ def _worker(rank, n, port, failures, seed, expand):
 
 
 @pytest.mark.parametrize("expand", [False, True], ids=["flat", "expanded"])
-@pytest.mark.parametrize("n", [2, 4])
-def test_elastic_results_in_receive_blocks(n, expand):
-    spawn_ranks(_worker, n, int.from_bytes(os.urandom(3), "little"), expand)
+@pytest.mark.parametrize("n,hosts", [(2, 1), (4, 1), (4, 2)], ids=["2", "4", "2x2"])
+def test_elastic_results_in_receive_blocks(n, hosts, expand):
+    spawn_ranks(_worker, n, int.from_bytes(os.urandom(3), "little"), expand, hosts)

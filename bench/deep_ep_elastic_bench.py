@@ -15,6 +15,12 @@ inside a host, UCX between them.
 
     python3 bench/deep_ep_elastic_bench.py [--procs 2] [--hosts 1] [--tokens 128]
         [--hidden 7168] [--topk 8] [--experts-per-rank 8] [--loops 10] [--warmup 3] [--rounds 7]
+        [--elastic-only] [--dispatch-only] [--do-expand]
+
+--elastic-only times the ElasticBuffer alone (a build against another: run each in turn);
+--dispatch-only times its dispatch alone (the result dropped before the next; implies
+--elastic-only);
+--do-expand dispatches with do_expand (a row per token and local expert; the peers unchanged).
 """
 
 import os
@@ -55,7 +61,6 @@ def _worker(rank, n, port, o):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=n,
                             rank=rank)
     import deep_ep
-    import shmoe
 
     experts = n * o.experts_per_rank
     g = torch.Generator().manual_seed(1234 + rank)
@@ -67,8 +72,24 @@ def _worker(rank, n, port, o):
 
     def elastic():
         recv_x, _, _, handle, _ = buffer.dispatch(x, topk_idx=idx, topk_weights=w,
-                                                  num_experts=experts)
-        buffer.combine(recv_x, handle)
+                                                  num_experts=experts, do_expand=o.do_expand)
+        if not o.dispatch_only:
+            buffer.combine(recv_x, handle)
+
+    peers = {} if o.elastic_only or o.dispatch_only else _peers(x, idx, n, o)
+    times = _time({"elastic": elastic, **peers}, o.warmup, o.loops, o.rounds)
+    if rank == 0:
+        _report(times, n, o, experts)
+    for peer in peers.values():
+        getattr(peer, "close", lambda: None)()
+    buffer.destroy()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _peers(x, idx, n, o):
+    """The C++ operators and gloo on the same rows (one "expert" per destination rank)."""
+    import shmoe
 
     in_rank = torch.zeros((o.tokens, n), dtype=torch.bool)
     in_rank.scatter_(1, idx // o.experts_per_rank, True)
@@ -81,26 +102,28 @@ def _worker(rank, n, port, o):
         recv_x, _, _, _, handle = by_rank.dispatch(x, routes, ones)
         by_rank.combine(recv_x, handle)
 
-    times = _time({"elastic": elastic, "C++": cxx, "gloo": _gloo_peer(x, in_rank, n)},
-                  o.warmup, o.loops, o.rounds)
-    if rank == 0:
-        print(f"{n} ranks on {o.hosts} host(s), {o.tokens} tokens, hidden {o.hidden}, "
-              f"top-{o.topk}, {experts} experts:", flush=True)
-        for name in ("elastic", "C++", "gloo"):
-            line = f"  {name:8s} {statistics.median(times[name]):10.1f} us"
-            if name != "elastic":
-                r = sorted(p / e for p, e in zip(times[name], times["elastic"]))
-                line += f"   {name}/elastic = {statistics.median(r):.2f} ({r[0]:.2f}..{r[-1]:.2f})"
-            print(line, flush=True)
-    by_rank.close()
-    buffer.destroy()
-    dist.barrier()
-    dist.destroy_process_group()
+    cxx.close = by_rank.close  # type: ignore[attr-defined]
+    return {"C++": cxx, "gloo": _gloo_peer(x, in_rank, n)}
+
+
+def _report(times, n, o, experts):
+    print(f"{n} ranks on {o.hosts} host(s), {o.tokens} tokens, hidden {o.hidden}, "
+          f"top-{o.topk}, {experts} experts{', do_expand' if o.do_expand else ''}"
+          f"{', dispatch alone' if o.dispatch_only else ''}:", flush=True)
+    for name in times:
+        line = f"  {name:8s} {statistics.median(times[name]):10.1f} us"
+        if name != "elastic":
+            r = sorted(p / e for p, e in zip(times[name], times["elastic"]))
+            line += f"   {name}/elastic = {statistics.median(r):.2f} ({r[0]:.2f}..{r[-1]:.2f})"
+        print(line, flush=True)
 
 
 def main():
     p = shape_arguments(__doc__.splitlines()[0])
     p.add_argument("--hosts", type=int, default=1)
+    p.add_argument("--elastic-only", action="store_true", help="time the ElasticBuffer alone")
+    p.add_argument("--do-expand", action="store_true", help="dispatch with do_expand")
+    p.add_argument("--dispatch-only", action="store_true", help="time the dispatch alone")
     o = p.parse_args()
     if o.hosts < 1 or o.procs % o.hosts:
         p.error(f"--procs {o.procs} must be a multiple of --hosts {o.hosts}")

@@ -62,6 +62,11 @@ SHMOE_API int shmoe_elastic_buffer_destroy(shmoe_elastic_buffer_t buffer);
  * allow_hybrid_mode). */
 SHMOE_API int shmoe_elastic_buffer_domain_size(shmoe_elastic_buffer_t buffer, int logical,
                                                int sizes[2]);
+/* Local: how many dispatches so far returned recv_x in a receive block its senders wrote (no
+ * copy; SHMOE_DEEP_EP_RECV_BLOCKS) and how many copied it out of the buffer (every block held,
+ * x with scales, rows beyond a block). Either may be NULL. */
+SHMOE_API int shmoe_elastic_buffer_result_counts(shmoe_elastic_buffer_t buffer, int64_t* in_blocks,
+                                                 int64_t* copied);
 
 typedef struct {
   size_t struct_size;

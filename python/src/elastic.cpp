@@ -39,6 +39,12 @@ class ElasticRuntime {
     return {s[0], s[1]};
   }
 
+  std::pair<std::int64_t, std::int64_t> result_counts() const {
+    std::int64_t in_blocks = 0, copied = 0;
+    check(shmoe_elastic_buffer_result_counts(get(), &in_blocks, &copied));
+    return {in_blocks, copied};
+  }
+
   py::tuple dispatch(const py::dict& t, const py::object& handle, int num_experts,
                      int num_max_tokens_per_rank, int expert_alignment, bool do_cpu_sync,
                      bool do_expand, bool do_zero_padding, bool col_major_sf, bool do_handle_copy) {
@@ -134,6 +140,7 @@ void bind_elastic(py::module_& m) {
           py::arg("num_topk"), py::arg("use_fp8_dispatch"))
       .def("destroy", &ElasticRuntime::destroy)
       .def("domain_size", &ElasticRuntime::domain_size, py::arg("logical"))
+      .def("result_counts", &ElasticRuntime::result_counts)
       .def("dispatch", &ElasticRuntime::dispatch, py::arg("tensors"), py::arg("handle"),
            py::arg("num_experts"), py::arg("num_max_tokens_per_rank"), py::arg("expert_alignment"),
            py::arg("do_cpu_sync"), py::arg("do_expand"), py::arg("do_zero_padding"),

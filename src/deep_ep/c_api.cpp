@@ -92,6 +92,16 @@ int shmoe_elastic_buffer_domain_size(shmoe_elastic_buffer_t buffer, int logical,
   });
 }
 
+int shmoe_elastic_buffer_result_counts(shmoe_elastic_buffer_t buffer, int64_t* in_blocks,
+                                       int64_t* copied) {
+  return guarded([&] {
+    auto& b = require(buffer, "shmoe_elastic_buffer_result_counts", "buffer").impl;
+    if (in_blocks != nullptr) *in_blocks = b.result_counts().in_blocks;
+    if (copied != nullptr) *copied = b.result_counts().copied;
+    return int{SHMOE_MOE_OK};
+  });
+}
+
 int shmoe_elastic_dispatch(shmoe_elastic_buffer_t buffer, const shmoe_elastic_dispatch_args_t* args,
                            shmoe_ep_result_t* result) {
   return guarded([&] {

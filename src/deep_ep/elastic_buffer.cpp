@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <stdexcept>
 
 #include "deep_ep/checks.hpp"
 #include "moe/moe.hpp"
@@ -58,8 +59,39 @@ ElasticBuffer::ElasticBuffer(const shmoe_elastic_buffer_config_t& config)
 }
 
 ElasticBuffer::~ElasticBuffer() {
+  blocks_.reset();
+  shmem_free(headers_);
   shmem_free(counts_);
   shmem_free(window_);
+}
+
+ElasticBlocks& ElasticBuffer::blocks() {
+  // Room is left for the primitives' memory (at most num_bytes, one at a time).
+  if (!blocks_) {
+    blocks_ = std::make_unique<ElasticBlocks>(recv_block_bytes(config_, n_), window_bytes_,
+                                              "ElasticBuffer.dispatch");
+  }
+  return *blocks_;
+}
+
+std::uint64_t ElasticBuffer::recv_block_bytes(const shmoe_elastic_buffer_config_t& c,
+                                              int num_ranks) {
+  if (c.num_max_tokens_per_rank <= 0 || c.hidden <= 0) {
+    return c.num_bytes != 0 ? c.num_bytes : size_hint(c, num_ranks);
+  }
+  return static_cast<std::uint64_t>(num_ranks) *
+         static_cast<std::uint64_t>(c.num_max_tokens_per_rank) * 2 *
+         static_cast<std::uint64_t>(c.hidden);
+}
+
+std::int32_t* ElasticBuffer::headers(std::int64_t ints) {
+  if (ints > header_ints_) {
+    shmem_free(headers_);
+    headers_ = static_cast<std::int32_t*>(shmem_malloc(static_cast<std::size_t>(n_ * ints) * 4));
+    header_ints_ = headers_ == nullptr ? 0 : ints;
+    if (headers_ == nullptr) throw std::runtime_error("ElasticBuffer.dispatch: the heap is full");
+  }
+  return headers_;
 }
 
 void ElasticBuffer::require_fits(const char* call, std::uint64_t bytes, const char* what) const {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "deep_ep/elastic_blocks.hpp"
 #include "deep_ep/result.hpp"
 #include "shmoe/elastic.h"
 
@@ -24,6 +25,9 @@ class ElasticBuffer {
   ~ElasticBuffer();
 
   static std::uint64_t size_hint(const shmoe_elastic_buffer_config_t& config, int num_ranks);
+  // Bytes of a receive block: a BF16 recv_x of one row per token at the MoE settings (ranks x
+  // num_max_tokens_per_rank x hidden x 2), or without them the buffer's bytes.
+  static std::uint64_t recv_block_bytes(const shmoe_elastic_buffer_config_t& config, int num_ranks);
   // Bytes a dispatch slot takes: the token index, the top-k indices and weights, the row.
   static std::int64_t dispatch_slot_bytes(std::int64_t row_bytes, int num_topk);
 
@@ -44,6 +48,12 @@ class ElasticBuffer {
   std::byte* window() const { return window_; }
   std::uint64_t window_bytes() const { return window_bytes_; }
   std::int32_t* counts() const { return counts_; }
+  // Collective (the first call makes them): the receive blocks dispatch lends as recv_x.
+  ElasticBlocks& blocks();
+  // Collective where it grows: the dispatch headers, `ints` int32 per PE ([n][ints]).
+  std::int32_t* headers(std::int64_t ints);
+  // How the dispatches returned recv_x: in a receive block or copied.
+  ResultCounts& result_counts() { return result_counts_; }
   // Where the calls' results live.
   const std::shared_ptr<ArrayMemory>& memory() const { return memory_; }
   // `bytes` of the window must hold what a call of `what` needs (the same verdict on every PE).
@@ -63,6 +73,10 @@ class ElasticBuffer {
   std::byte* window_ = nullptr;
   std::uint64_t window_bytes_ = 0;
   std::int32_t* counts_ = nullptr;  // [n]: the tokens each rank sent in this call
+  std::int32_t* headers_ = nullptr;
+  std::int64_t header_ints_ = 0;
+  std::unique_ptr<ElasticBlocks> blocks_;
+  ResultCounts result_counts_;
   std::shared_ptr<ArrayMemory> memory_ = std::make_shared<ArrayMemory>();
   // Last: freed after the window, on every PE alike.
   std::unique_ptr<Extension> extension_;

@@ -2,18 +2,24 @@
 // Source rank i writes its k-th token for rank j into slot i * num_max_tokens_per_rank + k of
 // j's window (the token's index, its top-k indices and weights, then its row), and its token
 // count into j's counts[i]; j reads the slots in source order, so rows arrive ordered by source
-// rank, then token, whatever the timing.
+// rank, then token, whatever the timing. Where receive blocks are (docs/deep_ep.md, "Results with
+// no copy"), x without scales goes apart: a header exchange first (ElasticLanding) fixes each
+// row's place in the receiver's block, the slot carries the routing alone, and recv_x is the
+// block; a receiver without a free block, or whose rows do not fit one, takes the copy.
 #include <fmt/format.h>
 #include <shmem.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "deep_ep/checks.hpp"
 #include "deep_ep/elastic_buffer.hpp"
+#include "deep_ep/elastic_landing.hpp"
 #include "moe/moe.hpp"
 #include "shmoe/runtime.hpp"
 
@@ -46,9 +52,14 @@ class DispatchCall {
            {"sf's row bytes", sf_row_},
            {"num_topk", topk_},
            {"whether topk_weights is given", with_weights_},
-           {"whether a handle is given (a cached dispatch)", handle_ != nullptr}});
+           {"whether a handle is given (a cached dispatch)", handle_ != nullptr},
+           // Senders place rows by the receivers' layout: it must be the same everywhere.
+           {"4 x expert_alignment + 2 x do_expand + do_cpu_sync",
+            4 * shape_.align + 2 * shape_.expand + shape_.cpu_sync}});
     b_.require_fits(kCall, static_cast<std::uint64_t>(b_.num_ranks() * max_tokens_ * slot_),
                     "num_ranks x num_max_tokens_per_rank x each token's row, indices and weights");
+    // x with scales is copied: DeepEP returns them apart while a row carries both.
+    if (sf_row_ == 0 && b_.blocks().count() > 0) landing_.emplace(b_, shape_, topk());
     send();
     shmem_barrier_all();
     receive();
@@ -66,8 +77,11 @@ class DispatchCall {
   void check_routing();
   void check_cached();
   void send();
+  void write_slot(std::byte* s, int j, std::int64_t t) const;
   void receive();
   void write_rows();
+  shmoe_tensor_t& recv_x(std::int64_t rows, std::int64_t cols, bool zero);
+  void zero_gaps(std::byte* rows, std::int64_t total) const;
   void write_handle();
 
   const std::int32_t* topk() const { return routing_->topk_idx.data(); }
@@ -85,6 +99,9 @@ class DispatchCall {
   // Rows for ranks whose window is not mapped (another host), put from here; not zeroed.
   std::vector<std::unique_ptr<std::byte[]>> staged_;
   std::vector<std::int64_t> per_expert_;  // received tokens of each local expert
+  ElasticLanding::Shape shape_;
+  std::optional<ElasticLanding> landing_;  // where recv_x's rows go into blocks
+  bool direct_ = false;                    // recv_x is this rank's block
 };
 
 void DispatchCall::check() {
@@ -131,6 +148,18 @@ void DispatchCall::check() {
         fmt::format("x has {} tokens, more than num_max_tokens_per_rank={}", tokens_, max_tokens_));
   }
   slot_ = ElasticBuffer::dispatch_slot_bytes(x_row_ + sf_row_, static_cast<int>(topk_));
+  const bool cached = handle_ != nullptr && routing_ != nullptr;
+  shape_ = {tokens_,
+            topk_,
+            num_experts_,
+            local_,
+            max_tokens_,
+            a_.expert_alignment != 0 ? a_.expert_alignment
+            : cached                 ? routing_->expert_alignment
+                                     : 1,
+            x_row_,
+            a_.do_expand != 0,
+            cached ? routing_->do_cpu_sync : a_.do_cpu_sync != 0};
 }
 
 // A fresh routing: topk_idx and num_experts, each index in -1..num_experts-1.
@@ -197,7 +226,7 @@ void DispatchCall::check_cached() {
 }
 
 // Every token into the slots of the ranks it goes to: mapped windows directly, others staged
-// and put.
+// and put; x into the receivers' blocks where they take them.
 void DispatchCall::send() {
   const int n = b_.num_ranks(), me = b_.rank();
   const auto K = static_cast<std::size_t>(topk_);
@@ -213,35 +242,27 @@ void DispatchCall::send() {
     }
   }
   const auto* x = static_cast<const std::byte*>(a_.x.data);
-  const auto* sf = static_cast<const std::byte*>(a_.sf.data);
-  const auto* w = static_cast<const float*>(a_.topk_weights.data);
   std::vector<int> slot_of(static_cast<std::size_t>(n));
   for (std::int64_t t = 0; t < tokens_; ++t) {
     const std::int32_t* ids = topk() + t * topk_;
     std::fill(slot_of.begin(), slot_of.end(), -1);
     for (std::size_t k = 0; k < K; ++k) {
       if (ids[k] < 0) continue;
-      const auto j = static_cast<std::size_t>(ids[k] / local_);
-      if (slot_of[j] < 0) {
-        slot_of[j] = count[j]++;
+      const int j = ids[k] / static_cast<int>(local_);
+      const auto uj = static_cast<std::size_t>(j);
+      const bool direct = landing_ && landing_->direct(j);
+      if (slot_of[uj] < 0) {
+        slot_of[uj] = count[uj]++;
         std::byte* base =
-            mapped[j] != nullptr ? mapped[j] + me * max_tokens_ * slot_ : staged_[j].get();
-        std::byte* s = base + slot_of[j] * slot_;
-        const auto token = static_cast<std::int32_t>(t);
-        std::memcpy(s, &token, 4);
-        std::memcpy(s + 4, ids, 4 * K);
-        if (w != nullptr) {
-          std::memcpy(s + 4 + 4 * K, w + t * topk_, 4 * K);
-        } else {
-          std::memset(s + 4 + 4 * K, 0, 4 * K);
-        }
-        std::memcpy(s + 4 + 8 * K, x + t * x_row_, static_cast<std::size_t>(x_row_));
-        if (sf != nullptr) {
-          std::memcpy(s + 4 + 8 * K + x_row_, sf + t * sf_row_, static_cast<std::size_t>(sf_row_));
-        }
+            mapped[uj] != nullptr ? mapped[uj] + me * max_tokens_ * slot_ : staged_[uj].get();
+        write_slot(base + slot_of[uj] * slot_, j, t);
+        if (direct && !shape_.expand)
+          landing_->write(j, landing_->token_row(j, slot_of[uj]), x + t * x_row_);
       }
+      if (direct && shape_.expand)
+        landing_->write(j, landing_->next_pair_row(ids[k]), x + t * x_row_);
       dst_slot_[static_cast<std::size_t>(t) * K + k] =
-          static_cast<std::int32_t>(me * max_tokens_ + slot_of[j]);
+          static_cast<std::int32_t>(me * max_tokens_ + slot_of[uj]);
     }
   }
   for (int j = 0; j < n; ++j) {
@@ -251,6 +272,28 @@ void DispatchCall::send() {
                        static_cast<std::size_t>(count[uj] * slot_), j);
     }
     shmem_int32_p(b_.counts() + me, count[uj], j);
+  }
+}
+
+// Slot `s` for token t at rank j: its index, top-k indices and weights, then its row and scales
+// unless they went into j's block.
+void DispatchCall::write_slot(std::byte* s, int j, std::int64_t t) const {
+  const auto K = static_cast<std::size_t>(topk_);
+  const auto token = static_cast<std::int32_t>(t);
+  const auto* w = static_cast<const float*>(a_.topk_weights.data);
+  std::memcpy(s, &token, 4);
+  std::memcpy(s + 4, topk() + t * topk_, 4 * K);
+  if (w != nullptr) {
+    std::memcpy(s + 4 + 4 * K, w + t * topk_, 4 * K);
+  } else {
+    std::memset(s + 4 + 4 * K, 0, 4 * K);
+  }
+  if (landing_ && landing_->direct(j)) return;
+  std::memcpy(s + 4 + 8 * K, static_cast<const std::byte*>(a_.x.data) + t * x_row_,
+              static_cast<std::size_t>(x_row_));
+  if (sf_row_ != 0) {
+    std::memcpy(s + 4 + 8 * K + x_row_, static_cast<const std::byte*>(a_.sf.data) + t * sf_row_,
+                static_cast<std::size_t>(sf_row_));
   }
 }
 
@@ -345,7 +388,7 @@ void DispatchCall::write_rows() {
   const bool zero = r.do_expand && a_.do_zero_padding != 0;
   const std::int64_t x_cols = a_.x.shape[1], sf_cols = sf_row_ == 0 ? 0 : a_.sf.shape[1];
   const std::size_t x_es = dtype_bytes(a_.x.dtype), sf_es = dtype_bytes(a_.sf.dtype);
-  shmoe_tensor_t& rx = result_->add("recv_x", a_.x.dtype, {rows, x_cols}, zero);
+  shmoe_tensor_t& rx = recv_x(rows, x_cols, zero);
   shmoe_tensor_t* rsf = nullptr;
   if (sf_row_ != 0) {
     rsf = a_.use_tma_aligned_col_major_sf
@@ -380,12 +423,12 @@ void DispatchCall::write_rows() {
         }
         const std::int64_t pos = r.expanded_row[at];
         if (pos < 0) continue;
-        copy_row(rx, pos, xs, x_cols, x_es);
+        if (!direct_) copy_row(rx, pos, xs, x_cols, x_es);
         if (rsf != nullptr) copy_row(*rsf, pos, xs + x_row_, sf_cols, sf_es);
         if (rw != nullptr) std::memcpy(rw + pos, w + c, 4);
       }
       if (!r.do_expand) {
-        copy_row(rx, static_cast<std::int64_t>(q), xs, x_cols, x_es);
+        if (!direct_) copy_row(rx, static_cast<std::int64_t>(q), xs, x_cols, x_es);
         if (rsf != nullptr)
           copy_row(*rsf, static_cast<std::int64_t>(q), xs + x_row_, sf_cols, sf_es);
       }
@@ -397,6 +440,33 @@ void DispatchCall::write_rows() {
       stats[e] += static_cast<std::int32_t>(per_expert_[static_cast<std::size_t>(e)]);
     }
   }
+}
+
+// recv_x: this rank's block, where its senders wrote the rows, else a fresh array to copy into.
+shmoe_tensor_t& DispatchCall::recv_x(std::int64_t rows, std::int64_t cols, bool zero) {
+  if (!landing_) b_.result_counts().count(false);
+  std::shared_ptr<std::byte[]> block = landing_ ? landing_->lend(b_.result_counts()) : nullptr;
+  if (!block) return result_->add("recv_x", a_.x.dtype, {rows, cols}, zero);
+  if (landing_->rows() != rows) {
+    throw std::logic_error(fmt::format("{}: the block holds {} rows of recv_x, not {}", kCall,
+                                       landing_->rows(), rows));
+  }
+  if (zero) zero_gaps(landing_->mine(), rows);
+  direct_ = true;
+  return result_->add_over("recv_x", a_.x.dtype, {rows, cols}, std::move(block), landing_->mine());
+}
+
+// Zeroes the rows of an expanded recv_x that no sender wrote (do_zero_padding): each expert's
+// alignment padding and the rows past the last expert's.
+void DispatchCall::zero_gaps(std::byte* rows, std::int64_t total) const {
+  const auto bytes = static_cast<std::size_t>(x_row_);
+  std::int64_t start = 0;
+  for (const std::int64_t c : per_expert_) {
+    const std::int64_t end = align_up(c, shape_.align);
+    std::memset(rows + (start + c) * x_row_, 0, static_cast<std::size_t>(end - c) * bytes);
+    start += end;
+  }
+  std::memset(rows + start * x_row_, 0, static_cast<std::size_t>(total - start) * bytes);
 }
 
 // The handle's arrays (DeepEP's EPHandle fields).

@@ -58,21 +58,29 @@ std::shared_ptr<std::byte[]> BlockLender::lend(const std::shared_ptr<BlockLender
   });
 }
 
+BlockLender::BlockLender(MoeBuffer* op, int blocks)
+    : BlockLender(
+          blocks, [op] { return op->held_blocks(); },
+          [op](int block) { op->release_block(block); }) {}
+
+BlockLender::BlockLender(int blocks, std::function<int()> held, std::function<void(int)> give_back)
+    : blocks_(blocks), held_(std::move(held)), give_back_(std::move(give_back)) {}
+
 bool BlockLender::has_free() {
   std::lock_guard lock(mutex_);
-  return op_ != nullptr && op_->held_blocks() < blocks_;
+  return !retired_ && held_() < blocks_;
 }
 
 void BlockLender::retire() {
   std::lock_guard lock(mutex_);
-  op_ = nullptr;
+  retired_ = true;
 }
 
 void BlockLender::give_back(int block) {
   std::lock_guard lock(mutex_);
-  if (op_ == nullptr) return;
+  if (retired_) return;
   try {
-    op_->release_block(block);
+    give_back_(block);
   } catch (const Error&) {  // cannot happen: the block was taken for this memory alone
   }
 }
@@ -88,19 +96,27 @@ std::int64_t most(std::int64_t mine) {
 }
 
 int blocks_that_fit(MoeConfig c, int n, const char* call) {
-  const auto want = static_cast<std::size_t>(settings::deep_ep_recv_blocks());
-  if (want == 0) return 0;
+  if (settings::deep_ep_recv_blocks() == 0) return 0;
   c.recv_blocks = 0;
   const std::size_t base = MoeBuffer::symmetric_bytes(c, n);
   c.recv_blocks = 1;
-  const std::size_t block = MoeBuffer::symmetric_bytes(c, n) - base;
+  return blocks_that_fit(base, MoeBuffer::symmetric_bytes(c, n) - base, call);
+}
+
+int blocks_that_fit(std::size_t base, std::size_t block, const char* call) {
+  const std::size_t free = largest_free(call);
+  return free <= base ? 0 : blocks_within((free - base) / 2, block);
+}
+
+std::size_t largest_free(const char* call) {
   Runtime& rt = runtime(call);
-  std::size_t free = 0;
-  {
-    std::lock_guard lock(rt.heap_mutex());
-    free = rt.allocator().largest_free_block();
-  }
-  return free <= base ? 0 : static_cast<int>(std::min(want, (free - base) / 2 / block));
+  std::lock_guard lock(rt.heap_mutex());
+  return rt.allocator().largest_free_block();
+}
+
+int blocks_within(std::size_t bytes, std::size_t block) {
+  const auto want = static_cast<std::size_t>(settings::deep_ep_recv_blocks());
+  return block == 0 ? 0 : static_cast<int>(std::min(want, bytes / block));
 }
 
 void retire_blocks(MoeBuffer& op, BlockLender& lender) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,30 +41,35 @@ class ArrayMemory {
   std::map<std::size_t, std::shared_ptr<common::BlockPool>> pools_;  // by size class
 };
 
-// The receive blocks of one dispatch operator, lent out as results' memory (docs/deep_ep.md,
-// "Results with no copy"). An array over a block owns it through its memory's deleter, which
-// gives the block back when the last tensor over it goes; while any is out the heap stays mapped
-// past shmem_finalize. Once the operator is retired a deleter gives nothing back: the runtime
-// abandoned that operator's window (left it allocated and mapped) rather than free held blocks.
+// The receive blocks of one dispatch operator (or of an ElasticBuffer's pool: elastic_blocks.hpp),
+// lent out as results' memory (docs/deep_ep.md, "Results with no copy"). An array over a block
+// owns it through its memory's deleter, which gives the block back when the last tensor over it
+// goes; while any is out the heap stays mapped past shmem_finalize. Once the owner is retired a
+// deleter gives nothing back: the runtime abandoned that owner's memory (left it allocated and
+// mapped) rather than free held blocks.
 class BlockLender {
  public:
   // `op` has `blocks` receive blocks.
-  BlockLender(MoeBuffer* op, int blocks) : op_(op), blocks_(blocks) {}
+  BlockLender(MoeBuffer* op, int blocks);
+  // An owner of `blocks` blocks, which counts those held and takes one back.
+  BlockLender(int blocks, std::function<int()> held, std::function<void(int)> give_back);
   // Memory over block `block` of the operator (its rows at `rows`), given back when it goes.
   static std::shared_ptr<std::byte[]> lend(const std::shared_ptr<BlockLender>& self, int block,
                                            void* rows);
   // Whether a dispatch now would find a free block.
   bool has_free();
   int blocks() const { return blocks_; }
-  // The operator is going (or abandoned): deleters from now on leave it alone.
+  // The owner is going (or abandoned): deleters from now on leave it alone.
   void retire();
 
  private:
   void give_back(int block);
 
   std::mutex mutex_;  // deleters run on any thread
-  MoeBuffer* op_;
+  bool retired_ = false;
   const int blocks_;
+  std::function<int()> held_;
+  std::function<void(int)> give_back_;
 };
 
 // The most any rank passes (collective).
@@ -74,6 +80,12 @@ std::int64_t most(std::int64_t mine);
 // operators need room too). Every rank's heap has had the same allocations, so every rank gets
 // the same count. `call` names the caller should shmoe not be initialized.
 int blocks_that_fit(MoeConfig c, int n, const char* call);
+// The same for blocks of `block` bytes beside `base` bytes still to be allocated.
+int blocks_that_fit(std::size_t base, std::size_t block, const char* call);
+// The largest free run of this PE's heap (the same on every PE that made the same allocations).
+std::size_t largest_free(const char* call);
+// SHMOE_DEEP_EP_RECV_BLOCKS, or fewer: as many blocks of `block` bytes as `bytes` holds.
+int blocks_within(std::size_t bytes, std::size_t block);
 
 // Collective where op has blocks (the same count on every rank), before `op` goes: retires
 // `lender`, and if any rank's caller still holds a block of op's, every rank abandons op (its

@@ -95,9 +95,9 @@ int shmoe_elastic_buffer_domain_size(shmoe_elastic_buffer_t buffer, int logical,
 int shmoe_elastic_buffer_result_counts(shmoe_elastic_buffer_t buffer, int64_t* in_blocks,
                                        int64_t* copied) {
   return guarded([&] {
-    auto& b = require(buffer, "shmoe_elastic_buffer_result_counts", "buffer").impl;
-    if (in_blocks != nullptr) *in_blocks = b.result_counts().in_blocks;
-    if (copied != nullptr) *copied = b.result_counts().copied;
+    require(buffer, "shmoe_elastic_buffer_result_counts", "buffer")
+        .impl.result_counts()
+        .report(in_blocks, copied);
     return int{SHMOE_MOE_OK};
   });
 }

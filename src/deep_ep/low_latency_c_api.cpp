@@ -53,9 +53,9 @@ int shmoe_low_latency_buffer_abandon(shmoe_low_latency_buffer_t buffer) {
 int shmoe_low_latency_buffer_result_counts(shmoe_low_latency_buffer_t buffer, int64_t* in_blocks,
                                            int64_t* copied) {
   return guarded([&] {
-    auto& b = require(buffer, "shmoe_low_latency_buffer_result_counts", "buffer").impl;
-    if (in_blocks != nullptr) *in_blocks = b.counts().in_blocks;
-    if (copied != nullptr) *copied = b.counts().copied;
+    require(buffer, "shmoe_low_latency_buffer_result_counts", "buffer")
+        .impl.counts()
+        .report(in_blocks, copied);
     return int{SHMOE_MOE_OK};
   });
 }

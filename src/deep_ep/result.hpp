@@ -95,6 +95,11 @@ void retire_blocks(MoeBuffer& op, BlockLender& lender);
 // How a buffer's dispatches returned their rows: in a receive block (no copy), or copied out.
 struct ResultCounts {
   void count(bool in_block) { ++(in_block ? in_blocks : copied); }
+  // The C API's result_counts: each count where the caller gives room for it.
+  void report(std::int64_t* in_blocks_out, std::int64_t* copied_out) const {
+    if (in_blocks_out != nullptr) *in_blocks_out = in_blocks;
+    if (copied_out != nullptr) *copied_out = copied;
+  }
   std::atomic<std::int64_t> in_blocks{0}, copied{0};
 };
 

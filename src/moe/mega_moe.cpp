@@ -156,15 +156,16 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
   });
   s.row_slot = row_slot_bytes(s.shape);
   s.my_rows.resize(static_cast<std::size_t>(c.tokens) * s.row_slot);
-  // GEMM1's fp32 output and GEMM2's BF16 rows go through memory only when handed between
-  // workers; otherwise the GEMMs' epilogues take them from cache.
+  // Only waves handed between workers use both slots, and GEMM1's fp32 output and GEMM2's
+  // BF16 rows in memory; a worker that runs its waves itself (inline, solo) needs one slot's
+  // activations, the GEMMs' epilogues taking the rest from cache.
   const bool handed_over = c.schedule == MegaSchedule::kOverlapped;
   const auto W = static_cast<std::size_t>(c.wave_rows);
   for (int m = 0; m < c.workers.matrix; ++m) {
     auto t = std::make_unique<TileSlots>();
-    for (int p = 0; p < 2; ++p) {
+    t->act[0].resize(W * s.shape.act_row().bytes());
+    for (int p = 0; p < 2 && handed_over; ++p) {
       t->act[p].resize(W * s.shape.act_row().bytes());
-      if (!handed_over) continue;
       t->h[p].resize(W * c.ffn_dim);
       t->out[p].resize(W * c.model_dim);
     }

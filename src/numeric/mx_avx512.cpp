@@ -1,6 +1,7 @@
 #include "numeric/mx_avx512.hpp"
 
 #include <bit>
+#include <cstring>
 #include <type_traits>
 
 #include "common/cpu_features.hpp"
@@ -143,12 +144,16 @@ SHMOE_AVX512 inline void store64(std::uint8_t* out, __m512i c0, __m512i c1, __m5
   _mm512_storeu_si512(out, _mm512_permutexvar_epi32(order, bytes));
 }
 
-// 16 whole blocks: scale_code_from_abs_bits and inverse_scale on all 16 scales at once.
+// `blocks` whole blocks (an even count up to 16: a GEMM epilogue's panel of 128 columns has 4):
+// scale_code_from_abs_bits and inverse_scale on all their scales at once.
 template <Fp8Format F, typename T>
-SHMOE_AVX512 void quantize_16_blocks(const T* x, std::uint8_t* codes, std::uint8_t* scales) {
+SHMOE_AVX512 void quantize_block_group(const T* x, int blocks, std::uint8_t* codes,
+                                       std::uint8_t* scales) {
   __m512i m[16];
   for (int b = 0; b < 16; ++b) {
-    m[b] = _mm512_max_epu32(abs_bits(load16(x + 32 * b)), abs_bits(load16(x + 32 * b + 16)));
+    m[b] = b < blocks
+               ? _mm512_max_epu32(abs_bits(load16(x + 32 * b)), abs_bits(load16(x + 32 * b + 16)))
+               : _mm512_setzero_si512();
   }
   const __m512i amax = block_maxima(m);
   const __mmask16 nan = _mm512_cmpge_epu32_mask(amax, splat(kInfBits));
@@ -157,7 +162,9 @@ SHMOE_AVX512 void quantize_16_blocks(const T* x, std::uint8_t* codes, std::uint8
       _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(amax, 23), splat(fp8_spec(F).emax)),
                        _mm512_setzero_si512()),
       splat(kE8m0Nan));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(code));
+  alignas(16) std::uint8_t codes16[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(codes16), _mm512_cvtepi32_epi8(code));
+  std::memcpy(scales, codes16, static_cast<std::size_t>(blocks));
   const __m512 inverse = _mm512_mask_blend_ps(
       nan, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(splat(254), code), 23)),
       _mm512_set1_ps(1.0f));
@@ -167,7 +174,7 @@ SHMOE_AVX512 void quantize_16_blocks(const T* x, std::uint8_t* codes, std::uint8
     c[1] = encode16<F, decltype(finite)::value>(_mm512_mul_ps(load16(x + 32 * b + 16), mul));
   };
   auto encode_all = [&](auto finite) SHMOE_AVX512 {
-    for (int b = 0; b < 16; b += 2) {
+    for (int b = 0; b < blocks; b += 2) {
       __m512i c[4];
       encode_two(b, finite, c);
       encode_two(b + 1, finite, c + 2);
@@ -181,9 +188,14 @@ template <Fp8Format F, typename T>
 SHMOE_AVX512 std::size_t quantize_blocks(const T* x, std::size_t n, std::uint8_t* codes,
                                          std::uint8_t* scales) {
   constexpr std::size_t kGroup = 16 * kMxBlockSize;
-  const std::size_t grouped = n / kGroup * kGroup;
+  std::size_t grouped = n / kGroup * kGroup;
   for (std::size_t i = 0; i < grouped; i += kGroup)
-    quantize_16_blocks<F>(x + i, codes + i, scales + i / kMxBlockSize);
+    quantize_block_group<F>(x + i, 16, codes + i, scales + i / kMxBlockSize);
+  if (const auto pairs = static_cast<int>((n - grouped) / (2 * kMxBlockSize)); pairs > 0) {
+    quantize_block_group<F>(x + grouped, 2 * pairs, codes + grouped,
+                            scales + grouped / kMxBlockSize);
+    grouped += 2 * pairs * kMxBlockSize;
+  }
   const std::size_t full = n / kMxBlockSize * kMxBlockSize;
   for (std::size_t i = grouped; i < full; i += kMxBlockSize) {
     const __m512 v0 = load16(x + i), v1 = load16(x + i + 16);

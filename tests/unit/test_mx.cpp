@@ -392,6 +392,18 @@ TEST_P(MxVectorKernel, IsBitIdenticalToScalar) {
     ASSERT_EQ(s_ref, s_vec) << "bf16 block " << first_difference(s_ref, s_vec);
     ASSERT_EQ(c_ref, c_vec) << "bf16 element " << first_difference(c_ref, c_vec);
 
+    // Shorter rows, whose last whole blocks are fewer than a vector kernel's group of 16: an even
+    // count (a GEMM epilogue's 128-column panel), an even count and one more, a partial block.
+    for (const std::size_t m :
+         {std::size_t{128}, std::size_t{7 * 32 + 5}, std::size_t{3 * 512 + 9 * 32 + 19}}) {
+      SCOPED_TRACE(testing::Message() << "n=" << m);
+      const std::size_t mb = mx_num_blocks(m);
+      quantize_mx(x.data(), m, f, c_ref.data(), s_ref.data(), MxKernel::kScalar);
+      quantize_mx(x.data(), m, f, c_vec.data(), s_vec.data(), vec_kernel);
+      ASSERT_TRUE(std::equal(s_ref.begin(), s_ref.begin() + mb, s_vec.begin()));
+      ASSERT_TRUE(std::equal(c_ref.begin(), c_ref.begin() + m, c_vec.begin()));
+    }
+
     // Every code under every scale, NaN scale included.
     dequantize_mx(rand_codes.data(), rand_scales.data(), n, f, y_ref.data(), MxKernel::kScalar);
     dequantize_mx(rand_codes.data(), rand_scales.data(), n, f, y_vec.data(), vec_kernel);

@@ -1,5 +1,7 @@
 #include "moe/expert_ffn.hpp"
 
+#include <algorithm>
+
 #include "numeric/half.hpp"
 #include "numeric/swiglu.hpp"
 
@@ -20,8 +22,10 @@ const void* expand_tile(const ExpertFfnShape& s, const GemmEngine& g, const Gemm
 ExpertWeights load_expert(const GemmEngine& g, const ExpertFfnShape& s, const std::uint8_t* w1_rows,
                           const std::uint8_t* w2_rows, WeightForm form) {
   const MxRow r1 = s.token_row(), r2 = s.act_row();
-  return {g.load(reinterpret_cast<const std::byte*>(w1_rows), r1.bytes(), s.ffn_dim, r1.elems,
-                 s.format, form),
+  const auto* w1 = reinterpret_cast<const std::byte*>(w1_rows);
+  const int half = s.ffn_dim / 2;
+  return {g.load(w1, r1.bytes(), half, r1.elems, s.format, form),
+          g.load(w1 + half * r1.bytes(), r1.bytes(), half, r1.elems, s.format, form),
           g.load(reinterpret_cast<const std::byte*>(w2_rows), r2.bytes(), s.model_dim, r2.elems,
                  s.format, form)};
 }
@@ -39,19 +43,36 @@ void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::
 void gemm1_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
                 const std::byte* rows, std::size_t stride, int n, float* h, FfnScratch& scratch) {
   if (n == 0) return;
-  g.multiply(w.w1, expand_tile(s, g, w.w1, rows, stride, n, scratch), n, h);
+  const auto F = static_cast<std::size_t>(s.ffn_dim), half = F / 2;
+  const GemmEngine::Weight* halves[] = {&w.gate, &w.up};
+  g.multiply(halves, expand_tile(s, g, w.gate, rows, stride, n, scratch), n,
+             [&](const GemmEngine::Panel& p) {
+               const auto cols = static_cast<std::size_t>(p.c1 - p.c0);
+               for (int r = p.r0; r < p.r1; ++r) {
+                 const std::size_t from = (r - p.r0) * cols;
+                 float* row = h + r * F + p.c0;
+                 std::copy_n(p.out[0] + from, cols, row);
+                 std::copy_n(p.out[1] + from, cols, row + half);
+               }
+             });
 }
 
 namespace {
 
-// One row of GEMM1's output -> one act_row(): SwiGLU into `tmp` (act_row().elems floats), then MX
-// FP8 codes and scales. The only place either rounding happens, fused or not.
-void swiglu_quantize_row(const ExpertFfnShape& s, const float* h_row, float* tmp, std::byte* act) {
+// Columns [c0, c0 + cols) of one row of SwiGLU's output, from GEMM1's gate and up values there,
+// into act_row() `act`'s codes and scales there (c0 a multiple of 32): SwiGLU into `tmp` (cols
+// floats), then MX FP8. The only place either rounding happens, fused or not.
+void swiglu_quantize_cols(const ExpertFfnShape& s, const float* gate, const float* up, int c0,
+                          int cols, float* tmp, std::byte* act) {
   const MxRow layout = s.act_row();
-  numeric::swiglu(h_row, h_row + layout.elems, layout.elems, tmp);
-  auto* row = reinterpret_cast<std::uint8_t*>(act);
-  numeric::quantize_mx(tmp, layout.elems, s.format, row, row + layout.scales_offset());
+  numeric::swiglu(gate, up, cols, tmp);
+  auto* codes = reinterpret_cast<std::uint8_t*>(act);
+  numeric::quantize_mx(tmp, cols, s.format, codes + c0,
+                       codes + layout.scales_offset() + c0 / numeric::kMxBlockSize);
 }
+
+static_assert(GemmEngine::kPanelCols % numeric::kMxBlockSize == 0,
+              "GEMM1's panels start at MX block boundaries");
 
 }  // namespace
 
@@ -59,8 +80,9 @@ void swiglu_quantize(const ExpertFfnShape& s, const float* h, int first, int las
   const MxRow layout = s.act_row();
   std::vector<float> tmp(layout.elems);
   for (int r = first; r < last; ++r) {
-    swiglu_quantize_row(s, h + static_cast<std::size_t>(r) * s.ffn_dim, tmp.data(),
-                        act + r * layout.bytes());
+    const float* row = h + static_cast<std::size_t>(r) * s.ffn_dim;
+    swiglu_quantize_cols(s, row, row + layout.elems, 0, layout.elems, tmp.data(),
+                         act + r * layout.bytes());
   }
 }
 
@@ -68,15 +90,17 @@ void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeig
                   const std::byte* rows, std::size_t stride, int n, std::byte* act,
                   FfnScratch& scratch, const EpilogueTrace& trace) {
   if (n == 0) return;
-  const MxRow layout = s.act_row();
-  scratch.out.resize(static_cast<std::size_t>(GemmEngine::kBlockRows) * s.ffn_dim);
-  scratch.act.resize(layout.elems);
-  g.multiply(w.w1, expand_tile(s, g, w.w1, rows, stride, n, scratch), n, scratch.out.data(),
-             [&](int r0, int r1, const float* h) {
+  const std::size_t row_bytes = s.act_row().bytes();
+  scratch.act.resize(static_cast<std::size_t>(s.act_row().elems));
+  const GemmEngine::Weight* halves[] = {&w.gate, &w.up};
+  g.multiply(halves, expand_tile(s, g, w.gate, rows, stride, n, scratch), n,
+             [&](const GemmEngine::Panel& p) {
                auto scope = trace.scope("swiglu");
-               for (int r = r0; r < r1; ++r) {
-                 swiglu_quantize_row(s, h + static_cast<std::size_t>(r - r0) * s.ffn_dim,
-                                     scratch.act.data(), act + r * layout.bytes());
+               const int cols = p.c1 - p.c0;
+               for (int r = p.r0; r < p.r1; ++r) {
+                 const std::size_t from = static_cast<std::size_t>(r - p.r0) * cols;
+                 swiglu_quantize_cols(s, p.out[0] + from, p.out[1] + from, p.c0, cols,
+                                      scratch.act.data(), act + r * row_bytes);
                }
              });
 }
@@ -85,19 +109,22 @@ void gemm2_rows(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
                 const std::byte* act, int n, const OutRows& out, FfnScratch& scratch,
                 const EpilogueTrace& trace) {
   if (n == 0) return;
-  const auto D = static_cast<std::size_t>(s.model_dim);
-  scratch.out.resize(GemmEngine::kBlockRows * D);
   const void* a = expand_tile(s, g, w.w2, act, s.act_row().bytes(), n, scratch);
-  g.multiply(w.w2, a, n, scratch.out.data(), [&](int r0, int r1, const float* rows) {
+  const GemmEngine::Weight* w2[] = {&w.w2};
+  g.multiply(w2, a, n, [&](const GemmEngine::Panel& p) {
     auto scope = trace.scope("write-back");
-    for (int r = r0; r < r1; ++r) {
-      const float* row = rows + (r - r0) * D;
+    const auto cols = static_cast<std::size_t>(p.c1 - p.c0);
+    for (int r = p.r0; r < p.r1; ++r) {
+      const float* from = p.out[0] + (r - p.r0) * cols;
+      std::uint16_t* to = out.at(r) + p.c0;
       if (out.streamed) {
-        numeric::floats_to_bf16_streamed(row, D, out.at(r));
+        numeric::floats_to_bf16_streamed(from, cols, to);
       } else {
-        numeric::floats_to_bf16(row, D, out.at(r));
+        numeric::floats_to_bf16(from, cols, to);
       }
-      if (out.written) out.written(r);
+    }
+    if (p.c1 == s.model_dim && out.written) {
+      for (int r = p.r0; r < p.r1; ++r) out.written(r);
     }
   });
 }

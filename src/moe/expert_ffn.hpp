@@ -37,11 +37,12 @@ struct ExpertFfnShape {
   MxRow act_row() const { return {ffn_dim / 2}; }
 };
 
-// One expert's weights, loaded once in the form the operator keeps them (see mega_gemm.hpp).
+// One expert's weights, loaded once in the form the operator keeps them (see mega_gemm.hpp). W1's
+// halves are two weights, so that GEMM1 runs the gate and up columns SwiGLU pairs panel by panel.
 struct ExpertWeights {
-  GemmEngine::Weight w1;  // F outputs along D
-  GemmEngine::Weight w2;  // D outputs along F/2
-  std::size_t bytes() const { return w1.bytes() + w2.bytes(); }
+  GemmEngine::Weight gate, up;  // W1's first and second F/2 outputs along D
+  GemmEngine::Weight w2;        // D outputs along F/2
+  std::size_t bytes() const { return gate.bytes() + up.bytes() + w2.bytes(); }
 };
 
 // Loads MX FP8 weights given as rows along the reduction dimension: w1 [F] rows of D elements,
@@ -53,11 +54,10 @@ ExpertWeights load_expert(const GemmEngine& g, const ExpertFfnShape& s, const st
 void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,
                      std::byte* out, std::size_t stride);
 
-// Per-thread scratch: the expanded tile a GEMM reads, a GEMM's fp32 output (a whole tile, or one
-// block of it where an epilogue takes each block), SwiGLU's fp32 row.
+// Per-thread scratch: the expanded tile a GEMM reads, SwiGLU's fp32 output for one panel's row.
 struct FfnScratch {
   std::vector<std::byte> a;
-  std::vector<float> out, act;
+  std::vector<float> act;
 };
 
 // h[n][F] = rows . w1^T; rows are token_row() rows `stride` bytes apart.
@@ -65,7 +65,7 @@ void gemm1_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
                 const std::byte* rows, std::size_t stride, int n, float* h, FfnScratch& scratch);
 // Rows [first, last) of h -> act_row() rows of act (contiguous, act_row().bytes() apart).
 void swiglu_quantize(const ExpertFfnShape& s, const float* h, int first, int last, std::byte* act);
-// Where a GEMM's epilogue records its blocks (stage "swiglu" or "write-back", one event per block,
+// Where a GEMM's epilogue records its panels (stage "swiglu" or "write-back", one event per panel,
 // nested in the caller's GEMM stage); no trace, no events.
 struct EpilogueTrace {
   kernel::StageTrace* trace = nullptr;
@@ -75,15 +75,18 @@ struct EpilogueTrace {
   }
 };
 
-// GEMM1 with SwiGLU and re-quantization as its epilogue: act rows [0, n) straight from each block
-// of GEMM1's output while it is in cache, no h in memory. The same bits as gemm1_tile followed by
-// swiglu_quantize (the same kernel calls on the same blocks, the same function on each row).
+// GEMM1 with SwiGLU and re-quantization as its epilogue: act rows [0, n) straight from each panel
+// of GEMM1's gate and up columns while it is in cache, no h in memory. The same bits as gemm1_tile
+// followed by swiglu_quantize (the same kernel calls on the same panels; SwiGLU is per element
+// and MX quantization per 32 elements, and panels start at multiples of 32).
 void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
                   const std::byte* rows, std::size_t stride, int n, std::byte* act,
                   FfnScratch& scratch, const EpilogueTrace& trace = {});
 
 // Where GEMM2's epilogue puts each output row: `at(r)` is the model_dim BF16 elements that row r
-// is rounded into, straight from the GEMM's block; `written(r)` follows once they are there.
+// is rounded into, straight from the GEMM's panels (asked once per panel, the same place each
+// time); `written(r)` follows once all of them are there, for each row of a chunk
+// (GemmEngine::kChunkRows rows, starting at multiples of it) in order, after its last panel.
 struct OutRows {
   std::function<std::uint16_t*(int r)> at;
   std::function<void(int r)> written;  // may be empty

@@ -73,44 +73,48 @@ Part part_of(const kernel::KernelContext& w) {
 
 // GEMM2's epilogue on one worker: each output row rounded straight into its source PE's combine
 // window at (token, slot) where that window is mapped here (this PE's own, or a PE of this host),
-// else into a staging row that is then put there (across hosts).
+// else into a staging row (one per row of the GEMM's chunk) that is put there once written.
 class CombineWriter {
  public:
   explicit CombineWriter(const MegaMoE::State& s)
-      : s_(s),
-        row_bytes_(static_cast<std::size_t>(s.cfg.model_dim) * 2),
-        staging_(static_cast<std::size_t>(s.cfg.model_dim)) {
+      : s_(s), row_bytes_(static_cast<std::size_t>(s.cfg.model_dim) * 2) {
     for (int pe = 0; pe < s.n_pes; ++pe)
       mapped_.push_back(static_cast<std::byte*>(shmem_ptr(s.combine_rows, pe)));
     every_mapped_ = std::find(mapped_.begin(), mapped_.end(), nullptr) == mapped_.end();
+    if (!every_mapped_)
+      staging_.resize(static_cast<std::size_t>(GemmEngine::kChunkRows) * s.cfg.model_dim);
   }
 
   // Output row r of `wave` goes to the source of received row wave.row0 + r.
   OutRows rows_of(const Wave& wave) {
     return {[this, &wave](int r) {
               const RowMeta meta = s_.received_meta(wave.row0 + r);
-              pe_ = meta.src_pe;
-              at_ = s_.combine_offset(meta);
-              std::byte* mapped = mapped_[static_cast<std::size_t>(pe_)];
-              return mapped != nullptr ? reinterpret_cast<std::uint16_t*>(mapped + at_)
-                                       : staging_.data();
+              std::byte* mapped = mapped_[static_cast<std::size_t>(meta.src_pe)];
+              return mapped != nullptr
+                         ? reinterpret_cast<std::uint16_t*>(mapped + s_.combine_offset(meta))
+                         : staging_row(r);
             },
-            [this](int) {
-              if (mapped_[static_cast<std::size_t>(pe_)] == nullptr)
-                shmem_putmem(s_.combine_rows + at_, staging_.data(), row_bytes_, pe_);
+            [this, &wave](int r) {
+              const RowMeta meta = s_.received_meta(wave.row0 + r);
+              if (mapped_[static_cast<std::size_t>(meta.src_pe)] == nullptr)
+                shmem_putmem(s_.combine_rows + s_.combine_offset(meta), staging_row(r), row_bytes_,
+                             meta.src_pe);
             },
             // Not past the cache where a staging row is read back at once by the put.
             every_mapped_};
   }
 
  private:
+  std::uint16_t* staging_row(int r) {
+    return staging_.data() +
+           static_cast<std::size_t>(r % GemmEngine::kChunkRows) * s_.cfg.model_dim;
+  }
+
   const MegaMoE::State& s_;
   const std::size_t row_bytes_;
-  std::vector<std::uint16_t> staging_;
-  std::vector<std::byte*> mapped_;  // [pe]: its combine window here, or null (another host)
-  bool every_mapped_ = false;       // one host: no row goes through staging_
-  int pe_ = 0;                      // the row being written: its PE and offset in the window
-  std::size_t at_ = 0;
+  std::vector<std::uint16_t> staging_;  // another host's rows of one chunk
+  std::vector<std::byte*> mapped_;      // [pe]: its combine window here, or null (another host)
+  bool every_mapped_ = false;           // one host: no row goes through staging_
 };
 
 class FusedCall {

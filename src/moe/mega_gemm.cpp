@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -88,13 +90,13 @@ const char* isa_name(dnnl::cpu_isa isa) {
 struct Kernel {
   std::uint64_t id = 0;  // unique in the process, unlike addresses
   dnnl::matmul primitive;
-  memory::desc a, out, scratch;
+  memory::desc a, w, out, scratch;
 };
 
 // Memory objects of one kernel's arguments on one thread, pointed at each call's buffers: making
 // them per call costs about as much as a small product itself.
 struct BoundArgs {
-  memory a, out, scratch;
+  memory a, w, out, scratch;
 };
 
 BoundArgs& bound_args(const Kernel& kernel) {
@@ -102,18 +104,51 @@ BoundArgs& bound_args(const Kernel& kernel) {
   auto it = by_kernel.find(kernel.id);
   if (it == by_kernel.end()) {
     const auto& eng = cpu_engine();
-    BoundArgs b{memory(kernel.a, eng, DNNL_MEMORY_NONE), memory(kernel.out, eng, DNNL_MEMORY_NONE),
+    BoundArgs b{memory(kernel.a, eng, DNNL_MEMORY_NONE), memory(kernel.w, eng, DNNL_MEMORY_NONE),
+                memory(kernel.out, eng, DNNL_MEMORY_NONE),
                 memory(kernel.scratch, eng, DNNL_MEMORY_NONE)};
     it = by_kernel.emplace(kernel.id, std::move(b)).first;
   }
   return it->second;
 }
 
-// The weight's expansion to the input type, per thread, for tiles past kDirectRows.
-void* thread_expanded(std::size_t bytes) {
-  thread_local std::vector<std::byte> expanded;
-  if (expanded.size() < bytes) expanded.resize(bytes);
-  return expanded.data();
+// Weight i's expansion to the input type, per thread, for tiles past kDirectRows.
+std::byte* thread_expanded(std::size_t i, std::size_t bytes) {
+  thread_local std::array<std::vector<std::byte>, GemmEngine::kMaxWeights> expanded;
+  if (expanded[i].size() < bytes) expanded[i].resize(bytes);
+  return expanded[i].data();
+}
+
+// Weight i's panel of the product, per thread.
+float* thread_panel(std::size_t i, std::size_t floats) {
+  thread_local std::array<std::vector<float>, GemmEngine::kMaxWeights> panels;
+  if (panels[i].size() < floats) panels[i].resize(floats);
+  return panels[i].data();
+}
+
+// Whether a weight packed in `whole` (dims {k, n}) holds every kPanelCols columns from column 0
+// as one contiguous run, laid out as oneDNN lays out a weight of that many columns (`panel`, and
+// `tail` for the last columns): then a panel is the packed weight at an offset. oneDNN's bf16
+// layouts for AVX-512 block the columns by 64 outermost (BA16a64b2a); anything else runs whole.
+bool panels_fit(const memory::desc& whole, const memory::desc& panel, const memory::desc& tail) {
+  const auto& w = whole.data;
+  if (w.format_kind != dnnl_blocked || w.ndims != 2) return false;
+  const auto& b = w.format_desc.blocking;
+  memory::dim col_block = 1;
+  for (int i = 0; i < b.inner_nblks; ++i)
+    if (b.inner_idxs[i] == 1) col_block *= b.inner_blks[i];
+  if (GemmEngine::kPanelCols % col_block != 0 || b.strides[1] != w.padded_dims[0] * col_block)
+    return false;
+  auto same_blocking = [&](const memory::desc& d) {
+    const auto& o = d.data.format_desc.blocking;
+    if (d.data.format_kind != dnnl_blocked || o.inner_nblks != b.inner_nblks ||
+        o.strides[0] != b.strides[0] || o.strides[1] != b.strides[1])
+      return false;
+    for (int i = 0; i < b.inner_nblks; ++i)
+      if (o.inner_blks[i] != b.inner_blks[i] || o.inner_idxs[i] != b.inner_idxs[i]) return false;
+    return true;
+  };
+  return same_blocking(panel) && same_blocking(tail);
 }
 
 // A tile's rows of k elements (`elem` bytes each), zero-padded to `padded` for
@@ -134,8 +169,9 @@ const void* thread_padded(const void* a, int m, int k, int padded, std::size_t e
 struct GemmEngine::Weight::Impl {
   int n = 0, k = 0;
   WeightForm form = WeightForm::kPacked;
-  memory packed;                // kPacked
-  numeric::MxWeightMatrix fp8;  // kFp8
+  memory packed;                 // kPacked
+  std::size_t column_bytes = 0;  // kPacked: from one column block to the next, per column
+  numeric::MxWeightMatrix fp8;   // kFp8
 };
 
 int GemmEngine::Weight::n() const {
@@ -158,6 +194,7 @@ struct GemmEngine::Impl {
       input == GemmInput::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
   std::mutex mutex;
   std::map<std::pair<int, int>, memory::desc> layouts;  // (n, k) -> packed weights
+  std::map<std::pair<int, int>, bool> panels;           // (n, k) -> panels_fit
   // (m, n, k, plain): plain kernels take the weight unpacked, [n][k] in the input type.
   std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Kernel>> kernels;
 
@@ -183,6 +220,19 @@ struct GemmEngine::Impl {
     return layout_locked(n, k);
   }
 
+  // Whether a weight of n x k packed in layout(n, k) can be run panel by panel.
+  bool packed_panels(int n, int k) {
+    const std::lock_guard lock(mutex);
+    auto it = panels.find({n, k});
+    if (it == panels.end()) {
+      const int cols = std::min(n, kPanelCols), tail = n % kPanelCols == 0 ? cols : n % kPanelCols;
+      const bool fit =
+          panels_fit(layout_locked(n, k), layout_locked(cols, k), layout_locked(tail, k));
+      it = panels.emplace(std::pair{n, k}, fit).first;
+    }
+    return it->second;
+  }
+
   memory::desc plain_layout(int n, int k) const { return {{k, n}, type, Tag::ba}; }
 
   const Kernel& kernel(int m, int n, int k, bool plain) {
@@ -191,18 +241,20 @@ struct GemmEngine::Impl {
     if (!slot) {
       static std::atomic<std::uint64_t> next_id{0};
       const auto pd = describe_product(m, n, k, plain ? plain_layout(n, k) : layout_locked(n, k));
-      slot = std::make_unique<Kernel>(
-          Kernel{++next_id, dnnl::matmul(pd), pd.src_desc(), pd.dst_desc(), pd.scratchpad_desc()});
+      slot =
+          std::make_unique<Kernel>(Kernel{++next_id, dnnl::matmul(pd), pd.src_desc(),
+                                          pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()});
     }
     return *slot;  // kernels live as long as the engine
   }
 
-  void run(const Kernel& kernel, const memory& weights, const void* a, float* out) {
+  void run(const Kernel& kernel, const void* weights, const void* a, float* out) {
     BoundArgs& b = bound_args(kernel);
     b.a.set_data_handle(const_cast<void*>(a));
+    b.w.set_data_handle(const_cast<void*>(weights));
     b.out.set_data_handle(out);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, b.a.get()},
-                               {DNNL_ARG_WEIGHTS, weights.get()},
+                               {DNNL_ARG_WEIGHTS, b.w.get()},
                                {DNNL_ARG_DST, b.out.get()},
                                {DNNL_ARG_SCRATCHPAD, b.scratch.get()}};
     const std::size_t scratch_bytes = kernel.scratch.get_size();
@@ -267,6 +319,8 @@ GemmEngine::Weight GemmEngine::load(const std::byte* rows, std::size_t stride, i
     // Row j of the plain matrix is output feature j: the [k][n] weight stored column by column.
     memory plain_mem(impl_->plain_layout(n, k), cpu_engine(), plain.data());
     w->packed = memory(impl_->layout(n, k), cpu_engine());
+    w->column_bytes =
+        static_cast<std::size_t>(w->packed.get_desc().data.padded_dims[0]) * bytes_of(impl_->input);
     dnnl::reorder(plain_mem, w->packed).execute(thread_stream(), plain_mem, w->packed);
     thread_stream().wait();
   }
@@ -277,47 +331,85 @@ GemmEngine::Weight GemmEngine::load(const std::byte* rows, std::size_t stride, i
 
 void GemmEngine::multiply(const Weight& w, const void* a, int m, float* out) const {
   const auto n = static_cast<std::size_t>(w.n());
-  run_blocks(
-      w, a, m, [&](int r0) { return out + static_cast<std::size_t>(r0) * n; }, nullptr);
+  const Weight* ws[] = {&w};
+  multiply(ws, a, m, [&](const Panel& p) {
+    const auto cols = static_cast<std::size_t>(p.c1 - p.c0);
+    for (int r = p.r0; r < p.r1; ++r) {
+      std::memcpy(out + r * n + p.c0, p.out[0] + (r - p.r0) * cols, cols * sizeof(float));
+    }
+  });
 }
 
-void GemmEngine::multiply(const Weight& w, const void* a, int m, float* block,
+void GemmEngine::multiply(std::span<const Weight* const> ws, const void* a, int m,
                           const Epilogue& epilogue) const {
-  run_blocks(
-      w, a, m, [&](int) { return block; }, &epilogue);
-}
-
-void GemmEngine::run_blocks(const Weight& w, const void* a, int m,
-                            const std::function<float*(int)>& out_of,
-                            const Epilogue* epilogue) const {
   if (m <= 0) return;
-  const Weight::Impl& wi = *w.impl_;
-  const int n = wi.n, k = wi.k;
-  if (wi.form == WeightForm::kFp8 && m <= kDirectRows) {
-    const int padded = wi.fp8.padded_cols();
-    if (padded != k) a = thread_padded(a, m, k, padded, bytes_of(input(w, m)));
-    float* out = out_of(0);
-    wi.fp8.times_rows(a, m, out, static_cast<std::size_t>(n));
-    if (epilogue != nullptr) (*epilogue)(0, m, out);
-    return;
+  if (ws.empty() || ws.size() > kMaxWeights)
+    throw std::invalid_argument(
+        fmt::format("GemmEngine::multiply: {} weights, 1 to {} allowed", ws.size(), kMaxWeights));
+  const Weight::Impl& first = *ws[0]->impl_;
+  const int n = first.n, k = first.k;
+  for (const Weight* w : ws) {
+    if (w->impl_->n != n || w->impl_->k != k || w->impl_->form != first.form)
+      throw std::invalid_argument("GemmEngine::multiply: weights of different shapes or forms");
+  }
+  if (first.form == WeightForm::kFp8 && m <= kDirectRows) {
+    const int padded = first.fp8.padded_cols();
+    if (padded != k) a = thread_padded(a, m, k, padded, bytes_of(input(*ws[0], m)));
+    Panel p{0, m, 0, n};
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      float* out = thread_panel(i, static_cast<std::size_t>(m) * n);
+      ws[i]->impl_->fp8.times_rows(a, m, out, static_cast<std::size_t>(n));
+      p.out[i] = out;
+    }
+    return epilogue(p);
   }
   run_on_this_thread_only();
-  const bool plain = wi.form == WeightForm::kFp8;
-  memory weights = wi.packed;
-  if (plain) {
-    void* expanded = thread_expanded(static_cast<std::size_t>(n) * k * bytes_of(impl_->input));
-    wi.fp8.expand(
-        impl_->input == GemmInput::kBf16 ? numeric::RowType::kBf16 : numeric::RowType::kF32,
-        expanded);
-    weights = memory(impl_->plain_layout(n, k), cpu_engine(), expanded);
+  std::array<const std::byte*, kMaxWeights> plain{};
+  if (first.form == WeightForm::kFp8) {
+    const auto t =
+        impl_->input == GemmInput::kBf16 ? numeric::RowType::kBf16 : numeric::RowType::kF32;
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      std::byte* expanded =
+          thread_expanded(i, static_cast<std::size_t>(n) * k * bytes_of(impl_->input));
+      ws[i]->impl_->fp8.expand(t, expanded);
+      plain[i] = expanded;
+    }
   }
-  const std::size_t row_bytes = static_cast<std::size_t>(k) * bytes_of(impl_->input);
-  for (int r0 = 0; r0 < m; r0 += kBlockRows) {
-    const int rows = std::min(kBlockRows, m - r0);
-    float* out = out_of(r0);
-    impl_->run(impl_->kernel(rows, n, k, plain), weights,
-               static_cast<const std::byte*>(a) + static_cast<std::size_t>(r0) * row_bytes, out);
-    if (epilogue != nullptr) (*epilogue)(r0, r0 + rows, out);
+  for (int r0 = 0; r0 < m; r0 += kChunkRows) {
+    run_chunk(ws, first.form == WeightForm::kFp8 ? plain.data() : nullptr, a, r0,
+              std::min(m, r0 + kChunkRows), epilogue);
+  }
+}
+
+void GemmEngine::run_chunk(std::span<const Weight* const> ws, const std::byte* const* plain,
+                           const void* a, int r0, int r1, const Epilogue& epilogue) const {
+  const int n = ws[0]->n(), k = ws[0]->k(), rows = r1 - r0;
+  const std::size_t elem = bytes_of(impl_->input), row_bytes = static_cast<std::size_t>(k) * elem;
+  const bool whole = rows <= kWholeRows || (plain == nullptr && !impl_->packed_panels(n, k));
+  const int width = whole ? n : kPanelCols;
+  // A chunk's rows go in two calls, a multiple of kWholeRows and the rest, so that waves of any
+  // size need a bounded set of kernels (oneDNN makes one per row count).
+  const int body = rows > kWholeRows ? rows / kWholeRows * kWholeRows : rows, rest = rows - body;
+  const auto* chunk = static_cast<const std::byte*>(a) + static_cast<std::size_t>(r0) * row_bytes;
+  for (int c0 = 0; c0 < n; c0 += width) {
+    const int cols = std::min(width, n - c0);
+    const Kernel& body_kernel = impl_->kernel(body, cols, k, plain != nullptr);
+    const Kernel* rest_kernel =
+        rest > 0 ? &impl_->kernel(rest, cols, k, plain != nullptr) : nullptr;
+    Panel p{r0, r1, c0, c0 + cols};
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      const Weight::Impl& w = *ws[i]->impl_;
+      const std::byte* base =
+          plain != nullptr ? plain[i] : static_cast<const std::byte*>(w.packed.get_data_handle());
+      const std::byte* panel = base + c0 * (plain != nullptr ? row_bytes : w.column_bytes);
+      float* out = thread_panel(i, static_cast<std::size_t>(rows) * cols);
+      impl_->run(body_kernel, panel, chunk, out);
+      if (rest_kernel != nullptr)
+        impl_->run(*rest_kernel, panel, chunk + body * row_bytes,
+                   out + static_cast<std::size_t>(body) * cols);
+      p.out[i] = out;
+    }
+    epilogue(p);
   }
 }
 

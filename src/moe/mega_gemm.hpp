@@ -20,10 +20,12 @@
 // parallelism. The same tile on the same engine gives the same bits whichever thread runs it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "numeric/fp8.hpp"
@@ -77,32 +79,42 @@ class GemmEngine {
   Weight load(const std::byte* rows, std::size_t stride, int n, int k, numeric::Fp8Format f,
               WeightForm form) const;
 
-  // Rows of the product one kernel call makes: oneDNN runs blocks of this many rows (kFp8 tiles of
-  // up to kDirectRows are one block). A block of GEMM1's output (128 KiB at ffn_dim 1024) is still
-  // in L2 when its epilogue reads it, and the operator's GEMMs take as long as with one call per
-  // 128-row wave, where 16-row blocks took 2-4% longer (bench/mega_gemm tiles, AMD EPYC with
-  // AVX512-BF16; docs/performance/2026-12-06-mega-epilogues.md).
-  static constexpr int kBlockRows = 32;
-  static_assert(kDirectRows <= kBlockRows, "a direct FP8 tile is one block");
+  // How the product is cut into oneDNN calls: chunks of up to kChunkRows rows of a, and each
+  // chunk's columns in panels of kPanelCols, every weight's panel at the same columns one after
+  // the other. A panel of the weights (128 columns: 512 KiB at k 2048) stays in cache while the
+  // whole chunk passes it, where 32-row blocks over all columns read every weight again per
+  // block: at DeepSeek-V2-Lite's expert shape 0.95x oneDNN's untiled matmul against 1.0-1.2x
+  // (docs/performance/2026-12-07-mega-panels.md). A panel's output (kChunkRows x kPanelCols
+  // floats per weight, 256 KiB) is still in L2 when its epilogue reads it. Chunks of up to
+  // kWholeRows rows (and direct FP8 tiles) take all columns in one call per weight: reading the
+  // weight is their cost, and a call per panel would add oneDNN's fixed cost per call.
+  static constexpr int kChunkRows = 512;
+  static constexpr int kPanelCols = 128;
+  static constexpr int kWholeRows = 32;
+  static_assert(kDirectRows <= kWholeRows, "a direct FP8 tile is one panel");
+  static constexpr int kMaxWeights = 2;  // GEMM1's gate and up
 
-  // What a GEMM's caller does with each finished block of rows, while they are in cache: rows
-  // [r0, r1) of the product, at `rows` (r1 - r0 rows of w.n() floats).
-  using Epilogue = std::function<void(int r0, int r1, const float* rows)>;
+  // Rows [r0, r1) x columns [c0, c1) of each weight's product: out[i] holds weight i's, row by
+  // row, (c1 - c0) floats each. A chunk's panels come in column order, so c1 == n ends rows
+  // [r0, r1). Valid until the epilogue returns.
+  struct Panel {
+    int r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+    std::array<const float*, kMaxWeights> out{};
+  };
+  using Epilogue = std::function<void(const Panel&)>;
 
-  // out[m][w.n()] = a . w^T, a being m contiguous rows of w.k() elements of type input(w, m).
-  // oneDNN's kernel for a new row count is made on first use: one for kBlockRows rows and one
-  // per remainder.
-  void multiply(const Weight& w, const void* a, int m, float* out) const;
-  // The same product with an epilogue: every block is written at `block` (room for kBlockRows rows
-  // of w.n() floats) and handed to `epilogue` before the next one overwrites it. The same kernels
-  // on the same blocks as the form above, so the same bits.
-  void multiply(const Weight& w, const void* a, int m, float* block,
+  // The products a . w^T of each weight in ws (1 to kMaxWeights, the same n, k and form), a being
+  // m contiguous rows of k elements of type input(*ws[0], m), handed to `epilogue` panel by panel.
+  // oneDNN's kernel for a new (rows, columns) pair is made on first use.
+  void multiply(std::span<const Weight* const> ws, const void* a, int m,
                 const Epilogue& epilogue) const;
+  // out[m][w.n()] = a . w^T: the same calls (so the same bits), each panel copied into place.
+  void multiply(const Weight& w, const void* a, int m, float* out) const;
 
  private:
-  // Both multiply forms: block b goes to out_of(r0) and then to epilogue (if any).
-  void run_blocks(const Weight& w, const void* a, int m, const std::function<float*(int)>& out_of,
-                  const Epilogue* epilogue) const;
+  // One chunk of rows through oneDNN (ws in the packed form, or expanded at `plain`).
+  void run_chunk(std::span<const Weight* const> ws, const std::byte* const* plain, const void* a,
+                 int r0, int r1, const Epilogue& epilogue) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -1,9 +1,11 @@
-// MegaMoE's GEMM epilogues: GemmEngine::multiply hands every row of the product to its epilogue
-// once, in blocks of at most kBlockRows, with the bits the plain product has, and both agree with
-// an fp64 product; GEMM1's SwiGLU epilogue and GEMM2's row epilogue give the bytes of the separate
-// passes (gemm1_tile + swiglu_quantize, gemm2_tile) that the unfused chain runs.
+// MegaMoE's GEMM epilogues: GemmEngine::multiply hands every element of each weight's product to
+// its epilogue once, in row chunks and column panels (GemmEngine::kChunkRows, kPanelCols), with
+// the bits a product with that weight alone has, within fp64 bounds; GEMM1's SwiGLU epilogue and
+// GEMM2's row epilogue give the bytes of the separate passes (gemm1_tile + swiglu_quantize,
+// gemm2_tile) that the unfused chain runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -48,104 +50,144 @@ std::vector<float> dequantized(const std::vector<std::uint8_t>& rows, int n, con
   return out;
 }
 
-const ExpertFfnShape kShape{96, 160, Fp8Format::kE4M3};  // k not a multiple of 64: padded tiles
+// k not a multiple of 64 (padded tiles), W1's halves (80 columns) and W2 (96) one panel each.
+const ExpertFfnShape kShape{96, 160, Fp8Format::kE4M3};
+// Several panels with a last short one: W1's halves 200 columns, W2 300.
+const ExpertFfnShape kPanelShape{300, 400, Fp8Format::kE4M3};
 
 class Epilogue : public ::testing::TestWithParam<WeightForm> {};
 
-TEST_P(Epilogue, EveryRowOnceInBlocksWithThePlainProductsBitsWithinFp64Bounds) {
+// Exact products summed in fp32: within k ulps of the sum of magnitudes.
+void expect_within_fp64(const std::vector<float>& got, const std::vector<float>& a, int m,
+                        const std::vector<float>& w, int n, int k) {
+  for (int r = 0; r < m; ++r) {
+    for (int j = 0; j < n; ++j) {
+      double sum = 0, mag = 0;
+      for (int i = 0; i < k; ++i) {
+        const double p = double(a[r * k + i]) * w[j * k + i];
+        sum += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(got[r * n + j], sum, k * std::ldexp(mag, -24) + 1e-30)
+          << "row " << r << " column " << j;
+    }
+  }
+}
+
+TEST_P(Epilogue, EveryElementOnceInChunksAndPanelsWithTheLoneProductsBitsWithinFp64Bounds) {
   const GemmEngine g;
   std::mt19937 gen(std::random_device{}());
-  const MxRow wl = kShape.token_row();
-  const int n = kShape.ffn_dim, k = wl.elems;
-  const auto w_rows = random_rows(gen, n, wl, kShape.format);
-  const auto w = g.load(reinterpret_cast<const std::byte*>(w_rows.data()), wl.bytes(), n, k,
-                        kShape.format, GetParam());
-  const auto w_ref = dequantized(w_rows, n, wl, kShape.format);
-  for (const int m : {1, 3, 8, 9, 16, 17, 40, 128}) {
+  const MxRow wl{96};
+  const int n = 300, k = wl.elems;
+  std::vector<std::vector<std::uint8_t>> w_rows;
+  std::vector<GemmEngine::Weight> w;
+  for (int i = 0; i < 2; ++i) {
+    w_rows.push_back(random_rows(gen, n, wl, kShape.format));
+    w.push_back(g.load(reinterpret_cast<const std::byte*>(w_rows[i].data()), wl.bytes(), n, k,
+                       kShape.format, GetParam()));
+  }
+  const GemmEngine::Weight* both[] = {&w[0], &w[1]};
+  for (const int m : {1, 3, 8, 9, 32, 33, 128, 600}) {
     SCOPED_TRACE(testing::Message() << "m=" << m);
     const auto a_rows = random_rows(gen, m, wl, kShape.format);
-    const auto a_ref = dequantized(a_rows, m, wl, kShape.format);
-    std::vector<std::byte> a(static_cast<std::size_t>(m) * k * GemmEngine::bytes_of(g.input(w, m)));
+    std::vector<std::byte> a(static_cast<std::size_t>(m) * k *
+                             GemmEngine::bytes_of(g.input(w[0], m)));
     GemmEngine::expand_rows(reinterpret_cast<const std::byte*>(a_rows.data()), wl.bytes(), m, k,
-                            kShape.format, g.input(w, m), a.data());
-    std::vector<float> plain(static_cast<std::size_t>(m) * n);
-    g.multiply(w, a.data(), m, plain.data());
-    std::vector<float> block(static_cast<std::size_t>(GemmEngine::kBlockRows) * n, NAN);
-    std::vector<float> fused(plain.size(), NAN);
-    int next = 0;
-    g.multiply(w, a.data(), m, block.data(), [&](int r0, int r1, const float* rows) {
-      ASSERT_EQ(r0, next);
-      ASSERT_GT(r1, r0);
-      ASSERT_LE(r1 - r0, GemmEngine::kBlockRows);
-      ASSERT_EQ(rows, block.data());
-      std::memcpy(fused.data() + static_cast<std::size_t>(r0) * n, rows,
-                  sizeof(float) * (r1 - r0) * n);
-      next = r1;
-    });
-    ASSERT_EQ(next, m);
-    ASSERT_EQ(0, std::memcmp(plain.data(), fused.data(), sizeof(float) * plain.size()));
-    // Exact products summed in fp32: within k ulps of the sum of magnitudes.
-    for (int r = 0; r < m; ++r) {
-      for (int j = 0; j < n; ++j) {
-        double sum = 0, mag = 0;
-        for (int i = 0; i < k; ++i) {
-          const double p = double(a_ref[r * k + i]) * w_ref[j * k + i];
-          sum += p;
-          mag += std::fabs(p);
-        }
-        ASSERT_NEAR(plain[r * n + j], sum, k * std::ldexp(mag, -24) + 1e-30)
-            << "row " << r << " column " << j;
+                            kShape.format, g.input(w[0], m), a.data());
+    std::vector<std::vector<float>> got(2, std::vector<float>(static_cast<std::size_t>(m) * n));
+    std::vector<int> seen(static_cast<std::size_t>(m) * n, 0);
+    int chunk = 0, next_col = 0;
+    g.multiply(both, a.data(), m, [&](const GemmEngine::Panel& p) {
+      ASSERT_EQ(p.r0, chunk);
+      ASSERT_EQ(p.c0, next_col);
+      ASSERT_EQ(p.r1, std::min(m, p.r0 + GemmEngine::kChunkRows));
+      ASSERT_GT(p.c1, p.c0);
+      if (m <= GemmEngine::kWholeRows) {
+        ASSERT_EQ(p.c1 - p.c0, n);
+      } else if (p.c1 - p.c0 != n) {
+        ASSERT_LE(p.c1 - p.c0, GemmEngine::kPanelCols);
       }
+      const int cols = p.c1 - p.c0;
+      for (int r = p.r0; r < p.r1; ++r) {
+        for (int j = p.c0; j < p.c1; ++j) {
+          ++seen[r * n + j];
+          for (int i = 0; i < 2; ++i) got[i][r * n + j] = p.out[i][(r - p.r0) * cols + j - p.c0];
+        }
+      }
+      next_col = p.c1 == n ? 0 : p.c1;
+      if (p.c1 == n) chunk = p.r1;
+    });
+    ASSERT_EQ(chunk, m);
+    ASSERT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(seen.size()));
+    for (int i = 0; i < 2; ++i) {
+      SCOPED_TRACE(testing::Message() << "weight " << i);
+      std::vector<float> alone(got[i].size(), NAN);
+      g.multiply(w[i], a.data(), m, alone.data());
+      ASSERT_EQ(0, std::memcmp(alone.data(), got[i].data(), sizeof(float) * alone.size()));
+      expect_within_fp64(got[i], dequantized(a_rows, m, wl, kShape.format), m,
+                         dequantized(w_rows[i], n, wl, kShape.format), n, k);
     }
+  }
+}
+
+// gemm1_swiglu against gemm1_tile + swiglu_quantize, and gemm2_rows against gemm2_tile, for m
+// fresh rows at `shape`.
+void expect_epilogues_give_separate_passes_bytes(const GemmEngine& g, std::mt19937& gen,
+                                                 const ExpertFfnShape& shape, int m,
+                                                 WeightForm form) {
+  const MxRow tl = shape.token_row(), al = shape.act_row();
+  const auto w1 = random_rows(gen, shape.ffn_dim, tl, shape.format);
+  const auto w2 = random_rows(gen, shape.model_dim, al, shape.format);
+  const auto w = load_expert(g, shape, w1.data(), w2.data(), form);
+  const auto tokens = random_rows(gen, m, tl, shape.format);
+  const auto* rows = reinterpret_cast<const std::byte*>(tokens.data());
+  FfnScratch scratch;
+  std::vector<float> h(static_cast<std::size_t>(m) * shape.ffn_dim);
+  gemm1_tile(shape, g, w, rows, tl.bytes(), m, h.data(), scratch);
+  std::vector<std::byte> act(static_cast<std::size_t>(m) * al.bytes(), std::byte{0});
+  std::vector<std::byte> act_fused(act.size(), std::byte{0});
+  swiglu_quantize(shape, h.data(), 0, m, act.data());
+  gemm1_swiglu(shape, g, w, rows, tl.bytes(), m, act_fused.data(), scratch);
+  ASSERT_EQ(0, std::memcmp(act.data(), act_fused.data(), act.size()));
+
+  const auto D = static_cast<std::size_t>(shape.model_dim);
+  std::vector<std::uint16_t> out(m * D), scattered(m * D, 0xffff);
+  gemm2_tile(shape, g, w, act.data(), m, out.data(), scratch);
+  // Rows to shuffled places, each announced once, in order, when all of it is there.
+  std::vector<int> place(m), written;
+  for (int r = 0; r < m; ++r) place[r] = (r * 7 + 3) % m;
+  if (std::gcd(7, m) != 1) std::iota(place.rbegin(), place.rend(), 0);
+  gemm2_rows(
+      shape, g, w, act.data(), m,
+      {[&](int r) {
+         EXPECT_GE(r, static_cast<int>(written.size()));  // not after it was announced
+         return scattered.data() + place[r] * D;
+       },
+       [&](int r) {
+         EXPECT_EQ(0, std::memcmp(out.data() + r * D, scattered.data() + place[r] * D, 2 * D))
+             << "row " << r << " announced before all of it was written";
+         written.push_back(r);
+       }},
+      scratch);
+  ASSERT_EQ(static_cast<int>(written.size()), m);
+  for (int r = 0; r < m; ++r) {
+    ASSERT_EQ(written[r], r);
+    ASSERT_EQ(0, std::memcmp(out.data() + r * D, scattered.data() + place[r] * D, 2 * D))
+        << "row " << r;
   }
 }
 
 TEST_P(Epilogue, Gemm1SwigluAndGemm2RowsGiveTheSeparatePassesBytes) {
   const GemmEngine g;
   std::mt19937 gen(std::random_device{}());
-  const MxRow tl = kShape.token_row(), al = kShape.act_row();
-  const auto w1 = random_rows(gen, kShape.ffn_dim, tl, kShape.format);
-  const auto w2 = random_rows(gen, kShape.model_dim, al, kShape.format);
-  const auto w = load_expert(g, kShape, w1.data(), w2.data(), GetParam());
-  for (const int m : {1, 8, 9, 37}) {
-    SCOPED_TRACE(testing::Message() << "m=" << m);
-    const auto tokens = random_rows(gen, m, tl, kShape.format);
-    const auto* rows = reinterpret_cast<const std::byte*>(tokens.data());
-    FfnScratch scratch;
-    std::vector<float> h(static_cast<std::size_t>(m) * kShape.ffn_dim);
-    gemm1_tile(kShape, g, w, rows, tl.bytes(), m, h.data(), scratch);
-    std::vector<std::byte> act(static_cast<std::size_t>(m) * al.bytes(), std::byte{0});
-    std::vector<std::byte> act_fused(act.size(), std::byte{0});
-    swiglu_quantize(kShape, h.data(), 0, m, act.data());
-    gemm1_swiglu(kShape, g, w, rows, tl.bytes(), m, act_fused.data(), scratch);
-    ASSERT_EQ(0, std::memcmp(act.data(), act_fused.data(), act.size()));
-
-    const auto D = static_cast<std::size_t>(kShape.model_dim);
-    std::vector<std::uint16_t> out(m * D), scattered(m * D, 0xffff);
-    gemm2_tile(kShape, g, w, act.data(), m, out.data(), scratch);
-    // Rows to shuffled places, each announced once, right after it is written.
-    std::vector<int> place(m), written;
-    for (int r = 0; r < m; ++r) place[r] = (r * 7 + 3) % m;
-    if (std::gcd(7, m) != 1) std::iota(place.rbegin(), place.rend(), 0);
-    int pending = -1;
-    gemm2_rows(kShape, g, w, act.data(), m,
-               {[&](int r) {
-                  EXPECT_EQ(pending, -1);
-                  pending = r;
-                  return scattered.data() + place[r] * D;
-                },
-                [&](int r) {
-                  EXPECT_EQ(r, pending);
-                  pending = -1;
-                  written.push_back(r);
-                }},
-               scratch);
-    ASSERT_EQ(static_cast<int>(written.size()), m);
-    for (int r = 0; r < m; ++r) {
-      ASSERT_EQ(written[r], r);
-      ASSERT_EQ(0, std::memcmp(out.data() + r * D, scattered.data() + place[r] * D, 2 * D))
-          << "row " << r;
-    }
+  for (const auto& [shape, m] : {std::pair{kShape, 1},
+                                 {kShape, 8},
+                                 {kShape, 9},
+                                 {kShape, 37},
+                                 {kPanelShape, 33},
+                                 {kPanelShape, 530}}) {
+    SCOPED_TRACE(testing::Message() << "model_dim " << shape.model_dim << ", m=" << m);
+    expect_epilogues_give_separate_passes_bytes(g, gen, shape, m, GetParam());
   }
 }
 

@@ -53,6 +53,13 @@ typedef struct {
 /* Bytes (a multiple of 2 MiB) of the config's MoE settings over `num_ranks` ranks. */
 SHMOE_API int shmoe_elastic_buffer_size_hint(const shmoe_elastic_buffer_config_t* config,
                                              int num_ranks, uint64_t* bytes);
+/* Bytes of symmetric heap (SHMEM_SYMMETRIC_SIZE) a job needs for one buffer of this config over
+ * `num_ranks` ranks: its window (num_bytes, or the size hint), room for a primitive's memory (at
+ * most as much), the receive blocks dispatch lands recv_x in (with num_max_tokens_per_rank and
+ * hidden given: SHMOE_DEEP_EP_RECV_BLOCKS of ranks x num_max_tokens_per_rank x hidden x 2 bytes;
+ * without them, blocks get what room the heap has) and 64 MiB for its headers and counts. */
+SHMOE_API int shmoe_elastic_buffer_heap_size(const shmoe_elastic_buffer_config_t* config,
+                                             int num_ranks, uint64_t* bytes);
 /* Collective: the buffer over every PE of the job (shmem_init'ed). */
 SHMOE_API int shmoe_elastic_buffer_create(const shmoe_elastic_buffer_config_t* config,
                                           shmoe_elastic_buffer_t* buffer);

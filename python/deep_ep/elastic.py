@@ -22,9 +22,6 @@ from .utils import EventHandle, EventOverlap
 
 _MIN_HEAP = 512 << 20
 _MAX_HEAP = 8 << 30
-# The default count of receive blocks recv_x lands in (SHMOE_DEEP_EP_RECV_BLOCKS), which the heap
-# makes room for.
-_RECV_BLOCKS = 2
 # Profiler rows under DeepEP's kernel names (its tests time them): the runtime's call (which
 # also unpacks the received rows out of the window), then the results' conversion to tensors.
 _DISPATCH, _DISPATCH_EPILOGUE = "dispatch_impl", "dispatch_copy_epilogue_impl"
@@ -106,10 +103,10 @@ class ElasticBuffer(ElasticPrimitives):
                                                   use_fp8_dispatch)
         self.num_bytes = num_bytes
         # The buffer, a primitive's memory (PP, AGRS or Engram: at most num_bytes), and the
-        # receive blocks: ranks x tokens x hidden bf16 each (ElasticBuffer::recv_block_bytes),
-        # where the MoE settings are given (else blocks only where the heap has room).
-        block = self.num_ranks * num_max_tokens_per_rank * hidden * 2
-        heap = 2 * int(num_bytes) + _RECV_BLOCKS * block + (64 << 20)
+        # receive blocks (shmoe_elastic_buffer_heap_size).
+        heap = int(_shmoe.ElasticBuffer.heap_size(self.num_ranks, int(num_bytes),
+                                                  num_max_tokens_per_rank, hidden, num_topk,
+                                                  bool(use_fp8_dispatch)))
         _job.join(group, min(max(heap, _MIN_HEAP), _MAX_HEAP))
         self.runtime: Any = _shmoe.ElasticBuffer(
             num_bytes, num_max_tokens_per_rank, hidden, num_topk, bool(use_fp8_dispatch),

@@ -138,6 +138,16 @@ void bind_elastic(py::module_& m) {
           },
           py::arg("num_ranks"), py::arg("num_max_tokens_per_rank"), py::arg("hidden"),
           py::arg("num_topk"), py::arg("use_fp8_dispatch"))
+      .def_static(
+          "heap_size",
+          [](int num_ranks, std::uint64_t num_bytes, int tokens, int hidden, int topk, bool fp8) {
+            const auto c = config_of(num_bytes, tokens, hidden, topk, fp8, true, true, false);
+            std::uint64_t bytes = 0;
+            check(shmoe_elastic_buffer_heap_size(&c, num_ranks, &bytes));
+            return bytes;
+          },
+          py::arg("num_ranks"), py::arg("num_bytes"), py::arg("num_max_tokens_per_rank"),
+          py::arg("hidden"), py::arg("num_topk"), py::arg("use_fp8_dispatch"))
       .def("destroy", &ElasticRuntime::destroy)
       .def("domain_size", &ElasticRuntime::domain_size, py::arg("logical"))
       .def("result_counts", &ElasticRuntime::result_counts)

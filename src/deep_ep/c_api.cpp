@@ -48,16 +48,37 @@ void shmoe_ep_result_release(shmoe_ep_result_t result) {
   if (result != nullptr && result->release()) delete result;
 }
 
+namespace {
+
+// The config and rank count of a static query (size hint, heap size), checked.
+shmoe_elastic_buffer_config_t query_config(const shmoe_elastic_buffer_config_t* config,
+                                           int num_ranks, const char* fn) {
+  const auto c = read_struct(config, kConfigFirst, fn, "config");
+  if (num_ranks < 1) {
+    throw shmoe::moe::Refused(std::string(fn) + ": num_ranks=" + std::to_string(num_ranks) +
+                              " must be at least 1");
+  }
+  return c;
+}
+
+}  // namespace
+
 int shmoe_elastic_buffer_size_hint(const shmoe_elastic_buffer_config_t* config, int num_ranks,
                                    uint64_t* bytes) {
   return guarded([&] {
     constexpr const char* fn = "shmoe_elastic_buffer_size_hint";
-    const auto c = read_struct(config, kConfigFirst, fn, "config");
-    if (num_ranks < 1) {
-      throw shmoe::moe::Refused(std::string(fn) + ": num_ranks=" + std::to_string(num_ranks) +
-                                " must be at least 1");
-    }
+    const auto c = query_config(config, num_ranks, fn);
     require(bytes, fn, "bytes") = shmoe::deep_ep::ElasticBuffer::size_hint(c, num_ranks);
+    return int{SHMOE_MOE_OK};
+  });
+}
+
+int shmoe_elastic_buffer_heap_size(const shmoe_elastic_buffer_config_t* config, int num_ranks,
+                                   uint64_t* bytes) {
+  return guarded([&] {
+    constexpr const char* fn = "shmoe_elastic_buffer_heap_size";
+    const auto c = query_config(config, num_ranks, fn);
+    require(bytes, fn, "bytes") = shmoe::deep_ep::ElasticBuffer::heap_bytes(c, num_ranks);
     return int{SHMOE_MOE_OK};
   });
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "common/settings.hpp"
 #include "deep_ep/checks.hpp"
 #include "moe/moe.hpp"
 
@@ -82,6 +83,16 @@ std::uint64_t ElasticBuffer::recv_block_bytes(const shmoe_elastic_buffer_config_
   return static_cast<std::uint64_t>(num_ranks) *
          static_cast<std::uint64_t>(c.num_max_tokens_per_rank) * 2 *
          static_cast<std::uint64_t>(c.hidden);
+}
+
+std::uint64_t ElasticBuffer::heap_bytes(const shmoe_elastic_buffer_config_t& c, int num_ranks) {
+  const std::uint64_t window = c.num_bytes != 0 ? c.num_bytes : size_hint(c, num_ranks);
+  // Without the MoE settings a block is the whole buffer, and the blocks get only the room the
+  // heap has (DeepEP's barrier test makes 1 GiB buffers at 4 ranks on one host's /dev/shm).
+  const bool settings_given = c.num_max_tokens_per_rank > 0 && c.hidden > 0;
+  const std::uint64_t blocks =
+      settings_given ? static_cast<std::uint64_t>(settings::deep_ep_recv_blocks()) : 0;
+  return 2 * window + blocks * recv_block_bytes(c, num_ranks) + kHeapMargin;
 }
 
 std::int32_t* ElasticBuffer::headers(std::int64_t ints) {

@@ -28,6 +28,11 @@ class ElasticBuffer {
   // Bytes of a receive block: a BF16 recv_x of one row per token at the MoE settings (ranks x
   // num_max_tokens_per_rank x hidden x 2), or without them the buffer's bytes.
   static std::uint64_t recv_block_bytes(const shmoe_elastic_buffer_config_t& config, int num_ranks);
+  // Symmetric heap for one buffer (shmoe_elastic_buffer_heap_size): the window, as much again for
+  // a primitive's memory, SHMOE_DEEP_EP_RECV_BLOCKS receive blocks (given the MoE settings),
+  // kHeapMargin.
+  static std::uint64_t heap_bytes(const shmoe_elastic_buffer_config_t& config, int num_ranks);
+  static constexpr std::uint64_t kHeapMargin = 64ULL << 20;  // headers, counts
   // Bytes a dispatch slot takes: the token index, the top-k indices and weights, the row.
   static std::int64_t dispatch_slot_bytes(std::int64_t row_bytes, int num_topk);
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/settings.hpp"
 #include "common/unknown_settings.hpp"
 #include "shmem/api_stamp.hpp"
 #include "shmem/profiling.hpp"
@@ -36,6 +37,9 @@ int start(int requested) {
                                                      : requested;
   shmoe::report_uncaught_exceptions();
   try {
+    // The environment as shmem_init finds it: a program may set variables (SHMEM_SYMMETRIC_SIZE)
+    // after a call that needs no init (shmoe_elastic_buffer_heap_size) read them.
+    shmoe::settings::reread();
     auto launch = shmoe::bootstrap::detect_launch();
     shmoe::log::set_rank(launch.rank);
     auto config = shmoe::read_runtime_config();

@@ -71,8 +71,8 @@ void swiglu_quantize_cols(const ExpertFfnShape& s, const float* gate, const floa
                        codes + layout.scales_offset() + c0 / numeric::kMxBlockSize);
 }
 
-static_assert(GemmEngine::kPanelCols % numeric::kMxBlockSize == 0,
-              "GEMM1's panels start at MX block boundaries");
+static_assert(GemmEngine::kMinPanelCols % numeric::kMxBlockSize == 0,
+              "GEMM1's panels (multiples of 64 columns) start at MX block boundaries");
 
 }  // namespace
 
@@ -114,9 +114,13 @@ void gemm2_rows(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
   g.multiply(w2, a, n, [&](const GemmEngine::Panel& p) {
     auto scope = trace.scope("write-back");
     const auto cols = static_cast<std::size_t>(p.c1 - p.c0);
+    if (p.c0 == 0) {  // each row's place, once per chunk
+      scratch.out_rows.resize(static_cast<std::size_t>(p.r1 - p.r0));
+      for (int r = p.r0; r < p.r1; ++r) scratch.out_rows[r - p.r0] = out.at(r);
+    }
     for (int r = p.r0; r < p.r1; ++r) {
       const float* from = p.out[0] + (r - p.r0) * cols;
-      std::uint16_t* to = out.at(r) + p.c0;
+      std::uint16_t* to = scratch.out_rows[r - p.r0] + p.c0;
       if (out.streamed) {
         numeric::floats_to_bf16_streamed(from, cols, to);
       } else {

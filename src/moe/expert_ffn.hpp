@@ -54,10 +54,12 @@ ExpertWeights load_expert(const GemmEngine& g, const ExpertFfnShape& s, const st
 void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,
                      std::byte* out, std::size_t stride);
 
-// Per-thread scratch: the expanded tile a GEMM reads, SwiGLU's fp32 output for one panel's row.
+// Per-thread scratch: the expanded tile a GEMM reads, SwiGLU's fp32 output for one panel's row,
+// where GEMM2's epilogue puts the rows of a chunk.
 struct FfnScratch {
   std::vector<std::byte> a;
   std::vector<float> act;
+  std::vector<std::uint16_t*> out_rows;
 };
 
 // h[n][F] = rows . w1^T; rows are token_row() rows `stride` bytes apart.
@@ -84,9 +86,10 @@ void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeig
                   FfnScratch& scratch, const EpilogueTrace& trace = {});
 
 // Where GEMM2's epilogue puts each output row: `at(r)` is the model_dim BF16 elements that row r
-// is rounded into, straight from the GEMM's panels (asked once per panel, the same place each
-// time); `written(r)` follows once all of them are there, for each row of a chunk
-// (GemmEngine::kChunkRows rows, starting at multiples of it) in order, after its last panel.
+// is rounded into, straight from the GEMM's panels; `written(r)` follows once all of them are
+// there. Both come once per row, in order, chunk by chunk (GemmEngine::Cut: at most kChunkRows
+// rows, the first at a multiple of its size): `at` for every row of a chunk, then its panels,
+// then `written` for every row of it.
 struct OutRows {
   std::function<std::uint16_t*(int r)> at;
   std::function<void(int r)> written;  // may be empty

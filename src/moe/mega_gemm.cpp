@@ -126,19 +126,19 @@ float* thread_panel(std::size_t i, std::size_t floats) {
   return panels[i].data();
 }
 
-// Whether a weight packed in `whole` (dims {k, n}) holds every kPanelCols columns from column 0
-// as one contiguous run, laid out as oneDNN lays out a weight of that many columns (`panel`, and
-// `tail` for the last columns): then a panel is the packed weight at an offset. oneDNN's bf16
-// layouts for AVX-512 block the columns by 64 outermost (BA16a64b2a); anything else runs whole.
-bool panels_fit(const memory::desc& whole, const memory::desc& panel, const memory::desc& tail) {
+// Whether a weight packed in `whole` (dims {k, n}) holds every `cols` columns from column 0 as one
+// contiguous run, laid out as oneDNN lays out a weight of that many columns (`panel`, and `tail`
+// for the last columns): then a panel is the packed weight at an offset. oneDNN's bf16 layouts
+// for AVX-512 block the columns by 64 outermost (BA16a64b2a); anything else runs whole.
+bool panels_fit(int cols, const memory::desc& whole, const memory::desc& panel,
+                const memory::desc& tail) {
   const auto& w = whole.data;
   if (w.format_kind != dnnl_blocked || w.ndims != 2) return false;
   const auto& b = w.format_desc.blocking;
   memory::dim col_block = 1;
   for (int i = 0; i < b.inner_nblks; ++i)
     if (b.inner_idxs[i] == 1) col_block *= b.inner_blks[i];
-  if (GemmEngine::kPanelCols % col_block != 0 || b.strides[1] != w.padded_dims[0] * col_block)
-    return false;
+  if (cols % col_block != 0 || b.strides[1] != w.padded_dims[0] * col_block) return false;
   auto same_blocking = [&](const memory::desc& d) {
     const auto& o = d.data.format_desc.blocking;
     if (d.data.format_kind != dnnl_blocked || o.inner_nblks != b.inner_nblks ||
@@ -194,7 +194,7 @@ struct GemmEngine::Impl {
       input == GemmInput::kBf16 ? memory::data_type::bf16 : memory::data_type::f32;
   std::mutex mutex;
   std::map<std::pair<int, int>, memory::desc> layouts;  // (n, k) -> packed weights
-  std::map<std::pair<int, int>, bool> panels;           // (n, k) -> panels_fit
+  std::map<std::pair<int, int>, Cut> cuts;              // (n, k) -> packed weights' cut
   // (m, n, k, plain): plain kernels take the weight unpacked, [n][k] in the input type.
   std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Kernel>> kernels;
 
@@ -220,15 +220,19 @@ struct GemmEngine::Impl {
     return layout_locked(n, k);
   }
 
-  // Whether a weight of n x k packed in layout(n, k) can be run panel by panel.
-  bool packed_panels(int n, int k) {
+  // The cut of a weight of n x k packed in layout(n, k): GemmEngine::cut, or one panel where the
+  // layout does not hold its panels as slices.
+  Cut packed_cut(int n, int k) {
     const std::lock_guard lock(mutex);
-    auto it = panels.find({n, k});
-    if (it == panels.end()) {
-      const int cols = std::min(n, kPanelCols), tail = n % kPanelCols == 0 ? cols : n % kPanelCols;
-      const bool fit =
-          panels_fit(layout_locked(n, k), layout_locked(cols, k), layout_locked(tail, k));
-      it = panels.emplace(std::pair{n, k}, fit).first;
+    auto it = cuts.find({n, k});
+    if (it == cuts.end()) {
+      Cut c = cut(n, k, bytes_of(input));
+      const int tail = n % c.cols == 0 ? c.cols : n % c.cols;
+      if (c.cols < n && !panels_fit(c.cols, layout_locked(n, k), layout_locked(c.cols, k),
+                                    layout_locked(tail, k))) {
+        c = one_panel(n);
+      }
+      it = cuts.emplace(std::pair{n, k}, c).first;
     }
     return it->second;
   }
@@ -265,6 +269,18 @@ struct GemmEngine::Impl {
     thread_stream().wait();
   }
 };
+
+GemmEngine::Cut GemmEngine::one_panel(int n) {
+  const int rows = kPanelFloats / std::max(n, 1) / kWholeRows * kWholeRows;
+  return {std::clamp(rows, kWholeRows, kChunkRows), n};
+}
+
+GemmEngine::Cut GemmEngine::cut(int n, int k, std::size_t elem) {
+  const auto fit = kPanelBytes / (static_cast<std::size_t>(std::max(k, 1)) * elem) / 64 * 64;
+  const int cols = static_cast<int>(std::max<std::size_t>(kMinPanelCols, fit));
+  if (cols >= n) return one_panel(n);
+  return {kPanelFloats / cols / kWholeRows * kWholeRows, cols};
+}
 
 GemmEngine::GemmEngine() : impl_(std::make_unique<Impl>()) {}
 GemmEngine::~GemmEngine() = default;
@@ -375,18 +391,21 @@ void GemmEngine::multiply(std::span<const Weight* const> ws, const void* a, int 
       plain[i] = expanded;
     }
   }
-  for (int r0 = 0; r0 < m; r0 += kChunkRows) {
+  // Expanded weights are plain rows, any columns of which are a slice.
+  const Cut c =
+      first.form == WeightForm::kFp8 ? cut(n, k, bytes_of(impl_->input)) : impl_->packed_cut(n, k);
+  for (int r0 = 0; r0 < m; r0 += c.rows) {
     run_chunk(ws, first.form == WeightForm::kFp8 ? plain.data() : nullptr, a, r0,
-              std::min(m, r0 + kChunkRows), epilogue);
+              std::min(m, r0 + c.rows), c.cols, epilogue);
   }
 }
 
 void GemmEngine::run_chunk(std::span<const Weight* const> ws, const std::byte* const* plain,
-                           const void* a, int r0, int r1, const Epilogue& epilogue) const {
+                           const void* a, int r0, int r1, int panel_cols,
+                           const Epilogue& epilogue) const {
   const int n = ws[0]->n(), k = ws[0]->k(), rows = r1 - r0;
   const std::size_t elem = bytes_of(impl_->input), row_bytes = static_cast<std::size_t>(k) * elem;
-  const bool whole = rows <= kWholeRows || (plain == nullptr && !impl_->packed_panels(n, k));
-  const int width = whole ? n : kPanelCols;
+  const int width = rows <= kWholeRows ? n : panel_cols;
   // A chunk's rows go in two calls, a multiple of kWholeRows and the rest, so that waves of any
   // size need a bounded set of kernels (oneDNN makes one per row count).
   const int body = rows > kWholeRows ? rows / kWholeRows * kWholeRows : rows, rest = rows - body;

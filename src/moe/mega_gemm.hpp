@@ -79,19 +79,29 @@ class GemmEngine {
   Weight load(const std::byte* rows, std::size_t stride, int n, int k, numeric::Fp8Format f,
               WeightForm form) const;
 
-  // How the product is cut into oneDNN calls: chunks of up to kChunkRows rows of a, and each
-  // chunk's columns in panels of kPanelCols, every weight's panel at the same columns one after
-  // the other. A panel of the weights (128 columns: 512 KiB at k 2048) stays in cache while the
-  // whole chunk passes it, where 32-row blocks over all columns read every weight again per
+  // How the product is cut into oneDNN calls: chunks of rows of a, and each chunk's columns in
+  // panels, every weight's panel at the same columns one after the other. A panel of a weight
+  // (about kPanelBytes: 128 columns at k 2048 in bf16, all of them at k 512) stays in cache while
+  // the whole chunk passes it, where 32-row blocks over all columns read every weight again per
   // block: at DeepSeek-V2-Lite's expert shape 0.95x oneDNN's untiled matmul against 1.0-1.2x
-  // (docs/performance/2026-12-07-mega-panels.md). A panel's output (kChunkRows x kPanelCols
-  // floats per weight, 256 KiB) is still in L2 when its epilogue reads it. Chunks of up to
-  // kWholeRows rows (and direct FP8 tiles) take all columns in one call per weight: reading the
-  // weight is their cost, and a call per panel would add oneDNN's fixed cost per call.
-  static constexpr int kChunkRows = 512;
-  static constexpr int kPanelCols = 128;
+  // (docs/performance/2026-12-07-mega-panels.md). A chunk has the rows that keep a panel's output
+  // at kPanelFloats per weight (256 KiB: 512 rows at 128 columns), still in L2 when the epilogue
+  // reads it. Chunks of up to kWholeRows rows (and direct FP8 tiles) take all columns in one call
+  // per weight: reading the weight is their cost, and a call per panel would add oneDNN's fixed
+  // cost per call.
+  static constexpr std::size_t kPanelBytes = std::size_t{512} << 10;
+  static constexpr int kPanelFloats = 64 << 10;
+  static constexpr int kMinPanelCols = 128;
+  static constexpr int kChunkRows = kPanelFloats / kMinPanelCols;  // the most a chunk has
   static constexpr int kWholeRows = 32;
   static_assert(kDirectRows <= kWholeRows, "a direct FP8 tile is one panel");
+  struct Cut {
+    int rows = 0, cols = 0;  // a chunk's rows, a panel's columns (the weight's n: one panel)
+  };
+  // The cut for weights of n x k elements of `elem` bytes, where their layout allows it.
+  static Cut cut(int n, int k, std::size_t elem);
+  // All n columns in one panel, and the rows that keep it at about kPanelFloats.
+  static Cut one_panel(int n);
   static constexpr int kMaxWeights = 2;  // GEMM1's gate and up
 
   // Rows [r0, r1) x columns [c0, c1) of each weight's product: out[i] holds weight i's, row by
@@ -112,9 +122,10 @@ class GemmEngine {
   void multiply(const Weight& w, const void* a, int m, float* out) const;
 
  private:
-  // One chunk of rows through oneDNN (ws in the packed form, or expanded at `plain`).
+  // Rows [r0, r1) through oneDNN in panels of panel_cols (ws in the packed form, or expanded at
+  // `plain`).
   void run_chunk(std::span<const Weight* const> ws, const std::byte* const* plain, const void* a,
-                 int r0, int r1, const Epilogue& epilogue) const;
+                 int r0, int r1, int panel_cols, const Epilogue& epilogue) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

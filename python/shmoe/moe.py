@@ -207,6 +207,13 @@ class MoeBuffer:
     out. The calls then agree on nothing beforehand (that would wait for every PE): a PE whose
     arguments are wrong raises alone, and the others mask it. Not with fp8; the receive window
     holds a slot per (local expert, source PE, token).
+    recv_blocks (0..64, not in shrink mode): receive blocks, each recv_capacity rows of symmetric
+    heap: a dispatch (not zero_copy) takes a free one, the senders write their rows straight into
+    it, and recv_x is those rows, no copy out of the window (shmoe_moe_config_t.recv_blocks in
+    shmoe/moe.h); the block goes back when the last array over recv_x is dropped. While every
+    block is held, dispatch copies as with 0 (result_counts() says how often each happened).
+    A recv_x in a block outlives close() (the buffer's memory is then left allocated), not
+    shmoe.finalize.
     Collective; close() (or the with block, or shmoe.finalize) frees it, collectively, or
     abandon() gives it up on this PE alone.
 
@@ -216,7 +223,8 @@ class MoeBuffer:
 
     def __init__(self, max_tokens_per_pe, hidden, num_experts, num_topk, dtype="bfloat16", *,
                  double_plane=False, double_plane_threshold=None, fp8=None, max_recv_rows=0,
-                 workers=None, token_side_bytes=0, header_ints=0, shrink_timeout_ms=0):
+                 workers=None, token_side_bytes=0, header_ints=0, shrink_timeout_ms=0,
+                 recv_blocks=0):
         call = "shmoe.MoeBuffer"
         require_init(call)
         matrix, vector = _converted(call, False, lambda: _worker_pair(workers))
@@ -224,7 +232,7 @@ class MoeBuffer:
             max_tokens_per_pe, hidden, num_experts, num_topk, _dtype_of(dtype),
             bool(double_plane), 0 if double_plane_threshold is None else double_plane_threshold,
             fp8 or "", max_recv_rows, matrix, vector, token_side_bytes, header_ints,
-            shrink_timeout_ms)
+            shrink_timeout_ms, recv_blocks)
         self.max_tokens_per_pe, self.hidden = int(max_tokens_per_pe), int(hidden)
         self.num_experts, self.num_topk = int(num_experts), int(num_topk)
         self.dtype, self.fp8 = _dtype_of(dtype), fp8
@@ -388,6 +396,11 @@ class MoeBuffer:
         dispatch's rows land. Rows of the buffer's dtype written here and passed to combine as y,
         by every PE, are read where they lie instead of being sent."""
         return self._window
+
+    def result_counts(self):
+        """(dispatches whose recv_x is a receive block the senders wrote, dispatches that copied
+        it out of the window), on this PE; zero_copy dispatches count in neither."""
+        return tuple(self.runtime.result_counts())
 
     def last_timing(self):
         """What the last dispatch or combine measured on this PE: worker_us, comm_us,

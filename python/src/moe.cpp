@@ -56,7 +56,8 @@ std::unique_ptr<Buffer> make_buffer(int num_experts_per_pe, int max_tokens_per_p
                                     int num_topk, const std::string& dtype,
                                     std::size_t max_recv_rows, int matrix_workers,
                                     int vector_workers, std::size_t double_plane_threshold,
-                                    int token_side_bytes, int header_ints, int shrink_timeout_ms) {
+                                    int token_side_bytes, int header_ints, int shrink_timeout_ms,
+                                    int recv_blocks) {
   const DTypeInfo t = dtype_named(dtype);
   MoeConfig c;
   c.num_experts_per_pe = num_experts_per_pe;
@@ -71,7 +72,52 @@ std::unique_ptr<Buffer> make_buffer(int num_experts_per_pe, int max_tokens_per_p
   c.token_side_bytes = token_side_bytes;
   c.header_ints = header_ints;
   c.shrink_timeout_ms = shrink_timeout_ms;
+  c.recv_blocks = recv_blocks;
   return std::make_unique<Buffer>(c, t.bytes);
+}
+
+py::capsule RecvBlockLender::lend(const std::shared_ptr<RecvBlockLender>& self, int block) {
+  using Owner = std::pair<std::shared_ptr<RecvBlockLender>, int>;
+  return py::capsule(new Owner(self, block), [](void* p) {
+    const std::unique_ptr<Owner> owner(static_cast<Owner*>(p));
+    RecvBlockLender& l = *owner->first;
+    const std::lock_guard lock(l.mutex_);
+    if (l.retired_) return;
+    try {
+      l.op_->release_block(owner->second);  // local; refused only for a block not held
+    } catch (const std::exception&) {
+      // Only this capsule gives its block back, so it is held.
+    }
+  });
+}
+
+namespace {
+
+// Collective: whether any PE passes `held` > 0 (true where the heap has no room to find out).
+bool held_anywhere(int held) {
+  auto* v = static_cast<int*>(shmem_malloc(2 * sizeof(int)));
+  if (v == nullptr) return true;  // alike on every PE: every heap had the same allocations
+  v[0] = held;
+  shmem_int_max_reduce(SHMEM_TEAM_WORLD, v + 1, v, 1);
+  const bool any = v[1] > 0;
+  shmem_free(v);
+  return any;
+}
+
+}  // namespace
+
+void Buffer::close() {
+  if (lender_ && lender_->blocks() > 0) {
+    bool held = true;
+    try {
+      held = released([&] { return held_anywhere(get().held_blocks()); });
+    } catch (const Error&) {
+      // Closed already: nothing to give up.
+    }
+    lender_->retire();
+    if (held) return Collective::abandon();
+  }
+  Collective::close();
 }
 
 namespace {
@@ -246,7 +292,7 @@ void bind_buffer(py::module_& m) {
            py::arg("hidden"), py::arg("num_topk"), py::arg("dtype"), py::arg("max_recv_rows"),
            py::arg("matrix_workers"), py::arg("vector_workers"), py::arg("double_plane_threshold"),
            py::arg("token_side_bytes") = 0, py::arg("header_ints") = 0,
-           py::arg("shrink_timeout_ms") = 0)
+           py::arg("shrink_timeout_ms") = 0, py::arg("recv_blocks") = 0)
       .def("recv_capacity", &Buffer::capacity)
       // recv_capacity rows of host memory for a dispatch's output, from the buffer's pool.
       .def("take_rows", &Buffer::take_rows)

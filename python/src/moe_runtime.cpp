@@ -45,16 +45,19 @@ class MoeRuntime {
     bool double_plane;
     long long double_plane_threshold, max_recv_rows;
     int matrix_workers, vector_workers, token_side_bytes, header_ints, shrink_timeout_ms;
+    int recv_blocks;
   };
 
   explicit MoeRuntime(const Options& o) : o_(o) {
     check_options();
     const int L = o_.num_experts / shmem_n_pes();
-    operator_ = operator_of(L, o_.hidden, o_.dtype, o_.token_side_bytes, o_.header_ints);
+    // Receive blocks where dispatch's rows land: the FP8 operator's, with fp8.
+    operator_ = operator_of(L, o_.hidden, o_.dtype, o_.token_side_bytes, o_.header_ints,
+                            o_.fp8.empty() ? o_.recv_blocks : 0);
     op_ = &operator_.cast<Buffer&>();
     if (!o_.fp8.empty()) {
       fp8_row_ = shmoe_mx_row_bytes(o_.hidden);
-      fp8_operator_ = operator_of(L, static_cast<int>(fp8_row_ / 4), "int32", 0, 0);
+      fp8_operator_ = operator_of(L, static_cast<int>(fp8_row_ / 4), "int32", 0, 0, o_.recv_blocks);
       fp8_op_ = &fp8_operator_.cast<Buffer&>();
       quantized_.resize(static_cast<std::size_t>(o_.max_tokens_per_pe) * fp8_row_);
     }
@@ -63,6 +66,12 @@ class MoeRuntime {
   py::object operator_object() const { return operator_; }
   py::object fp8_operator_object() const { return fp8_operator_; }
   std::size_t recv_capacity() const { return op_->capacity(); }
+  // (results in receive blocks, results copied out of the window) of this runtime's dispatches.
+  py::tuple result_counts() const {
+    const Buffer& b = fp8_op_ != nullptr ? *fp8_op_ : *op_;
+    const ResultCounts& c = b.result_counts();
+    return py::make_tuple(c.in_blocks, c.copied);
+  }
   const Options& options() const { return o_; }
 
   // (rows, received bytes, src_info, layout_prefix, tokens per local expert, each row's weight,
@@ -150,7 +159,8 @@ class MoeRuntime {
   py::object self() const { return py::cast(this, py::return_value_policy::reference); }
 
   void check_options() const;
-  py::object operator_of(int L, int hidden, const std::string& dtype, int side, int ints) const;
+  py::object operator_of(int L, int hidden, const std::string& dtype, int side, int ints,
+                         int recv_blocks) const;
   std::int32_t* checked_mask(Refusal& r, const py::object& pe_mask) const;
   bool routes_like(const py::object& other) const;
   py::tuple call_dispatch(const Array& xs, const std::vector<std::int32_t>& idx,
@@ -209,12 +219,13 @@ void MoeRuntime::check_options() const {
   r.settle(false);  // creation is collective, in shrink mode too
 }
 
-py::object MoeRuntime::operator_of(int L, int hidden, const std::string& dtype, int side,
-                                   int ints) const {
-  return py::cast(python::make_buffer(
-      L, o_.max_tokens_per_pe, hidden, o_.num_topk, dtype,
-      static_cast<std::size_t>(o_.max_recv_rows), o_.matrix_workers, o_.vector_workers,
-      static_cast<std::size_t>(o_.double_plane_threshold), side, ints, o_.shrink_timeout_ms));
+py::object MoeRuntime::operator_of(int L, int hidden, const std::string& dtype, int side, int ints,
+                                   int recv_blocks) const {
+  return py::cast(python::make_buffer(L, o_.max_tokens_per_pe, hidden, o_.num_topk, dtype,
+                                      static_cast<std::size_t>(o_.max_recv_rows), o_.matrix_workers,
+                                      o_.vector_workers,
+                                      static_cast<std::size_t>(o_.double_plane_threshold), side,
+                                      ints, o_.shrink_timeout_ms, recv_blocks));
 }
 
 // Shrink mode's pe_mask (int32 [n_pes], written by the call), required there and refused
@@ -262,11 +273,14 @@ py::tuple MoeRuntime::call_dispatch(const Array& xs, const std::vector<std::int3
   py::array_t<std::int32_t> counts(static_cast<py::ssize_t>(L));
   py::array_t<float> row_weights(static_cast<py::ssize_t>(cap));
   const std::size_t bytes = cap * b.row_bytes();
+  // Where the rows land: the receive window (zero_copy), a free receive block the senders write
+  // (no copy), or the window, copied out into a host block.
+  const bool in_block = !zero_copy && b.lender() && b.lender()->has_free();
   py::array_t<std::uint8_t> recv;
   if (zero_copy) {
     recv = py::array_t<std::uint8_t>(static_cast<py::ssize_t>(bytes),
                                      static_cast<std::uint8_t*>(b.get().receive_window()), self());
-  } else {
+  } else if (!in_block) {
     py::object block = py::cast(b.take_rows());
     recv = py::array_t<std::uint8_t>(
         static_cast<py::ssize_t>(bytes),
@@ -292,13 +306,26 @@ py::tuple MoeRuntime::call_dispatch(const Array& xs, const std::vector<std::int3
   args.num_tokens = tokens;
   args.pe_mask = mask;
   DispatchOutputs outs;
-  outs.recv_x = recv.mutable_data();
+  std::int32_t block = -1;
+  void* block_rows = nullptr;
+  if (in_block) {
+    outs.recv_block = &block;
+    outs.recv_block_x = &block_rows;
+  } else {
+    outs.recv_x = recv.mutable_data();
+  }
   outs.recv_src_info = src_info.mutable_data();
   outs.recv_layout_prefix = prefix.mutable_data();
   outs.num_recv_tokens_per_expert = counts.mutable_data();
   outs.recv_weights = row_weights.mutable_data();
   MoeBuffer& op = b.get();
   const int rows = released([&] { return op.dispatch(args, outs); });
+  if (in_block) {
+    recv = py::array_t<std::uint8_t>(static_cast<py::ssize_t>(bytes),
+                                     static_cast<std::uint8_t*>(block_rows),
+                                     RecvBlockLender::lend(b.lender(), block));
+  }
+  if (!zero_copy) ++(in_block ? b.result_counts().in_blocks : b.result_counts().copied);
 
   auto record = std::make_unique<DispatchRecord>();
   record->owner = self();
@@ -341,7 +368,8 @@ MoeRuntime::Options options_of(int max_tokens_per_pe, int hidden, int num_expert
                                const std::string& dtype, bool double_plane,
                                long long double_plane_threshold, const std::string& fp8,
                                long long max_recv_rows, int matrix_workers, int vector_workers,
-                               int token_side_bytes, int header_ints, int shrink_timeout_ms) {
+                               int token_side_bytes, int header_ints, int shrink_timeout_ms,
+                               int recv_blocks) {
   return {max_tokens_per_pe,
           hidden,
           num_experts,
@@ -355,7 +383,8 @@ MoeRuntime::Options options_of(int max_tokens_per_pe, int hidden, int num_expert
           vector_workers,
           token_side_bytes,
           header_ints,
-          shrink_timeout_ms};
+          shrink_timeout_ms,
+          recv_blocks};
 }
 
 }  // namespace
@@ -370,25 +399,27 @@ void bind_moe_runtime(py::module_& m) {
       .def_readonly("topk_weights", &DispatchRecord::topk_weights)
       .def_readonly("owner", &DispatchRecord::owner);
   py::class_<MoeRuntime>(m, "MoeRuntime")
-      .def(py::init([](int max_tokens_per_pe, int hidden, int num_experts, int num_topk,
-                       const std::string& dtype, bool double_plane,
-                       long long double_plane_threshold, const std::string& fp8,
-                       long long max_recv_rows, int matrix_workers, int vector_workers,
-                       int token_side_bytes, int header_ints, int shrink_timeout_ms) {
-             return std::make_unique<MoeRuntime>(
-                 options_of(max_tokens_per_pe, hidden, num_experts, num_topk, dtype, double_plane,
-                            double_plane_threshold, fp8, max_recv_rows, matrix_workers,
-                            vector_workers, token_side_bytes, header_ints, shrink_timeout_ms));
-           }),
-           py::arg("max_tokens_per_pe"), py::arg("hidden"), py::arg("num_experts"),
-           py::arg("num_topk"), py::arg("dtype"), py::arg("double_plane"),
-           py::arg("double_plane_threshold"), py::arg("fp8"), py::arg("max_recv_rows"),
-           py::arg("matrix_workers"), py::arg("vector_workers"), py::arg("token_side_bytes"),
-           py::arg("header_ints"), py::arg("shrink_timeout_ms"))
+      .def(
+          py::init([](int max_tokens_per_pe, int hidden, int num_experts, int num_topk,
+                      const std::string& dtype, bool double_plane, long long double_plane_threshold,
+                      const std::string& fp8, long long max_recv_rows, int matrix_workers,
+                      int vector_workers, int token_side_bytes, int header_ints,
+                      int shrink_timeout_ms, int recv_blocks) {
+            return std::make_unique<MoeRuntime>(options_of(
+                max_tokens_per_pe, hidden, num_experts, num_topk, dtype, double_plane,
+                double_plane_threshold, fp8, max_recv_rows, matrix_workers, vector_workers,
+                token_side_bytes, header_ints, shrink_timeout_ms, recv_blocks));
+          }),
+          py::arg("max_tokens_per_pe"), py::arg("hidden"), py::arg("num_experts"),
+          py::arg("num_topk"), py::arg("dtype"), py::arg("double_plane"),
+          py::arg("double_plane_threshold"), py::arg("fp8"), py::arg("max_recv_rows"),
+          py::arg("matrix_workers"), py::arg("vector_workers"), py::arg("token_side_bytes"),
+          py::arg("header_ints"), py::arg("shrink_timeout_ms"), py::arg("recv_blocks"))
       .def_property_readonly("operator", &MoeRuntime::operator_object)
       .def_property_readonly("fp8_operator", &MoeRuntime::fp8_operator_object)
       .def_property_readonly("recv_capacity", &MoeRuntime::recv_capacity)
       .def_property_readonly("closed", &MoeRuntime::closed)
+      .def("result_counts", &MoeRuntime::result_counts)
       .def("dispatch", &MoeRuntime::dispatch, py::arg("x"), py::arg("x_dtype"), py::arg("topk_idx"),
            py::arg("idx_dtype"), py::arg("topk_weights"), py::arg("w_dtype"), py::arg("zero_copy"),
            py::arg("pe_mask"))

@@ -12,21 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor2.h"
+
 enum { kTokens = 4096, kHidden = 8192, kSent = 3 };
 
 static int failures = 0;
 static void check(int ok, const char* what) {
   if (!ok && failures++ < 10) fprintf(stderr, "PE %d: FAILED %s\n", shmem_my_pe(), what);
-}
-
-static shmoe_tensor_t tensor2(void* data, shmoe_dtype_t dtype, int64_t rows, int64_t cols) {
-  shmoe_tensor_t t = {0};
-  t.data = data;
-  t.dtype = dtype;
-  t.ndim = 2;
-  t.shape[0] = rows;
-  t.shape[1] = cols;
-  return t;
 }
 
 int main(int argc, char** argv) {

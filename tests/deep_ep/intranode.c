@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor2.h"
+
 enum { kHidden = 16, kTopk = 2, kLocal = 2 };
 
 static int failures = 0;
@@ -42,15 +44,6 @@ static int goes_to(int pe, int t, int rank, int experts) {
   return 0;
 }
 
-static shmoe_tensor_t tensor2(void* data, shmoe_dtype_t dtype, int64_t rows, int64_t cols) {
-  shmoe_tensor_t t = {0};
-  t.data = data;
-  t.dtype = dtype;
-  t.ndim = 2;
-  t.shape[0] = rows;
-  t.shape[1] = cols;
-  return t;
-}
 static shmoe_tensor_t get(shmoe_ep_result_t r, const char* name) {
   shmoe_tensor_t t;
   check(shmoe_ep_result_get(r, name, &t), name);

@@ -93,7 +93,8 @@ void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeig
 struct OutRows {
   std::function<std::uint16_t*(int r)> at;
   std::function<void(int r)> written;  // may be empty
-  bool streamed = false;               // rows read later by another core: stored past the cache
+  // Rows read later by another core: whole rows stored past the cache.
+  bool streamed = false;
 };
 // out[n][D] (BF16) = act . w2^T, each row rounded from fp32 into out.at(r).
 void gemm2_rows(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,

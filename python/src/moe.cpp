@@ -107,7 +107,7 @@ bool held_anywhere(int held) {
 }  // namespace
 
 void Buffer::close() {
-  if (lender_ && lender_->blocks() > 0) {
+  if (lender_) {
     bool held = true;
     try {
       held = released([&] { return held_anywhere(get().held_blocks()); });

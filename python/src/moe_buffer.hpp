@@ -45,7 +45,6 @@ class HostBlock {
 class RecvBlockLender {
  public:
   RecvBlockLender(MoeBuffer* op, int blocks) : op_(op), blocks_(blocks) {}
-  int blocks() const { return blocks_; }
   // Whether a dispatch now would find a free block.
   bool has_free() {
     const std::lock_guard lock(mutex_);

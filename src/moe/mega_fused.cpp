@@ -85,23 +85,28 @@ class CombineWriter {
       staging_.resize(static_cast<std::size_t>(GemmEngine::kChunkRows) * s.cfg.model_dim);
   }
 
-  // Output row r of `wave` goes to the source of received row wave.row0 + r.
+  // Output row r of `wave` goes to the source of received row wave.row0 + r. On one host every
+  // row is written in place, and nothing follows it.
   OutRows rows_of(const Wave& wave) {
-    return {[this, &wave](int r) {
-              const RowMeta meta = s_.received_meta(wave.row0 + r);
-              std::byte* mapped = mapped_[static_cast<std::size_t>(meta.src_pe)];
-              return mapped != nullptr
-                         ? reinterpret_cast<std::uint16_t*>(mapped + s_.combine_offset(meta))
-                         : staging_row(r);
-            },
-            [this, &wave](int r) {
-              const RowMeta meta = s_.received_meta(wave.row0 + r);
-              if (mapped_[static_cast<std::size_t>(meta.src_pe)] == nullptr)
-                shmem_putmem(s_.combine_rows + s_.combine_offset(meta), staging_row(r), row_bytes_,
-                             meta.src_pe);
-            },
-            // Not past the cache where a staging row is read back at once by the put.
-            every_mapped_};
+    OutRows rows{[this, &wave](int r) {
+                   const RowMeta meta = s_.received_meta(wave.row0 + r);
+                   std::byte* mapped = mapped_[static_cast<std::size_t>(meta.src_pe)];
+                   return mapped != nullptr
+                              ? reinterpret_cast<std::uint16_t*>(mapped + s_.combine_offset(meta))
+                              : staging_row(r);
+                 },
+                 {},
+                 // Not past the cache where a staging row is read back at once by the put.
+                 every_mapped_};
+    if (!every_mapped_) {
+      rows.written = [this, &wave](int r) {
+        const RowMeta meta = s_.received_meta(wave.row0 + r);
+        if (mapped_[static_cast<std::size_t>(meta.src_pe)] == nullptr)
+          shmem_putmem(s_.combine_rows + s_.combine_offset(meta), staging_row(r), row_bytes_,
+                       meta.src_pe);
+      };
+    }
+    return rows;
   }
 
  private:

@@ -162,9 +162,9 @@ SHMOE_AVX512 void quantize_block_group(const T* x, int blocks, std::uint8_t* cod
       _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(amax, 23), splat(fp8_spec(F).emax)),
                        _mm512_setzero_si512()),
       splat(kE8m0Nan));
-  alignas(16) std::uint8_t codes16[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(codes16), _mm512_cvtepi32_epi8(code));
-  std::memcpy(scales, codes16, static_cast<std::size_t>(blocks));
+  alignas(16) std::uint8_t scale_codes[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(scale_codes), _mm512_cvtepi32_epi8(code));
+  std::memcpy(scales, scale_codes, static_cast<std::size_t>(blocks));
   const __m512 inverse = _mm512_mask_blend_ps(
       nan, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(splat(254), code), 23)),
       _mm512_set1_ps(1.0f));

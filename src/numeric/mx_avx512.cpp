@@ -1,5 +1,6 @@
 #include "numeric/mx_avx512.hpp"
 
+#include <array>
 #include <bit>
 #include <cstring>
 #include <type_traits>
@@ -218,6 +219,61 @@ SHMOE_AVX512 inline void store16(std::uint16_t* out, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), to_bf16_16(v));
 }
 
+// The bf16 bits of the magnitudes below FP8's normal range, by magnitude (0 gives zero).
+template <Fp8Format F>
+constexpr std::array<std::uint16_t, 32> fp8_subnormals_as_bf16() {
+  constexpr Fp8Spec s = fp8_spec(F);
+  std::array<std::uint16_t, 32> bits{};
+  for (unsigned m = 1; m < (1u << s.mant_bits); ++m) {
+    const int top = std::bit_width(m) - 1;  // m * 2^(1 - bias - mant), normalised
+    const unsigned exponent = 127 + 1 - s.bias - s.mant_bits + top;
+    bits[m] = static_cast<std::uint16_t>(exponent << 7 | ((m << (7 - top)) & 0x7f));
+  }
+  return bits;
+}
+
+// Scales under which every nonzero finite value of a block stays an fp32 normal: from the
+// smallest subnormal's 2^(1 - bias - mant) up to 2^emax's binade.
+template <Fp8Format F>
+constexpr bool scale_keeps_normals(std::uint8_t scale) {
+  constexpr Fp8Spec s = fp8_spec(F);
+  return scale >= s.bias + s.mant_bits && scale <= 254 - s.emax;
+}
+
+SHMOE_AVX512 inline __m512i splat16(int v) {
+  return _mm512_set1_epi16(static_cast<short>(v));
+}
+
+// One block's bf16 values in 16-bit lanes, under a scale_keeps_normals scale: a code's bf16 bits
+// (exact: at most 4 significant bits) with the scale's exponent added. The same bits as decode16,
+// the multiply and to_bf16_16, as every product is an exact fp32 normal; twice as fast.
+template <Fp8Format F>
+SHMOE_AVX512 inline __m512i decode32_bf16(const std::uint8_t* codes, std::uint8_t scale) {
+  constexpr Fp8Spec s = fp8_spec(F);
+  static constexpr std::array<std::uint16_t, 32> kSubnormals = fp8_subnormals_as_bf16<F>();
+  constexpr int first_special = F == Fp8Format::kE4M3 ? 0x7f : 0x7c;  // NaN; infinity in E5M2
+  constexpr int last_not_nan = F == Fp8Format::kE4M3 ? 0x7e : 0x7c;
+  const __m512i c =
+      _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+  const __m512i mag = _mm512_and_si512(c, splat16(0x7f));
+  const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(c, splat16(0x80)), 8);
+  __m512i v =
+      _mm512_add_epi16(_mm512_slli_epi16(mag, 7 - s.mant_bits), splat16((127 - s.bias) << 7));
+  v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, splat16(1 << s.mant_bits)), mag,
+                                    _mm512_loadu_si512(kSubnormals.data()));
+  // Nonzero and finite: magnitude - 1 (zero wraps round) below first_special - 1.
+  const __mmask32 scaled =
+      _mm512_cmplt_epu16_mask(_mm512_sub_epi16(mag, splat16(1)), splat16(first_special - 1));
+  v = _mm512_mask_add_epi16(v, scaled, v, splat16((scale - 127) << 7));
+  if constexpr (F == Fp8Format::kE5M2) {
+    v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epu16_mask(mag, splat16(first_special)),
+                              splat16(kInfBits >> 16));
+  }
+  v = _mm512_mask_mov_epi16(v, _mm512_cmpgt_epu16_mask(mag, splat16(last_not_nan)),
+                            splat16(kQuietNan >> 16));
+  return _mm512_or_si512(v, sign);
+}
+
 // fp32 or bf16 values of the whole blocks; a NaN scale gives the fixed quiet NaN, as the scalar
 // code does.
 template <Fp8Format F, typename Out>
@@ -231,6 +287,12 @@ SHMOE_AVX512 std::size_t dequantize_blocks(const std::uint8_t* codes, const std:
       store16(out + i, nan);
       store16(out + i + 16, nan);
       continue;
+    }
+    if constexpr (std::is_same_v<Out, std::uint16_t>) {
+      if (scale_keeps_normals<F>(scale)) {
+        _mm512_storeu_si512(out + i, decode32_bf16<F>(codes + i, scale));
+        continue;
+      }
     }
     const __m512 s = _mm512_set1_ps(e8m0_to_float(scale));
     store16(out + i, _mm512_mul_ps(decode16<F>(codes + i), s));

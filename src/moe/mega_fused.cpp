@@ -207,6 +207,7 @@ class FusedCall {
     block_start_.assign(static_cast<std::size_t>(P) * L, 0);
     block_wave_.assign(static_cast<std::size_t>(P) * L, 0);
     wave_rows_.assign(static_cast<std::size_t>(P), cfg().wave_rows);
+    first_wave_.assign(static_cast<std::size_t>(P) + 1, 0);
     for (int dst = 0; dst < P; ++dst) {
       if (headers[dst] != nullptr) wave_rows_[dst] = headers[dst]->wave_rows;
       std::int64_t start = 0, wave = 0;
@@ -217,6 +218,7 @@ class FusedCall {
         start += n;
         wave += (n + wave_rows_[dst] - 1) / wave_rows_[dst];
       }
+      first_wave_[dst + 1] = first_wave_[dst] + static_cast<std::size_t>(wave);
     }
   }
 
@@ -248,7 +250,7 @@ class FusedCall {
     auto scope = s_.trace.scope(p.worker, "dispatch");
     const int L = cfg().experts_per_pe, k = cfg().topk;
     const std::size_t stride = s_.row_slot, row_bytes = s_.shape.token_row().bytes();
-    std::vector<std::uint32_t> added(static_cast<std::size_t>(s_.n_pes) * s_.max_waves, 0);
+    std::vector<std::uint32_t> added(first_wave_.back(), 0);  // [first_wave_[dst] + wave]
     const auto [t0, t1] = my_tokens(p);
     for (std::size_t t = t0; t < t1; ++t) {
       for (int slot = 0; slot < k; ++slot) {
@@ -263,14 +265,14 @@ class FusedCall {
         const std::int64_t wave = block_wave_[e] + (pos - block_start_[e]) / wave_rows_[dst];
         shmem_putmem(s_.recv_rows + static_cast<std::size_t>(pos) * stride, mine,
                      row_bytes + sizeof meta, dst);
-        ++added[static_cast<std::size_t>(dst) * s_.max_waves + static_cast<std::size_t>(wave)];
+        ++added[first_wave_[dst] + static_cast<std::size_t>(wave)];
       }
     }
     shmem_fence();
     for (int dst = 0; dst < s_.n_pes; ++dst) {
-      for (std::size_t v = 0; v < s_.max_waves; ++v) {
-        if (const std::uint32_t n = added[static_cast<std::size_t>(dst) * s_.max_waves + v])
-          shmem_signal_add(s_.arrivals(v), n, dst);
+      const std::size_t first = first_wave_[dst];
+      for (std::size_t v = first; v < first_wave_[dst + 1]; ++v) {
+        if (added[v] != 0) shmem_signal_add(s_.arrivals(v - first), added[v], dst);
       }
     }
   }
@@ -433,6 +435,7 @@ class FusedCall {
   const std::uint64_t g_;
   std::vector<std::int64_t> block_start_, block_wave_;  // [dst * L + expert]
   std::vector<int> wave_rows_;                          // [dst]
+  std::vector<std::size_t> first_wave_;  // [dst + 1]: dst's waves from here in every dst's list
 };
 
 }  // namespace

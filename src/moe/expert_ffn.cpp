@@ -68,7 +68,7 @@ constexpr int kQuantizeGroup = 16 * static_cast<int>(numeric::kMxBlockSize);
 // there (`cols` apart), into act_row() rows of `act` (`stride` bytes apart; c0 a multiple of 32):
 // SwiGLU into `tmp` (max(cols, kQuantizeGroup) floats), then MX FP8. The only place either
 // rounding happens, fused or not. A 128-column panel's rows go four at a time: one at a time,
-// its 4 blocks cost the quantizer nearly what 16 do (2.5x the time per call at
+// its 4 blocks cost the quantizer nearly what 16 do (the stage took 1.4x as long at
 // DeepSeek-V2-Lite's shape).
 void swiglu_quantize_cols(const ExpertFfnShape& s, const float* gate, const float* up, int rows,
                           int c0, int cols, float* tmp, std::byte* act, std::size_t stride) {

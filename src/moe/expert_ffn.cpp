@@ -77,6 +77,7 @@ void swiglu_quantize_cols(const ExpertFfnShape& s, const float* gate, const floa
   const std::size_t blocks = ucols / numeric::kMxBlockSize;
   // Rows together only where each ends at a block's end (a partial block is scaled on its own).
   const int together = ucols % numeric::kMxBlockSize == 0 ? std::max(1, kQuantizeGroup / cols) : 1;
+  const std::size_t scale0 = layout.scales_offset() + c0 / numeric::kMxBlockSize;
   std::uint8_t codes[kQuantizeGroup], scales[kQuantizeGroup / numeric::kMxBlockSize];
   for (int r = 0; r < rows; r += together) {
     const int n = std::min(together, rows - r);
@@ -85,7 +86,6 @@ void swiglu_quantize_cols(const ExpertFfnShape& s, const float* gate, const floa
       numeric::swiglu(gate + from, up + from, ucols, tmp + i * ucols);
     }
     auto* row = reinterpret_cast<std::uint8_t*>(act + static_cast<std::size_t>(r) * stride);
-    const std::size_t scale0 = layout.scales_offset() + c0 / numeric::kMxBlockSize;
     if (n == 1) {
       numeric::quantize_mx(tmp, ucols, s.format, row + c0, row + scale0);
       continue;

@@ -54,11 +54,11 @@ ExpertWeights load_expert(const GemmEngine& g, const ExpertFfnShape& s, const st
 void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,
                      std::byte* out, std::size_t stride);
 
-// Per-thread scratch: the expanded tile a GEMM reads, SwiGLU's fp32 output for one panel's row,
-// where GEMM2's epilogue puts the rows of a chunk.
+// Per-thread scratch: the expanded tile a GEMM reads, SwiGLU's fp32 output for one panel's rows
+// and their rounded values, where GEMM2's epilogue puts the rows of a chunk.
 struct FfnScratch {
   std::vector<std::byte> a;
-  std::vector<float> act;
+  std::vector<float> act, rounded;
   std::vector<std::uint16_t*> out_rows;
 };
 
@@ -77,13 +77,16 @@ struct EpilogueTrace {
   }
 };
 
-// GEMM1 with SwiGLU and re-quantization as its epilogue: act rows [0, n) straight from each panel
-// of GEMM1's gate and up columns while it is in cache, no h in memory. The same bits as gemm1_tile
-// followed by swiglu_quantize (the same kernel calls on the same panels; SwiGLU is per element
-// and MX quantization per 32 elements, and panels start at multiples of 32).
+// GEMM1 with SwiGLU and re-quantization as its epilogue, rows [0, n) straight in the form GEMM2
+// reads: `in`, n rows of act_row().elems elements of type g.input(w.w2, n), the values act rows'
+// codes and scales expand to (GemmEngine::expand_rows). From each panel of GEMM1's gate and up
+// columns while it is in cache: no h, no codes, no expansion pass (numeric::round_trip_mx). The
+// same bits as gemm1_tile, swiglu_quantize and gemm2_tile's expansion (the same kernel calls on
+// the same panels; SwiGLU is per element and MX quantization per 32 elements, and panels start at
+// multiples of 32).
 void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
-                  const std::byte* rows, std::size_t stride, int n, std::byte* act,
-                  FfnScratch& scratch, const EpilogueTrace& trace = {});
+                  const std::byte* rows, std::size_t stride, int n, void* in, FfnScratch& scratch,
+                  const EpilogueTrace& trace = {});
 
 // Where GEMM2's epilogue puts each output row: `at(r)` is the model_dim BF16 elements that row r
 // is rounded into, straight from the GEMM's panels; `written(r)` follows once all of them are
@@ -96,11 +99,12 @@ struct OutRows {
   // Rows read later by another core: whole rows stored past the cache.
   bool streamed = false;
 };
-// out[n][D] (BF16) = act . w2^T, each row rounded from fp32 into out.at(r).
+// out[n][D] (BF16) = in . w2^T, `in` GEMM2's input as gemm1_swiglu writes it, each row rounded
+// from fp32 into out.at(r).
 void gemm2_rows(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
-                const std::byte* act, int n, const OutRows& out, FfnScratch& scratch,
+                const void* in, int n, const OutRows& out, FfnScratch& scratch,
                 const EpilogueTrace& trace = {});
-// out[n][D] (BF16) = act . w2^T, contiguous: gemm2_rows into one array.
+// out[n][D] (BF16) = act . w2^T, contiguous: act rows expanded, then gemm2_rows into one array.
 void gemm2_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeights& w,
                 const std::byte* act, int n, std::uint16_t* out, FfnScratch& scratch);
 

@@ -331,10 +331,10 @@ class FusedCall {
         auto scope = s_.trace.scope(p.worker, "gemm1", id);
         gemm1_swiglu(s_.shape, s_.gemm, s_.weights[wave.expert],
                      s_.recv_rows + static_cast<std::size_t>(wave.row0) * stride, stride, wave.rows,
-                     t.act[0].data(), scratch, epilogue);
+                     t.gemm2_in.data(), scratch, epilogue);
       }
       auto scope = s_.trace.scope(p.worker, "gemm2", id);
-      gemm2_rows(s_.shape, s_.gemm, s_.weights[wave.expert], t.act[0].data(), wave.rows,
+      gemm2_rows(s_.shape, s_.gemm, s_.weights[wave.expert], t.gemm2_in.data(), wave.rows,
                  combine.rows_of(wave), scratch, epilogue);
     }
   }

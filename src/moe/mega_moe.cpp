@@ -156,18 +156,22 @@ MegaMoE::MegaMoE(const MegaMoEConfig& config, const MegaMoEWeights& weights)
   });
   s.row_slot = row_slot_bytes(s.shape);
   s.my_rows.resize(static_cast<std::size_t>(c.tokens) * s.row_slot);
-  // Only waves handed between workers use both slots, and GEMM1's fp32 output and GEMM2's
-  // BF16 rows in memory; a worker that runs its waves itself (inline, solo) needs one slot's
-  // activations, the GEMMs' epilogues taking the rest from cache.
+  // Only waves handed between workers keep GEMM1's fp32 output, the activations and GEMM2's BF16
+  // rows in memory; a worker that runs its waves itself (inline, solo) keeps GEMM2's input alone,
+  // the GEMMs' epilogues taking the rest from cache (its type may be wider for a few rows).
   const bool handed_over = c.schedule == MegaSchedule::kOverlapped;
-  const auto W = static_cast<std::size_t>(c.wave_rows);
+  const int W = c.wave_rows;
+  const std::size_t widest = std::max(GemmEngine::bytes_of(s.gemm.input(s.weights[0].w2, W)),
+                                      GemmEngine::bytes_of(s.gemm.input(s.weights[0].w2, 1)));
+  const std::size_t gemm2_in =
+      handed_over ? 0 : static_cast<std::size_t>(W) * s.shape.act_row().elems * widest;
   for (int m = 0; m < c.workers.matrix; ++m) {
     auto t = std::make_unique<TileSlots>();
-    t->act[0].resize(W * s.shape.act_row().bytes());
+    t->gemm2_in.resize(gemm2_in);
     for (int p = 0; p < 2 && handed_over; ++p) {
-      t->act[p].resize(W * s.shape.act_row().bytes());
-      t->h[p].resize(W * c.ffn_dim);
-      t->out[p].resize(W * c.model_dim);
+      t->act[p].resize(static_cast<std::size_t>(W) * s.shape.act_row().bytes());
+      t->h[p].resize(static_cast<std::size_t>(W) * c.ffn_dim);
+      t->out[p].resize(static_cast<std::size_t>(W) * c.model_dim);
     }
     s.slots.push_back(std::move(t));
   }

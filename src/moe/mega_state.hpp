@@ -40,6 +40,8 @@ struct TileSlots {
   std::vector<float> h[2];                            // [wave_rows][F]
   std::vector<std::byte> act[2];                      // [wave_rows][act_row bytes]
   std::vector<std::uint16_t> out[2];                  // [wave_rows][D] BF16
+  // A worker that runs its waves itself (inline, solo): GEMM2's input, as gemm1_swiglu writes it.
+  std::vector<std::byte> gemm2_in;
 };
 
 // The common parts (operator_state.hpp), and MegaMoE's own: recv_rows holds

@@ -4,6 +4,7 @@
 #include "numeric/mx.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "common/cpu_features.hpp"
 #include "numeric/half.hpp"
@@ -306,6 +307,42 @@ void dequantize_mx_bf16(const std::uint8_t* codes, const std::uint8_t* scales, s
     dequantize_mx(codes + i, scales + i / kMxBlockSize, len, f, values, k);
     floats_to_bf16(values, len, out + i);
   }
+}
+
+namespace {
+
+// The AVX-512 kernel's whole blocks, then the rest (a last partial block, or all of it on other
+// CPUs) through the two calls it stands for, in pieces of whole blocks that stay in L1.
+template <typename Out>
+void round_trip_any(const float* x, std::size_t n, Fp8Format f, Out* out, MxKernel k) {
+  std::size_t done = 0;
+  if (use_avx512(k)) {
+    done = std::is_same_v<Out, float>
+               ? mx_avx512::round_trip(x, n, f, reinterpret_cast<float*>(out))
+               : mx_avx512::round_trip_bf16(x, n, f, reinterpret_cast<std::uint16_t*>(out));
+  }
+  constexpr std::size_t kChunk = 8 * kMxBlockSize;
+  std::uint8_t codes[kChunk], scales[kChunk / kMxBlockSize];
+  for (std::size_t i = done; i < n; i += kChunk) {
+    const std::size_t len = std::min(kChunk, n - i);
+    quantize_mx(x + i, len, f, codes, scales, k);
+    if constexpr (std::is_same_v<Out, float>) {
+      dequantize_mx(codes, scales, len, f, out + i, k);
+    } else {
+      dequantize_mx_bf16(codes, scales, len, f, out + i, k);
+    }
+  }
+}
+
+}  // namespace
+
+void round_trip_mx(const float* x, std::size_t n, Fp8Format f, float* out, MxKernel k) {
+  round_trip_any(x, n, f, out, k);
+}
+
+void round_trip_mx_bf16(const float* x, std::size_t n, Fp8Format f, std::uint16_t* out,
+                        MxKernel k) {
+  round_trip_any(x, n, f, out, k);
 }
 
 }  // namespace shmoe::numeric

@@ -64,4 +64,12 @@ void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::s
 void dequantize_mx_bf16(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
                         Fp8Format f, std::uint16_t* out, MxKernel k = MxKernel::kAuto);
 
+// x rounded through MX FP8: what dequantize_mx (dequantize_mx_bf16) gives for quantize_mx's codes
+// and scales, bit for bit, in one pass without them (where only the values are wanted: GEMM2's
+// input in the MegaMoE layer).
+void round_trip_mx(const float* x, std::size_t n, Fp8Format f, float* out,
+                   MxKernel k = MxKernel::kAuto);
+void round_trip_mx_bf16(const float* x, std::size_t n, Fp8Format f, std::uint16_t* out,
+                        MxKernel k = MxKernel::kAuto);
+
 }  // namespace shmoe::numeric

@@ -301,6 +301,99 @@ SHMOE_AVX512 std::size_t dequantize_blocks(const std::uint8_t* codes, const std:
   return full;
 }
 
+// round_trip_group's values in the x domain, for a block of scale 2^e: what encode16 and decode16
+// do to x * 2^-e, times 2^e, without either multiply. The magnitude saturates at the scaled
+// largest value; then a value of binade b (at least the scaled smallest normal's, whose grid the
+// subnormals share) is rounded to a multiple of 2^(b - mant_bits) by adding and subtracting
+// 2^(b + 23 - mant_bits), whose ulp that is: round to nearest even, as encode16's integer step.
+// Exact for scales from kFastScaleLow to kFastScaleHigh (below).
+template <Fp8Format F>
+SHMOE_AVX512 inline __m512 round_trip16(__m512 x, __m512i lowest_binade, __m512i largest) {
+  constexpr int mant = fp8_spec(F).mant_bits;
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i abs = _mm512_min_epu32(_mm512_and_si512(u, splat(kAbsMask)), largest);
+  const __m512i binade = _mm512_max_epu32(_mm512_and_si512(abs, splat(kInfBits)), lowest_binade);
+  const __m512 step = _mm512_castsi512_ps(_mm512_add_epi32(binade, splat((23u - mant) << 23)));
+  const __m512 r = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(abs), step), step);
+  constexpr int kOrSign = 0xf8;  // a | (b & c): the rounded magnitude with x's sign bit
+  return _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(_mm512_castps_si512(r), u, splat(~kAbsMask), kOrSign));
+}
+
+// Scale codes under which round_trip16 is exact: every nonzero value of the block stays an fp32
+// normal (scale_keeps_normals) and 2^(b + 23 - mant_bits) finite up to the largest value's binade.
+template <Fp8Format F>
+constexpr std::uint32_t kFastScaleLow = fp8_spec(F).bias + fp8_spec(F).mant_bits;
+template <Fp8Format F>
+constexpr std::uint32_t kFastScaleHigh = 254 - fp8_spec(F).emax - (23 - fp8_spec(F).mant_bits);
+
+// A block's 32 values.
+SHMOE_AVX512 inline void store_block(float* out, __m512 v0, __m512 v1) {
+  _mm512_storeu_ps(out, v0);
+  _mm512_storeu_ps(out + 16, v1);
+}
+// Exact (a round_trip16 value has at most 4 significant bits): the top halves of the bits, the
+// odd 16-bit words of the two vectors in one permute.
+SHMOE_AVX512 inline void store_block(std::uint16_t* out, __m512 v0, __m512 v1) {
+  const __m512i odd_words =
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  _mm512_storeu_si512(
+      out, _mm512_permutex2var_epi16(_mm512_castps_si512(v0), odd_words, _mm512_castps_si512(v1)));
+}
+
+// 16 whole blocks through quantize_block_group and dequantize_blocks in one pass, without the
+// codes: where every block is finite and its scale keeps its values normal (any block of real
+// data), round_trip16 on each; otherwise the two kernels themselves.
+template <Fp8Format F, typename Out>
+SHMOE_AVX512 void round_trip_group(const float* x, Out* out) {
+  constexpr int kBlocks = 16;
+  constexpr Fp8Spec s = fp8_spec(F);
+  __m512i m[kBlocks];
+  for (int b = 0; b < kBlocks; ++b)
+    m[b] = _mm512_max_epu32(abs_bits(load16(x + 32 * b)), abs_bits(load16(x + 32 * b + 16)));
+  const __m512i amax = block_maxima(m);
+  const __m512i code = _mm512_max_epi32(
+      _mm512_sub_epi32(_mm512_srli_epi32(amax, 23), splat(s.emax)), _mm512_setzero_si512());
+  // Finite (amax below infinity) and a scale round_trip16 takes, as unsigned compares.
+  const __mmask16 fast = _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) &
+                         _mm512_cmpge_epu32_mask(code, splat(kFastScaleLow<F>)) &
+                         _mm512_cmple_epu32_mask(code, splat(kFastScaleHigh<F>));
+  if (fast != 0xffff) {
+    std::uint8_t codes[kBlocks * kMxBlockSize], scales[kBlocks];
+    quantize_block_group<F>(x, kBlocks, codes, scales);
+    dequantize_blocks<F>(codes, scales, kBlocks * kMxBlockSize, out);
+    return;
+  }
+  // Per block: the binade of the scaled smallest normal, 2^(1 - bias) * 2^(code - 127), and the
+  // bits of the scaled largest value.
+  const __m512i lowest = _mm512_slli_epi32(_mm512_add_epi32(code, splat(1 - s.bias)), 23);
+  const __m512i largest = _mm512_add_epi32(
+      splat(std::bit_cast<std::uint32_t>(s.max_value) - (127u << 23)), _mm512_slli_epi32(code, 23));
+  for (int b = 0; b < kBlocks; ++b) {
+    const __m512i lane = _mm512_set1_epi32(b);
+    const __m512i lo = _mm512_permutexvar_epi32(lane, lowest),
+                  hi = _mm512_permutexvar_epi32(lane, largest);
+    store_block(out + 32 * b, round_trip16<F>(load16(x + 32 * b), lo, hi),
+                round_trip16<F>(load16(x + 32 * b + 16), lo, hi));
+  }
+}
+
+// Whole groups of 16 blocks by round_trip_group, the other whole blocks (fewer than 16) through
+// quantize_blocks and dequantize_blocks.
+template <Fp8Format F, typename Out>
+SHMOE_AVX512 std::size_t round_trip_blocks(const float* x, std::size_t n, Out* out) {
+  constexpr std::size_t kGroup = 16 * kMxBlockSize;
+  const std::size_t grouped = n / kGroup * kGroup, full = n / kMxBlockSize * kMxBlockSize;
+  for (std::size_t i = 0; i < grouped; i += kGroup) round_trip_group<F>(x + i, out + i);
+  if (grouped < full) {
+    std::uint8_t codes[kGroup], scales[kGroup / kMxBlockSize];
+    quantize_blocks<F>(x + grouped, full - grouped, codes, scales);
+    dequantize_blocks<F>(codes, scales, full - grouped, out + grouped);
+  }
+  return full;
+}
+
 // Magnitudes as bits order like the values; NaN lanes (above infinity) are left out, as fmax
 // leaves them out in the scalar code.
 SHMOE_AVX512 std::size_t abs_max_bf16_16(const std::uint16_t* x, std::size_t n, float* amax) {
@@ -346,6 +439,13 @@ std::size_t dequantize_any(const std::uint8_t* codes, const std::uint8_t* scales
   if (!available()) return 0;
   return f == Fp8Format::kE4M3 ? dequantize_blocks<Fp8Format::kE4M3>(codes, scales, n, out)
                                : dequantize_blocks<Fp8Format::kE5M2>(codes, scales, n, out);
+}
+
+template <typename Out>
+std::size_t round_trip_any(const float* x, std::size_t n, Fp8Format f, Out* out) {
+  if (!available()) return 0;
+  return f == Fp8Format::kE4M3 ? round_trip_blocks<Fp8Format::kE4M3>(x, n, out)
+                               : round_trip_blocks<Fp8Format::kE5M2>(x, n, out);
 }
 
 template <typename T>
@@ -397,6 +497,13 @@ std::size_t dequantize_bf16(const std::uint8_t* codes, const std::uint8_t* scale
   return dequantize_any(codes, scales, n, f, out);
 }
 
+std::size_t round_trip(const float* x, std::size_t n, Fp8Format f, float* out) {
+  return round_trip_any(x, n, f, out);
+}
+std::size_t round_trip_bf16(const float* x, std::size_t n, Fp8Format f, std::uint16_t* out) {
+  return round_trip_any(x, n, f, out);
+}
+
 #else  // no x86: no AVX-512
 
 bool available() {
@@ -416,6 +523,12 @@ std::size_t dequantize_bf16(const std::uint8_t*, const std::uint8_t*, std::size_
   return 0;
 }
 std::size_t abs_max_bf16(const std::uint16_t*, std::size_t, float*) {
+  return 0;
+}
+std::size_t round_trip(const float*, std::size_t, Fp8Format, float*) {
+  return 0;
+}
+std::size_t round_trip_bf16(const float*, std::size_t, Fp8Format, std::uint16_t*) {
   return 0;
 }
 std::size_t encode_e4m3_scaled_bf16(const std::uint16_t*, std::size_t, float, std::uint8_t*) {

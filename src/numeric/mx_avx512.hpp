@@ -21,6 +21,10 @@ std::size_t dequantize(const std::uint8_t* codes, const std::uint8_t* scales, st
 std::size_t dequantize_bf16(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n,
                             Fp8Format f, std::uint16_t* out);
 
+// quantize then dequantize (dequantize_bf16), without the codes.
+std::size_t round_trip(const float* x, std::size_t n, Fp8Format f, float* out);
+std::size_t round_trip_bf16(const float* x, std::size_t n, Fp8Format f, std::uint16_t* out);
+
 // For numeric/fp8_blocks, over the first n rounded down to 16 bf16 values (0 without AVX-512F):
 // the largest magnitude that is not a NaN (*amax, left as it is where larger), and the E4M3
 // codes of x_i * mul. Each returns how many values it handled.

@@ -1,8 +1,8 @@
 // MegaMoE's GEMM epilogues: GemmEngine::multiply hands every element of each weight's product to
 // its epilogue once, in row chunks and column panels (GemmEngine::Cut), with
 // the bits a product with that weight alone has, within fp64 bounds; GEMM1's SwiGLU epilogue and
-// GEMM2's row epilogue give the bytes of the separate passes (gemm1_tile + swiglu_quantize,
-// gemm2_tile) that the unfused chain runs.
+// GEMM2's row epilogue give the bytes of the separate passes (gemm1_tile + swiglu_quantize and the
+// expansion of its rows, gemm2_tile) that the unfused chain runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@ namespace {
 using shmoe::moe::ExpertFfnShape;
 using shmoe::moe::FfnScratch;
 using shmoe::moe::GemmEngine;
+using shmoe::moe::GemmInput;
 using shmoe::moe::MxRow;
 using shmoe::moe::WeightForm;
 using shmoe::numeric::Fp8Format;
@@ -137,8 +138,8 @@ TEST_P(Epilogue, EveryElementOnceInChunksAndPanelsWithTheLoneProductsBitsWithinF
   }
 }
 
-// gemm1_swiglu against gemm1_tile + swiglu_quantize, and gemm2_rows against gemm2_tile, for m
-// fresh rows at `shape`.
+// gemm1_swiglu against gemm1_tile, swiglu_quantize and the expansion of its rows, and gemm2_rows
+// on that against gemm2_tile, for m fresh rows at `shape`.
 void expect_epilogues_give_separate_passes_bytes(const GemmEngine& g, std::mt19937& gen,
                                                  const ExpertFfnShape& shape, int m,
                                                  WeightForm form) {
@@ -152,10 +153,14 @@ void expect_epilogues_give_separate_passes_bytes(const GemmEngine& g, std::mt199
   std::vector<float> h(static_cast<std::size_t>(m) * shape.ffn_dim);
   gemm1_tile(shape, g, w, rows, tl.bytes(), m, h.data(), scratch);
   std::vector<std::byte> act(static_cast<std::size_t>(m) * al.bytes(), std::byte{0});
-  std::vector<std::byte> act_fused(act.size(), std::byte{0});
   swiglu_quantize(shape, h.data(), 0, m, act.data());
-  gemm1_swiglu(shape, g, w, rows, tl.bytes(), m, act_fused.data(), scratch);
-  ASSERT_EQ(0, std::memcmp(act.data(), act_fused.data(), act.size()));
+  // GEMM2's input: act's rows expanded, and what the fused epilogue writes in their place.
+  const GemmInput t = g.input(w.w2, m);
+  std::vector<std::byte> in(static_cast<std::size_t>(m) * al.elems * GemmEngine::bytes_of(t));
+  std::vector<std::byte> in_fused(in.size(), std::byte{0xff});
+  GemmEngine::expand_rows(act.data(), al.bytes(), m, al.elems, shape.format, t, in.data());
+  gemm1_swiglu(shape, g, w, rows, tl.bytes(), m, in_fused.data(), scratch);
+  ASSERT_EQ(0, std::memcmp(in.data(), in_fused.data(), in.size()));
 
   const auto D = static_cast<std::size_t>(shape.model_dim);
   std::vector<std::uint16_t> out(m * D), scattered(m * D, 0xffff);
@@ -165,7 +170,7 @@ void expect_epilogues_give_separate_passes_bytes(const GemmEngine& g, std::mt199
   for (int r = 0; r < m; ++r) place[r] = (r * 7 + 3) % m;
   if (std::gcd(7, m) != 1) std::iota(place.rbegin(), place.rend(), 0);
   gemm2_rows(
-      shape, g, w, act.data(), m,
+      shape, g, w, in_fused.data(), m,
       {[&](int r) {
          EXPECT_GE(r, static_cast<int>(written.size()));  // not after it was announced
          return scattered.data() + place[r] * D;

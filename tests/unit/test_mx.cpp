@@ -93,11 +93,10 @@ TEST(E8m0, ScaleCodeIsFloorLog2MinusEmaxClamped) {
   }
 }
 
-// A block of 32 with a random magnitude and random structure, finite values only.
-void fill_block(std::mt19937_64& rng, float* x) {
+// A block of 32 with magnitudes up to 2^top and random structure, finite values only.
+void fill_block(std::mt19937_64& rng, float* x, int top) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const int top = -150 + static_cast<int>(rng() % 278);  // amax from fp32 subnormal to near max
-  const int mode = static_cast<int>(rng() % 4);
+  const int mode = static_cast<int>(rng() % 5);
   for (int i = 0; i < 32; ++i) {
     double m = 0;
     switch (mode) {
@@ -110,13 +109,21 @@ void fill_block(std::mt19937_64& rng, float* x) {
       case 2:  // just below the next power of two: the saturating range [max, 2^(emax+1))
         m = 1.0 - std::exp2(-1.0 - 12.0 * unit(rng));
         break;
-      default:  // exact small multiples, exact zeros
+      case 3:  // exact small multiples, exact zeros
         m = static_cast<double>(rng() % 9) / 8.0;
+        break;
+      default:  // 5 significant bits, often a tie for either format's rounding
+        m = std::ldexp(static_cast<double>(16 + rng() % 16), -5 - static_cast<int>(rng() % 24));
     }
     const double v = std::ldexp(m, top);
     x[i] = static_cast<float>((rng() & 1) ? -v : v);
     if (!std::isfinite(x[i])) x[i] = (rng() & 1) ? -FLT_MAX : FLT_MAX;
   }
+}
+
+// The same, with amax anywhere from an fp32 subnormal to near the largest float.
+void fill_block(std::mt19937_64& rng, float* x) {
+  fill_block(rng, x, -150 + static_cast<int>(rng() % 278));
 }
 
 // Each dequantised element against the exact bound. With S the block scale and y = x / S exact:
@@ -349,6 +356,41 @@ TEST(Mx, DequantiseToBf16IsExact) {
         }
       }
       EXPECT_GT(exact, n * 3 / 4);  // most scales keep every value normal
+    }
+  }
+}
+
+// round_trip_mx(_bf16) against the scalar quantize_mx then dequantize_mx(_bf16), bit for bit:
+// data of every kind (random_input: most groups of 16 blocks hold one with a special scale), then
+// groups whose every block has a scale keeping its values normal (the AVX-512 kernel's own path).
+TEST(Mx, RoundTripIsQuantiseThenDequantise) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::size_t n = (std::size_t{1} << 20) + 45;  // a partial block at the end
+  std::vector<float> x = random_input(rng, n), real(n + 32);
+  for (std::size_t b = 0; b < n; b += 32)
+    fill_block(rng, &real[b], -90 + static_cast<int>(rng() % 191));
+  real.resize(n);
+  std::vector<std::uint8_t> codes(n), scales(mx_num_blocks(n));
+  std::vector<float> y_ref(n), y(n);
+  std::vector<std::uint16_t> b_ref(n), b(n);
+  for (const std::vector<float>* in : {&x, &real}) {
+    for (Fp8Format f : kFormats) {
+      quantize_mx(in->data(), n, f, codes.data(), scales.data(), MxKernel::kScalar);
+      dequantize_mx(codes.data(), scales.data(), n, f, y_ref.data(), MxKernel::kScalar);
+      dequantize_mx_bf16(codes.data(), scales.data(), n, f, b_ref.data(), MxKernel::kScalar);
+      std::vector<std::uint32_t> u_ref(n), u(n);
+      std::memcpy(u_ref.data(), y_ref.data(), n * 4);
+      for (MxKernel k : kKernels) {
+        if (!mx_kernel_available(k)) continue;
+        SCOPED_TRACE(name(f) + " " + name(k) + (in == &x ? " any data" : " real data"));
+        round_trip_mx(in->data(), n, f, y.data(), k);
+        std::memcpy(u.data(), y.data(), n * 4);
+        ASSERT_EQ(u_ref, u) << "element " << first_difference(u_ref, u);
+        round_trip_mx_bf16(in->data(), n, f, b.data(), k);
+        ASSERT_EQ(b_ref, b) << "bf16 element " << first_difference(b_ref, b);
+      }
     }
   }
 }

@@ -317,7 +317,7 @@ class FusedCall {
   void matrix_inline(const Part& p) {
     TileSlots& t = *s_.slots[p.index];
     const std::size_t stride = s_.row_slot;
-    FfnScratch scratch;
+    FfnScratch& scratch = t.scratch;
     CombineWriter combine(s_);
     for (const std::size_t v : waves_of(p)) {
       const Wave& wave = s_.waves[v];
@@ -344,7 +344,7 @@ class FusedCall {
     TileSlots& t = *s_.slots[part.index];
     const auto mine = waves_of(part);
     const std::size_t stride = s_.row_slot;
-    FfnScratch scratch;
+    FfnScratch& scratch = t.scratch;
     auto gemm2 = [&](std::size_t j) {
       const Wave& wave = s_.waves[mine[j]];
       const int p = static_cast<int>(j % 2);

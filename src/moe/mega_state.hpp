@@ -42,6 +42,7 @@ struct TileSlots {
   std::vector<std::uint16_t> out[2];                  // [wave_rows][D] BF16
   // A worker that runs its waves itself (inline, solo): GEMM2's input, as gemm1_swiglu writes it.
   std::vector<std::byte> gemm2_in;
+  FfnScratch scratch;  // the matrix worker's, kept between calls (no allocation in a call)
 };
 
 // The common parts (operator_state.hpp), and MegaMoE's own: recv_rows holds

@@ -313,8 +313,9 @@ SHMOE_AVX512 inline __m512 round_trip16(__m512 x, __m512i lowest_binade, __m512i
   const __m512i u = _mm512_castps_si512(x);
   const __m512i abs = _mm512_min_epu32(_mm512_and_si512(u, splat(kAbsMask)), largest);
   const __m512i binade = _mm512_max_epu32(_mm512_and_si512(abs, splat(kInfBits)), lowest_binade);
-  const __m512 step = _mm512_castsi512_ps(_mm512_add_epi32(binade, splat((23u - mant) << 23)));
-  const __m512 r = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(abs), step), step);
+  // 2^(b + 23 - mant_bits): its ulp is the grid step of binade b.
+  const __m512 shifter = _mm512_castsi512_ps(_mm512_add_epi32(binade, splat((23u - mant) << 23)));
+  const __m512 r = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(abs), shifter), shifter);
   constexpr int kOrSign = 0xf8;  // a | (b & c): the rounded magnitude with x's sign bit
   return _mm512_castsi512_ps(
       _mm512_ternarylogic_epi32(_mm512_castps_si512(r), u, splat(~kAbsMask), kOrSign));

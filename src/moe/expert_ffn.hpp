@@ -96,8 +96,8 @@ void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeig
 struct OutRows {
   std::function<std::uint16_t*(int r)> at;
   std::function<void(int r)> written;  // may be empty
-  // Rows read later by another core: whole rows stored past the cache.
-  bool streamed = false;
+  // Whether row r is read later by another core: its whole row is then stored past the cache.
+  std::function<bool(int r)> streamed;  // may be empty: none
 };
 // out[n][D] (BF16) = in . w2^T, `in` GEMM2's input as gemm1_swiglu writes it, each row rounded
 // from fp32 into out.at(r).

@@ -96,9 +96,16 @@ class CombineWriter {
                               : staging_row(r);
                  },
                  {},
-                 // Not past the cache where a staging row is read back at once by the put.
-                 every_mapped_};
-    if (!every_mapped_) {
+                 {}};
+    // Past the cache where another PE's reduction reads the row; through it where this PE's own
+    // does (it then finds the row in cache: the write-back and the reduction took 0.11 instead of
+    // 0.15 ms per PE per call at model_dim 512, decode) or a staging row is read back at once by
+    // the put.
+    if (every_mapped_) {
+      rows.streamed = [this, &wave](int r) {
+        return s_.received_meta(wave.row0 + r).src_pe != s_.me;
+      };
+    } else {
       rows.written = [this, &wave](int r) {
         const RowMeta meta = s_.received_meta(wave.row0 + r);
         if (mapped_[static_cast<std::size_t>(meta.src_pe)] == nullptr)

@@ -317,9 +317,11 @@ template <typename Out>
 void round_trip_any(const float* x, std::size_t n, Fp8Format f, Out* out, MxKernel k) {
   std::size_t done = 0;
   if (use_avx512(k)) {
-    done = std::is_same_v<Out, float>
-               ? mx_avx512::round_trip(x, n, f, reinterpret_cast<float*>(out))
-               : mx_avx512::round_trip_bf16(x, n, f, reinterpret_cast<std::uint16_t*>(out));
+    if constexpr (std::is_same_v<Out, float>) {
+      done = mx_avx512::round_trip(x, n, f, out);
+    } else {
+      done = mx_avx512::round_trip_bf16(x, n, f, out);
+    }
   }
   constexpr std::size_t kChunk = 8 * kMxBlockSize;
   std::uint8_t codes[kChunk], scales[kChunk / kMxBlockSize];

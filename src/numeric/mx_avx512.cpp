@@ -145,24 +145,35 @@ SHMOE_AVX512 inline void store64(std::uint8_t* out, __m512i c0, __m512i c1, __m5
   _mm512_storeu_si512(out, _mm512_permutexvar_epi32(order, bytes));
 }
 
-// `blocks` whole blocks (an even count up to 16: a GEMM epilogue's panel of 128 columns has 4):
-// scale_code_from_abs_bits and inverse_scale on all their scales at once.
-template <Fp8Format F, typename T>
-SHMOE_AVX512 void quantize_block_group(const T* x, int blocks, std::uint8_t* codes,
-                                       std::uint8_t* scales) {
+// The bits of the largest magnitude of each of `blocks` blocks (up to 16; zero past them), in
+// block order.
+template <typename T>
+SHMOE_AVX512 inline __m512i group_maxima(const T* x, int blocks) {
   __m512i m[16];
   for (int b = 0; b < 16; ++b) {
     m[b] = b < blocks
                ? _mm512_max_epu32(abs_bits(load16(x + 32 * b)), abs_bits(load16(x + 32 * b + 16)))
                : _mm512_setzero_si512();
   }
-  const __m512i amax = block_maxima(m);
+  return block_maxima(m);
+}
+
+// scale_code_from_abs_bits on 16 blocks' maxima, for blocks below infinity: the exponent field
+// minus emax, at least 0.
+template <Fp8Format F>
+SHMOE_AVX512 inline __m512i finite_scale_codes(__m512i amax) {
+  return _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(amax, 23), splat(fp8_spec(F).emax)),
+                          _mm512_setzero_si512());
+}
+
+// `blocks` whole blocks (an even count up to 16: a GEMM epilogue's panel of 128 columns has 4):
+// scale_code_from_abs_bits and inverse_scale on all their scales at once.
+template <Fp8Format F, typename T>
+SHMOE_AVX512 void quantize_block_group(const T* x, int blocks, std::uint8_t* codes,
+                                       std::uint8_t* scales) {
+  const __m512i amax = group_maxima(x, blocks);
   const __mmask16 nan = _mm512_cmpge_epu32_mask(amax, splat(kInfBits));
-  const __m512i code = _mm512_mask_blend_epi32(
-      nan,
-      _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(amax, 23), splat(fp8_spec(F).emax)),
-                       _mm512_setzero_si512()),
-      splat(kE8m0Nan));
+  const __m512i code = _mm512_mask_blend_epi32(nan, finite_scale_codes<F>(amax), splat(kE8m0Nan));
   alignas(16) std::uint8_t scale_codes[16];
   _mm_store_si128(reinterpret_cast<__m128i*>(scale_codes), _mm512_cvtepi32_epi8(code));
   std::memcpy(scales, scale_codes, static_cast<std::size_t>(blocks));
@@ -350,12 +361,8 @@ template <Fp8Format F, typename Out>
 SHMOE_AVX512 void round_trip_group(const float* x, Out* out) {
   constexpr int kBlocks = 16;
   constexpr Fp8Spec s = fp8_spec(F);
-  __m512i m[kBlocks];
-  for (int b = 0; b < kBlocks; ++b)
-    m[b] = _mm512_max_epu32(abs_bits(load16(x + 32 * b)), abs_bits(load16(x + 32 * b + 16)));
-  const __m512i amax = block_maxima(m);
-  const __m512i code = _mm512_max_epi32(
-      _mm512_sub_epi32(_mm512_srli_epi32(amax, 23), splat(s.emax)), _mm512_setzero_si512());
+  const __m512i amax = group_maxima(x, kBlocks);
+  const __m512i code = finite_scale_codes<F>(amax);
   // Finite (amax below infinity) and a scale round_trip16 takes, as unsigned compares.
   const __mmask16 fast = _mm512_cmplt_epu32_mask(amax, splat(kInfBits)) &
                          _mm512_cmpge_epu32_mask(code, splat(kFastScaleLow<F>)) &

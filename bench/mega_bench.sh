@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # MegaMoE, every ratio from one run:
 #   1. the layer against its GEMM limit: fused and unfused (same inputs, calls alternating), and
-#      the fused layer alone (in a loop of its own, warm as the limit's GEMMs are), at a
+#      the fused layer alone (in a loop of its own, as the limit's GEMMs run: each call after a
+#      streaming read of the weights' bytes, as a model's other layers leave the caches), at a
 #      decode (128 tokens per PE) and a prefill (2048) shape at 2 and 4 PEs, against oneDNN's own
 #      matmul on the same GEMMs (bench/mega_gemm: one process per PE at once, one thread each, the
 #      GEMM shapes a PE gets, untiled, inputs already in the kernel's type), and the operator's

@@ -179,11 +179,12 @@ void gemm2_rows(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
     // Past the cache only whole rows: a panel's pieces of rows 4 KiB apart (256 bytes at
     // model_dim 2048) went through the cache in about half the time (0.5-0.8 against 1.0-1.2 ms a
     // call per PE, DeepSeek-V2-Lite's shape at decode).
-    const bool whole_rows = out.streamed && p.c0 == 0 && p.c1 == s.model_dim;
+    const bool whole_rows = p.c0 == 0 && p.c1 == s.model_dim;
     for (int r = p.r0; r < p.r1; ++r) {
       const float* from = p.out[0] + (r - p.r0) * cols;
-      std::uint16_t* to = scratch.out_rows[r - p.r0] + p.c0;
-      if (whole_rows && out.streamed(r)) {
+      const OutRow& row = scratch.out_rows[r - p.r0];
+      std::uint16_t* to = row.to + p.c0;
+      if (whole_rows && row.streamed) {
         numeric::floats_to_bf16_streamed(from, cols, to);
       } else {
         numeric::floats_to_bf16(from, cols, to);
@@ -200,7 +201,7 @@ void gemm2_tile(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeight
   if (n == 0) return;
   const auto D = static_cast<std::size_t>(s.model_dim);
   gemm2_rows(s, g, w, expand_tile(s, g, w.w2, act, s.act_row().bytes(), n, scratch), n,
-             {[&](int r) { return out + r * D; }, {}, {}}, scratch);
+             {[&](int r) { return OutRow{out + r * D}; }, {}}, scratch);
 }
 
 }  // namespace shmoe::moe

@@ -54,12 +54,20 @@ ExpertWeights load_expert(const GemmEngine& g, const ExpertFfnShape& s, const st
 void quantize_tokens(const ExpertFfnShape& s, const std::uint16_t* x_bf16, std::size_t rows,
                      std::byte* out, std::size_t stride);
 
+// Where GEMM2's epilogue puts one output row: the model_dim BF16 elements it is rounded into,
+// straight from the GEMM's panels, and whether another core reads it later (its whole row is
+// then stored past the cache).
+struct OutRow {
+  std::uint16_t* to = nullptr;
+  bool streamed = false;
+};
+
 // Per-thread scratch: the expanded tile a GEMM reads, SwiGLU's fp32 output for one panel's rows
 // and their rounded values, where GEMM2's epilogue puts the rows of a chunk.
 struct FfnScratch {
   std::vector<std::byte> a;
   std::vector<float> act, rounded;
-  std::vector<std::uint16_t*> out_rows;
+  std::vector<OutRow> out_rows;
 };
 
 // h[n][F] = rows . w1^T; rows are token_row() rows `stride` bytes apart.
@@ -88,16 +96,13 @@ void gemm1_swiglu(const ExpertFfnShape& s, const GemmEngine& g, const ExpertWeig
                   const std::byte* rows, std::size_t stride, int n, void* in, FfnScratch& scratch,
                   const EpilogueTrace& trace = {});
 
-// Where GEMM2's epilogue puts each output row: `at(r)` is the model_dim BF16 elements that row r
-// is rounded into, straight from the GEMM's panels; `written(r)` follows once all of them are
-// there. Both come once per row, in order, chunk by chunk (GemmEngine::Cut: at most kChunkRows
-// rows, the first at a multiple of its size): `at` for every row of a chunk, then its panels,
-// then `written` for every row of it.
+// Where GEMM2's epilogue puts each output row: `at(r)` is row r's place; `written(r)` follows once
+// all of its elements are there. Both come once per row, in order, chunk by chunk
+// (GemmEngine::Cut: at most kChunkRows rows, the first at a multiple of its size): `at` for every
+// row of a chunk, then its panels, then `written` for every row of it.
 struct OutRows {
-  std::function<std::uint16_t*(int r)> at;
+  std::function<OutRow(int r)> at;
   std::function<void(int r)> written;  // may be empty
-  // Whether row r is read later by another core: its whole row is then stored past the cache.
-  std::function<bool(int r)> streamed;  // may be empty: none
 };
 // out[n][D] (BF16) = in . w2^T, `in` GEMM2's input as gemm1_swiglu writes it, each row rounded
 // from fp32 into out.at(r).

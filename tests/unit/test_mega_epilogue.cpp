@@ -24,6 +24,7 @@ using shmoe::moe::FfnScratch;
 using shmoe::moe::GemmEngine;
 using shmoe::moe::GemmInput;
 using shmoe::moe::MxRow;
+using shmoe::moe::OutRow;
 using shmoe::moe::WeightForm;
 using shmoe::numeric::Fp8Format;
 
@@ -172,15 +173,14 @@ void expect_epilogues_give_separate_passes_bytes(const GemmEngine& g, std::mt199
   gemm2_rows(
       shape, g, w, in_fused.data(), m,
       {[&](int r) {
-         EXPECT_GE(r, static_cast<int>(written.size()));  // not after it was announced
-         return scattered.data() + place[r] * D;
+         EXPECT_GE(r, static_cast<int>(written.size()));              // not after it was announced
+         return OutRow{scattered.data() + place[r] * D, r % 2 == 1};  // every other past the cache
        },
        [&](int r) {
          EXPECT_EQ(0, std::memcmp(out.data() + r * D, scattered.data() + place[r] * D, 2 * D))
              << "row " << r << " announced before all of it was written";
          written.push_back(r);
-       },
-       [](int r) { return r % 2 == 1; }},  // every other row past the cache
+       }},
       scratch);
   ASSERT_EQ(static_cast<int>(written.size()), m);
   for (int r = 0; r < m; ++r) {
